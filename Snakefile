@@ -1,0 +1,25 @@
+# speechprep: raw recordings -> VAD segments (and, stage by stage, transcripts,
+# units and TTS features). See README.md; outputs follow ../shared/CONTRACT.md.
+from snakemake.utils import min_version, validate
+
+min_version("9.0")
+
+
+configfile: "config/config.yaml"
+
+
+include: "rules/common.smk"
+
+
+validate(config, "config/schema.yaml")
+
+
+include: "rules/ingest.smk"
+include: "rules/vad.smk"
+
+
+rule all:
+    input:
+        all_targets,
+    default_target: True
+    localrule: True

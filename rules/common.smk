@@ -1,0 +1,137 @@
+# Shared helpers: config merging, per-stage interpreters, env-modules set-up,
+# and the shard lists that the ingest checkpoint produces.
+import json
+import os
+import sys
+from functools import cache
+from pathlib import Path
+
+import yaml
+
+REPO = Path(workflow.basedir)
+SCRIPTS = REPO / "scripts"
+sys.path.insert(0, str(REPO))
+from speechprep.inventory import inventory_digest  # noqa: E402
+
+RESULTS = "results"
+
+
+# `snakemake --configfile other.yaml`: Snakemake merges that file into the
+# workflow's config; a file that lists `datasets` should run those alone.
+def _datasets_from_command_line():
+    merged = None
+    for f in workflow.overwrite_configfiles:
+        with open(f, encoding="utf-8") as fh:
+            c = yaml.safe_load(fh) or {}
+        if "datasets" in c:
+            merged = {**(merged or {}), **c["datasets"]}
+    return merged
+
+
+if _datasets_from_command_line() is not None:
+    config["datasets"] = _datasets_from_command_line()
+
+
+def _active_sdms():
+    methods = workflow.deployment_settings.deployment_method or ()
+    return {getattr(m, "name", str(m)).upper() for m in methods}
+
+
+def _stage_python(stage):
+    """`python` when Snakemake supplies the env (env-modules, conda); else the stage's venv."""
+    if _active_sdms() & {"ENV_MODULES", "CONDA"}:
+        return "python"
+    venv_python = REPO / ".venvs" / stage / "bin" / "python"
+    return str(venv_python) if venv_python.exists() else "python"
+
+
+PY = {s.stem: _stage_python(s.stem) for s in (REPO / "envs").glob("*.yaml")}
+
+
+def _setup_env_modules():
+    """Make `module load speechprep/<stage>` work in every job's shell.
+
+    Jobs run in non-interactive bash, which defines no `module` function unless
+    BASH_ENV points at the modules init; scripts/setup.sh records where it is.
+    """
+    env_file = REPO / ".venvs" / "modules.env"
+    if not env_file.exists():
+        if "ENV_MODULES" in _active_sdms():
+            raise WorkflowError(
+                f"--sdm env-modules needs the stage environments: run {REPO}/scripts/setup.sh first"
+            )
+        return
+    values = {}
+    for line in env_file.read_text(encoding="utf-8").splitlines():
+        if line.startswith("export "):
+            k, _, v = line[len("export ") :].partition("=")
+            values[k] = v
+    modulepath = values["SPEECHPREP_MODULEPATH"]
+    paths = [p for p in os.environ.get("MODULEPATH", "").split(":") if p]
+    if modulepath not in paths:
+        os.environ["MODULEPATH"] = ":".join([modulepath] + paths)
+    os.environ.setdefault("BASH_ENV", values["SPEECHPREP_MODULES_INIT"])
+
+
+_setup_env_modules()
+
+
+def dataset_cfg(ds):
+    """A dataset's ingest settings: the global `ingest` defaults, then its own keys."""
+    merged = {k: v for k, v in config.get("ingest", {}).items() if k != "threads"}
+    merged.update(config["datasets"][ds])
+    return merged
+
+
+@cache
+def inventory(ds):
+    """Digest of an audio_dir's files (names, sizes, mtimes): ingest reruns when it changes."""
+    d = config["datasets"][ds]
+    return inventory_digest(d["audio_dir"]) if d.get("audio_dir") else ""
+
+
+def stage_params(stage):
+    """A stage's config minus its resource keys, as JSON (changing threads reruns nothing)."""
+    return json.dumps(
+        {k: v for k, v in config[stage].items() if k != "threads"}, sort_keys=True
+    )
+
+
+def shards(ds):
+    """Shard names of dataset `ds` (known once the ingest checkpoint has run)."""
+    d = Path(checkpoints.ingest.get(ds=ds).output.shards)
+    return sorted(p.stem for p in d.glob("shard-*.jsonl"))
+
+
+def shard_file(wildcards):
+    checkpoints.ingest.get(ds=wildcards.ds)
+    return f"{RESULTS}/{wildcards.ds}/shards/{wildcards.shard}.jsonl"
+
+
+def per_shard(pattern):
+    """Input function: `pattern` expanded over every shard of the dataset."""
+
+    def f(wildcards):
+        return expand(pattern, ds=wildcards.ds, shard=shards(wildcards.ds))
+
+    return f
+
+
+def all_targets(wildcards):
+    targets = []
+    for ds in config["datasets"]:
+        targets += [
+            f"{RESULTS}/{ds}/manifest.jsonl",
+            f"{RESULTS}/{ds}/rejects/ingest.jsonl",
+            f"{RESULTS}/{ds}/vad/stats.csv",
+            f"{RESULTS}/{ds}/vad/summary.json",
+        ]
+        targets += expand(
+            f"{RESULTS}/{ds}/vad/{{shard}}.segments.jsonl", shard=shards(ds)
+        )
+    return targets
+
+
+wildcard_constraints:
+    ds="[A-Za-z0-9][A-Za-z0-9_.-]*",
+    shard=r"shard-\d{4}",

@@ -1,0 +1,32 @@
+# Ingest: list or read a dataset, probe headers, write the manifest and shards.
+# A checkpoint: the shard count is known only once the corpus has been read.
+# Shard files whose content did not change keep their checksum, so their
+# downstream jobs do not rerun (see max-checksum-file-size in the profiles).
+
+
+checkpoint ingest:
+    input:
+        lambda wc: [config["datasets"][wc.ds]["manifest"]]
+        if config["datasets"][wc.ds].get("manifest")
+        else [],
+    output:
+        manifest=f"{RESULTS}/{{ds}}/manifest.jsonl",
+        rejects=f"{RESULTS}/{{ds}}/rejects/ingest.jsonl",
+        shards=directory(f"{RESULTS}/{{ds}}/shards"),
+    params:
+        dataset=lambda wc: json.dumps(dataset_cfg(wc.ds), sort_keys=True),
+        inventory=lambda wc: inventory(wc.ds),
+    log:
+        f"{RESULTS}/{{ds}}/logs/ingest.log",
+    threads: config["ingest"]["threads"]
+    resources:
+        mem_mb=4000,
+        runtime=60,
+    conda:
+        "../envs/ingest.yaml"
+    envmodules:
+        "speechprep/ingest",
+    shell:
+        "{PY[ingest]} {SCRIPTS}/ingest.py --name {wildcards.ds:q} --dataset {params.dataset:q}"
+        " --threads {threads} --manifest {output.manifest:q} --rejects {output.rejects:q}"
+        " --shards-dir {output.shards:q} > {log:q} 2>&1"

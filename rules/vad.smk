@@ -1,0 +1,51 @@
+# VAD: TEN-VAD per shard (one worker process per thread), then a merge of the
+# per-file statistics of every shard.
+
+
+rule vad:
+    input:
+        shard=shard_file,
+    output:
+        segments=f"{RESULTS}/{{ds}}/vad/{{shard}}.segments.jsonl",
+        stats=f"{RESULTS}/{{ds}}/vad/{{shard}}.stats.jsonl",
+        rejects=f"{RESULTS}/{{ds}}/vad/{{shard}}.rejects.jsonl",
+    params:
+        vad=lambda wc: stage_params("vad"),
+        scratch=f"{RESULTS}/{{ds}}/vad/.partial/{{shard}}.jsonl",
+    log:
+        f"{RESULTS}/{{ds}}/logs/vad/{{shard}}.log",
+    threads: config["vad"]["threads"]
+    resources:
+        mem_mb=lambda wc, threads: 1000 + 500 * threads,
+        runtime=60,
+    conda:
+        "../envs/vad.yaml"
+    envmodules:
+        "speechprep/vad",
+    shell:
+        "{PY[vad]} {SCRIPTS}/vad.py --shard {input.shard:q} --params {params.vad:q}"
+        " --workers {threads} --scratch {params.scratch:q} --segments {output.segments:q}"
+        " --stats {output.stats:q} --rejects {output.rejects:q} > {log:q} 2>&1"
+
+
+rule vad_merge:
+    input:
+        stats=per_shard(f"{RESULTS}/{{ds}}/vad/{{shard}}.stats.jsonl"),
+        rejects=per_shard(f"{RESULTS}/{{ds}}/vad/{{shard}}.rejects.jsonl"),
+        segments=per_shard(f"{RESULTS}/{{ds}}/vad/{{shard}}.segments.jsonl"),
+    output:
+        csv=f"{RESULTS}/{{ds}}/vad/stats.csv",
+        summary=f"{RESULTS}/{{ds}}/vad/summary.json",
+    log:
+        f"{RESULTS}/{{ds}}/logs/vad_merge.log",
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=30,
+    conda:
+        "../envs/vad.yaml"
+    envmodules:
+        "speechprep/vad",
+    shell:
+        "{PY[vad]} {SCRIPTS}/vad_merge.py --out-csv {output.csv:q} --out-summary {output.summary:q}"
+        " --stats {input.stats:q} --rejects {input.rejects:q} --segments {input.segments:q} > {log:q} 2>&1"

@@ -1,0 +1,146 @@
+#!/usr/bin/env python3
+"""Synthesize the bundled demo corpus with espeak-ng (run once; output is committed).
+
+    .venvs/vad/bin/python scripts/make_demo_corpus.py [--out resources/demo]
+
+Writes ``audio/<voice>/clipNN.{wav,flac}`` (16 kHz mono, two phrases separated by
+a known silence, a faint noise floor), ``audio/edge_cases/*`` (deliberately bad
+or unusual files) and ``truth.json`` with, per file, the speech intervals and
+their texts or the outcome the pipeline must produce. Needs espeak-ng on PATH;
+the demo itself does not.
+"""
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import soundfile as sf
+import soxr
+
+SR = 16000
+VOICES = {  # directory name -> espeak-ng voice
+    "us_male": "en-us",
+    "us_female": "en-us+f3",
+    "scottish": "en-gb-scotland",
+    "caribbean": "en-029+f4",
+}
+PHRASES = [
+    "the cat sat on the mat", "a red bus goes to town",
+    "we like green apples", "open the door please",
+    "the sun is very hot", "my dog can run fast",
+    "put the cup on the table", "she reads a good book",
+    "it is cold outside today", "he plays the old piano",
+    "turn left at the bridge", "the bird sings at dawn",
+    "we eat rice and fish", "close the window now",
+    "the train is late again", "they walk in the park",
+    "bring me some water", "the lamp is too bright",
+    "a small boat on the lake", "the clock struck nine",
+    "my hands are very cold", "the milk is in the fridge",
+    "please sit down here", "the road is long and wet",
+    "we sing a happy song", "the box is full of toys",
+    "look at the tall tree", "the baby is asleep",
+    "a fox ran past the farm", "the tea is still warm",
+    "paint the fence blue", "the moon is out tonight",
+]
+NOISE = 3e-4  # noise floor (about -70 dBFS), so silence is not digital zero
+
+
+def speak(text: str, voice: str) -> np.ndarray:
+    """espeak-ng -> float32 mono at SR, leading/trailing silence trimmed."""
+    wav = subprocess.run(["espeak-ng", "-v", voice, "--stdout", text],
+                         check=True, capture_output=True).stdout
+    x, sr = sf.read(io.BytesIO(wav), dtype="float32")
+    x = soxr.resample(x, sr, SR).astype(np.float32)
+    loud = np.flatnonzero(np.abs(x) > 0.01 * np.abs(x).max())
+    return x[loud[0]: loud[-1] + 1]
+
+
+def compose(rng, pieces, gaps):
+    """Interleave silences (``gaps``, len(pieces)+1, seconds) and speech."""
+    out, t, spans = [], 0.0, []
+    for i, (text, x) in enumerate(pieces):
+        g = np.zeros(int(round(gaps[i] * SR)), np.float32)
+        out.append(g)
+        t += len(g) / SR
+        spans.append({"start": round(t, 4), "end": round(t + len(x) / SR, 4), "text": text})
+        out.append(x)
+        t += len(x) / SR
+    out.append(np.zeros(int(round(gaps[-1] * SR)), np.float32))
+    y = np.concatenate(out)
+    y = y + rng.normal(0.0, NOISE, len(y)).astype(np.float32)
+    return np.clip(y, -1, 1).astype(np.float32), spans
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default=str(Path(__file__).resolve().parents[1] / "resources" / "demo"))
+    args = ap.parse_args()
+    out = Path(args.out)
+    audio = out / "audio"
+    rng = np.random.default_rng(20261121)
+    truth = {"sample_rate": SR, "voices": VOICES, "files": {}}
+
+    phrase_iter = iter(PHRASES)
+    for name, voice in VOICES.items():
+        for k in range(1, 5):
+            texts = [next(phrase_iter), next(phrase_iter)]
+            pieces = [(t, speak(t, voice)) for t in texts]
+            gaps = [rng.uniform(0.3, 0.7), rng.uniform(0.6, 1.0), rng.uniform(0.3, 0.6)]
+            y, spans = compose(rng, pieces, gaps)
+            ext = "wav" if k <= 2 else "flac"
+            rel = f"{name}/clip{k:02d}.{ext}"
+            (audio / name).mkdir(parents=True, exist_ok=True)
+            sf.write(audio / rel, y, SR, subtype="PCM_16")
+            truth["files"][rel] = {"expect": "ok", "clean": True, "voice": name,
+                                   "duration": round(len(y) / SR, 4), "speech": spans}
+
+    edge = audio / "edge_cases"
+    edge.mkdir(parents=True, exist_ok=True)
+    files = truth["files"]
+    say = lambda t: (t, speak(t, VOICES["us_male"]))  # noqa: E731
+
+    (edge / "corrupt.wav").write_bytes(b"RIFF" + rng.integers(0, 256, 2044, dtype=np.uint8).tobytes())
+    files["edge_cases/corrupt.wav"] = {"expect": "reject", "stage": "ingest", "reason": "unreadable"}
+    (edge / "zero_length.wav").write_bytes(b"")
+    files["edge_cases/zero_length.wav"] = {"expect": "reject", "stage": "ingest", "reason": "empty"}
+    sf.write(edge / "header_only.wav", np.zeros(0, np.int16), SR, subtype="PCM_16")
+    files["edge_cases/header_only.wav"] = {"expect": "reject", "stage": "ingest", "reason": "empty"}
+
+    y, _ = compose(rng, [say("the cat sat on the mat")], [0.3, 0.3])
+    y[len(y) // 2: len(y) // 2 + 50] = np.nan
+    sf.write(edge / "nan_float.wav", y, SR, subtype="FLOAT")
+    files["edge_cases/nan_float.wav"] = {"expect": "reject", "stage": "vad", "reason": "non_finite"}
+    y = rng.normal(0, 0.05, SR // 2).astype(np.float32)
+    y[100] = np.inf
+    sf.write(edge / "inf_float.wav", y, SR, subtype="FLOAT")
+    files["edge_cases/inf_float.wav"] = {"expect": "reject", "stage": "vad", "reason": "non_finite"}
+
+    y = rng.normal(0.0, NOISE, 2 * SR).astype(np.float32)
+    sf.write(edge / "silence.wav", y, SR, subtype="PCM_16")
+    files["edge_cases/silence.wav"] = {"expect": "reject", "stage": "vad", "reason": "no_speech"}
+    sf.write(edge / "too_short.wav", rng.normal(0, 0.1, 160).astype(np.float32), SR, subtype="PCM_16")
+    files["edge_cases/too_short.wav"] = {"expect": "reject", "stage": "vad", "reason": "too_short"}
+
+    # Unusual but usable: resampled / mixed down by the pipeline, never rejected.
+    y, spans = compose(rng, [say("a red bus goes to town"), say("we like green apples")], [0.5, 0.8, 0.5])
+    y8 = soxr.resample(y, SR, 8000)
+    sf.write(edge / "stereo_8k.wav", np.stack([y8, 0.5 * y8], axis=1), 8000, subtype="PCM_16")
+    files["edge_cases/stereo_8k.wav"] = {"expect": "ok", "clean": False, "duration": round(len(y) / SR, 4),
+                                         "speech": spans, "sample_rate": 8000, "channels": 2}
+    y, spans = compose(rng, [say("open the door please")], [0.5, 0.5])
+    sf.write(edge / "rate_44k.wav", soxr.resample(y, SR, 44100), 44100, subtype="PCM_16")
+    files["edge_cases/rate_44k.wav"] = {"expect": "ok", "clean": False, "duration": round(len(y) / SR, 4),
+                                        "speech": spans, "sample_rate": 44100, "channels": 1}
+    (edge / "README.txt").write_text("Not audio: ignored by ingest (extension not listed).\n", encoding="utf-8")
+
+    (out / "truth.json").write_text(json.dumps(truth, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    total = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
+    print(f"wrote {len(files)} files under {audio} ({total / 1e6:.2f} MB with truth.json)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# Set up everything speechprep needs on this machine, idempotently:
+#   - Debian packages (installed when root; otherwise the exact command is printed)
+#   - one virtual environment per envs/<stage>.yaml, built from its `pip:` list,
+#     rebuilt only when that list changes
+#   - an environment-modules modulefile per environment (.venvs/modulefiles),
+#     which is what `snakemake --sdm env-modules` loads for each rule
+# Usage: scripts/setup.sh [stage ...]   (default: every envs/*.yaml)
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENVS="$ROOT/.venvs"
+PY="${SPEECHPREP_PYTHON:-python3}"
+DEBIAN_PACKAGES=(libc++1 environment-modules)
+# Test-only tool installed next to each stage's pins so its unit tests run in it.
+TEST_TOOLS=(pytest==9.2.0)
+
+say() { printf 'setup: %s\n' "$*" >&2; }
+die() { printf 'setup: ERROR: %s\n' "$*" >&2; exit 1; }
+
+# --- Python -----------------------------------------------------------------
+command -v "$PY" >/dev/null || die "no '$PY' on PATH; install Python 3.11 (or set SPEECHPREP_PYTHON)"
+pyver="$("$PY" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
+[ "$pyver" = "3.11" ] || die "'$PY' is Python $pyver; speechprep's environments pin Python 3.11 (set SPEECHPREP_PYTHON to a 3.11 interpreter)"
+"$PY" -c 'import venv, ensurepip' 2>/dev/null || die "'$PY' lacks venv/ensurepip (Debian: apt-get install python3.11-venv)"
+
+# --- Debian packages --------------------------------------------------------
+missing=()
+if command -v dpkg-query >/dev/null; then
+  for p in "${DEBIAN_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+fi
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ]; then
+    say "installing Debian packages: ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq >/dev/null
+    apt-get install -y -qq "${missing[@]}" >/dev/null
+  else
+    die "missing Debian packages: ${missing[*]}
+  run as root:  apt-get update && apt-get install -y ${missing[*]}
+  (conda users: the envs/*.yaml files carry libcxx; environment-modules is only needed for --sdm env-modules)"
+  fi
+fi
+MODULES_INIT=""
+for f in /usr/share/modules/init/bash /etc/profile.d/modules.sh; do
+  [ -f "$f" ] && { MODULES_INIT="$f"; break; }
+done
+[ -n "$MODULES_INIT" ] || die "environment-modules is installed but its bash init script was not found"
+
+# --- one venv per stage -----------------------------------------------------
+if [ $# -gt 0 ]; then stages=("$@"); else
+  stages=(); for f in "$ROOT"/envs/*.yaml; do stages+=("$(basename "$f" .yaml)"); done
+fi
+mkdir -p "$VENVS/modulefiles/speechprep"
+for stage in "${stages[@]}"; do
+  spec="$ROOT/envs/$stage.yaml"
+  [ -f "$spec" ] || die "no env file $spec"
+  venv="$VENVS/$stage"
+  reqs="$(cd "$ROOT" && "$PY" -m speechprep.envspec "$spec")"
+  stamp="$(printf '%s\n%s\n%s\n' "$pyver" "$reqs" "${TEST_TOOLS[*]}" | sha256sum | cut -c1-16)"
+  if [ -f "$venv/.speechprep-stamp" ] && [ "$(cat "$venv/.speechprep-stamp")" = "$stamp" ] \
+     && "$venv/bin/python" -c 'pass' 2>/dev/null; then
+    say "env '$stage' up to date"
+  else
+    say "building env '$stage' in $venv"
+    rm -rf "$venv"
+    "$PY" -m venv "$venv"
+    reqfile="$(mktemp)"; printf '%s\n' "$reqs" > "$reqfile"
+    # The env's own pins double as constraints, so nothing pulled in
+    # transitively can replace a pinned package (torch in later stages).
+    "$venv/bin/python" -m pip install -q --disable-pip-version-check \
+        -r "$reqfile" -c "$reqfile" "${TEST_TOOLS[@]}" 2>&1 | grep -v "^WARNING: Location" || true
+    rm -f "$reqfile"
+    (cd "$ROOT" && "$venv/bin/python" -c "import sys; from speechprep.envspec import check_stage_env as c; p = c('$stage'); print(*p, sep='\n', file=sys.stderr); sys.exit(1 if p else 0)") \
+      || die "env '$stage' does not satisfy envs/$stage.yaml after install"
+    echo "$stamp" > "$venv/.speechprep-stamp"
+  fi
+  cat > "$VENVS/modulefiles/speechprep/$stage" <<EOF
+#%Module1.0
+## speechprep '$stage' stage environment, written by scripts/setup.sh from envs/$stage.yaml
+module-whatis "speechprep $stage environment ($venv)"
+conflict speechprep
+setenv VIRTUAL_ENV $venv
+setenv SPEECHPREP_ENV $stage
+prepend-path PATH $venv/bin
+EOF
+done
+
+# Where the Snakefile finds the modules init and modulefiles (also sourced by
+# users who want `module load speechprep/<stage>` in their own shell).
+cat > "$VENVS/modules.env" <<EOF
+# written by scripts/setup.sh
+export SPEECHPREP_MODULES_INIT=$MODULES_INIT
+export SPEECHPREP_MODULEPATH=$VENVS/modulefiles
+EOF
+say "ready: envs ${stages[*]}; modulefiles in $VENVS/modulefiles"

@@ -1,0 +1,109 @@
+"""Audio probing and decoding with soundfile + soxr (no torchaudio).
+
+Errors are :class:`AudioError` with a stable ``reason`` code (the rejects
+``reason``) and a human ``detail``; callers turn them into reject lines.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Iterator
+
+import numpy as np
+import soundfile as sf
+
+SAMPLE_RATE = 16000
+
+
+class AudioError(Exception):
+    def __init__(self, reason: str, detail: str):
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+        self.detail = detail
+
+
+@dataclass(frozen=True)
+class AudioInfo:
+    frames: int
+    sample_rate: int
+    channels: int
+    format: str
+    subtype: str
+
+    @property
+    def duration(self) -> float:
+        return self.frames / self.sample_rate
+
+
+def probe(path: str) -> AudioInfo:
+    """Read only the header: frames, rate, channels. Raises AudioError."""
+    try:
+        size = os.stat(path).st_size
+    except FileNotFoundError:
+        raise AudioError("missing", "file does not exist") from None
+    except OSError as e:
+        raise AudioError("unreadable", f"cannot stat: {e}") from None
+    if size == 0:
+        raise AudioError("empty", "zero-length file (0 bytes)")
+    try:
+        info = sf.info(path)
+    except Exception as e:  # soundfile raises LibsndfileError/RuntimeError/TypeError
+        raise AudioError("unreadable", f"not a readable audio file ({type(e).__name__}: {e})") from None
+    if info.samplerate <= 0 or info.channels <= 0:
+        raise AudioError("unreadable", f"invalid header: rate={info.samplerate} channels={info.channels}")
+    if info.frames <= 0:
+        raise AudioError("empty", f"{info.format}/{info.subtype} header but no samples")
+    return AudioInfo(int(info.frames), int(info.samplerate), int(info.channels), info.format, info.subtype)
+
+
+def stream_mono(path: str, target_sr: int = SAMPLE_RATE, block_seconds: float = 60.0,
+                offset: float = 0.0, duration: float | None = None) -> Iterator[np.ndarray]:
+    """Decode ``path`` once, block by block: float32 mono at ``target_sr``.
+
+    Multichannel audio is averaged to mono, other rates are resampled with a
+    streaming soxr resampler, so memory stays bounded for hours-long files.
+    Raises AudioError ``unreadable`` (decode failure) or ``non_finite`` (NaN/Inf
+    sample, with its time).
+    """
+    import soxr
+
+    try:
+        f = sf.SoundFile(path)
+    except Exception as e:
+        probe(path)  # raises the precise reason (missing, empty, unreadable)
+        raise AudioError("unreadable", f"cannot open ({type(e).__name__}: {e})") from None
+    with f:
+        sr = f.samplerate
+        start = int(round(offset * sr))
+        stop = f.frames if duration is None else min(f.frames, start + int(round(duration * sr)))
+        if start:
+            f.seek(min(start, f.frames))
+        resampler = None if sr == target_sr else soxr.ResampleStream(sr, target_sr, 1, dtype="float32")
+        block = max(1, int(block_seconds * sr))
+        pos = start
+        while pos < stop:
+            try:
+                x = f.read(min(block, stop - pos), dtype="float32", always_2d=True)
+            except Exception as e:
+                raise AudioError("unreadable", f"decode failed at {pos / sr:.3f} s ({type(e).__name__}: {e})") from None
+            if len(x) == 0:
+                break  # header promised more frames than the file holds
+            finite = np.isfinite(x)
+            if not finite.all():
+                bad = int(np.flatnonzero(~finite.all(axis=1))[0])
+                raise AudioError("non_finite", f"NaN/Inf sample at {(pos + bad) / sr:.3f} s")
+            pos += len(x)
+            mono = x[:, 0] if x.shape[1] == 1 else x.mean(axis=1, dtype=np.float32)
+            if resampler is not None:
+                mono = resampler.resample_chunk(mono, last=pos >= stop)
+            if len(mono):
+                yield mono
+        if resampler is not None and pos < stop:
+            tail = resampler.resample_chunk(np.zeros(0, np.float32), last=True)
+            if len(tail):
+                yield tail
+
+
+def to_int16(x: np.ndarray) -> np.ndarray:
+    """float32 in [-1, 1] -> contiguous int16 (clipped)."""
+    return np.ascontiguousarray(np.round(np.clip(x, -1.0, 1.0) * 32767.0).astype(np.int16))

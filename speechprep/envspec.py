@@ -1,0 +1,136 @@
+"""Per-stage environments: read the pins of ``envs/<stage>.yaml`` and check them.
+
+``envs/<stage>.yaml`` is the single source of pins. Conda users get the whole
+file; ``scripts/setup.sh`` builds ``.venvs/<stage>`` from its ``pip:`` list.
+
+A rule's environment is applied by Snakemake (``--sdm env-modules`` or
+``--sdm conda``), but a module that fails to load does not fail the job: the
+shell runs ``module load X; cmd`` and ignores the load error. So every stage's
+entry point calls :func:`require_stage_env` first; it exits non-zero with a
+message naming what is wrong when the running interpreter does not carry the
+stage's pinned packages at their pinned versions.
+
+This module deliberately uses only the standard library: it must be able to
+say "wrong environment" from any Python, including one without PyYAML.
+"""
+from __future__ import annotations
+
+import importlib.metadata
+import re
+import sys
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+ENVS_DIR = REPO_ROOT / "envs"
+
+_PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(\[[^\]]*\])?==([^\s;#]+)$")
+
+
+class EnvSpecError(ValueError):
+    pass
+
+
+def env_file(stage: str) -> Path:
+    return ENVS_DIR / f"{stage}.yaml"
+
+
+def pip_requirements(path: Path) -> list[str]:
+    """The entries of the ``pip:`` list of a conda environment file.
+
+    Reads the small subset of YAML these files use: a ``- pip:`` item whose
+    children are ``- <requirement>`` lines indented deeper than it.
+    """
+    lines = path.read_text(encoding="utf-8").splitlines()
+    reqs: list[str] = []
+    pip_indent = None
+    for raw in lines:
+        line = raw.split(" #", 1)[0].rstrip()
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        indent = len(line) - len(line.lstrip())
+        text = line.strip()
+        if pip_indent is None:
+            if text in ("- pip:", "-pip:"):
+                pip_indent = indent
+            continue
+        if indent <= pip_indent:
+            break
+        if not text.startswith("- "):
+            raise EnvSpecError(f"{path}: unexpected line in pip list: {raw!r}")
+        reqs.append(text[2:].strip().strip("'\""))
+    if pip_indent is None:
+        raise EnvSpecError(f"{path}: no `- pip:` list found")
+    return reqs
+
+
+def pinned_packages(path: Path) -> dict[str, str]:
+    """``{distribution name: version}`` for every ``name==version`` pin.
+
+    Entries that are not exact pins (options such as ``--no-build-isolation``
+    lines are not allowed here) are an error: the env files pin exactly.
+    """
+    pins = {}
+    for req in pip_requirements(path):
+        m = _PIN.match(req)
+        if not m:
+            raise EnvSpecError(f"{path}: {req!r} is not an exact pin (name==version)")
+        pins[m.group(1)] = m.group(3)
+    return pins
+
+
+def _normalise(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def check_stage_env(stage: str) -> list[str]:
+    """Problems that make this interpreter the wrong one for ``stage`` (empty if none)."""
+    problems = []
+    for name, want in pinned_packages(env_file(stage)).items():
+        try:
+            have = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            problems.append(f"{name}=={want} is not installed")
+            continue
+        if _normalise(have) != _normalise(want):
+            problems.append(f"{name} is {have}, the env pins {want}")
+    return problems
+
+
+def require_stage_env(stage: str, log=None) -> None:
+    """Exit with status 3 and a clear message unless we run in ``stage``'s env."""
+    problems = check_stage_env(stage)
+    out = log or sys.stderr
+    if problems:
+        print(
+            f"speechprep: the '{stage}' stage is running outside its environment "
+            f"(interpreter {sys.executable}, prefix {sys.prefix}).\n"
+            f"  It needs the pins of {env_file(stage)}:\n    "
+            + "\n    ".join(problems)
+            + "\n  With env-modules: run scripts/setup.sh and check that "
+            f"`module load speechprep/{stage}` works in a job's shell.\n"
+            "  With conda: run snakemake with --sdm conda.",
+            file=out,
+            flush=True,
+        )
+        sys.exit(3)
+    print(
+        f"speechprep: stage '{stage}' env ok: prefix={sys.prefix} python={sys.executable}",
+        file=out,
+        flush=True,
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m speechprep.envspec STAGE``: print the stage's pip list, one a line."""
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print("usage: python -m speechprep.envspec STAGE|PATH", file=sys.stderr)
+        return 2
+    path = Path(args[0]) if args[0].endswith(".yaml") else env_file(args[0])
+    for req in pip_requirements(path):
+        print(req)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

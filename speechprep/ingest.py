@@ -1,0 +1,288 @@
+"""Ingest: a dataset (``audio_dir`` or input ``manifest``) -> manifest, shards, rejects.
+
+* every audio file is probed from its header (duration, rate, channels)
+  unless ``probe: false``, in which case durations are trusted from the input
+  manifest and unreadable files are caught later by VAD;
+* ids are stable: the input manifest's ``id`` or the path relative to the
+  dataset root; collisions are resolved deterministically;
+* a file lands in shard ``hash(id) mod n``: the same id always lands in the
+  same shard for a given shard count;
+* nothing is lost: every input file or manifest line ends in the manifest or in
+  ``rejects/ingest.jsonl`` with a reason code.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from .inventory import DEFAULT_EXTENSIONS, walk_audio
+from .jsonio import dumps, reject, write_jsonl, write_text_if_changed
+
+STAGE = "ingest"
+PASSTHROUGH = ("text", "speaker", "language")
+
+
+def shard_name(i: int) -> str:
+    return f"shard-{i:04d}"
+
+
+def shard_index(id_: str, n: int) -> int:
+    """Stable shard of ``id_`` among ``n`` (independent of every other id)."""
+    h = hashlib.blake2b(id_.encode("utf-8"), digest_size=8).digest()
+    return int.from_bytes(h, "big") % n
+
+
+def derive_id(rel: str) -> str:
+    """Id from a path relative to the dataset root: extension dropped, separators -> ``__``."""
+    stem = os.path.splitext(rel)[0]
+    return stem.replace(os.sep, "__").replace("/", "__").replace("\\", "__")
+
+
+def printable_path(p: str) -> str:
+    """A path as valid UTF-8 text, undecodable bytes shown as \\xNN."""
+    return os.fsencode(p).decode("utf-8", "backslashreplace")
+
+
+def _utf8_ok(s: str) -> bool:
+    try:
+        s.encode("utf-8")
+        return True
+    except UnicodeEncodeError:
+        return False
+
+
+class Ingest:
+    """Collects candidates and rejects for one dataset."""
+
+    def __init__(self, name: str, log=sys.stderr):
+        self.name = name
+        self.log = log
+        self.entries: list[dict[str, Any]] = []  # each has _source, _explicit
+        self.rejects: list[dict[str, Any]] = []
+        self.ignored = 0
+
+    def warn(self, msg: str) -> None:
+        print(f"ingest[{self.name}] WARNING: {msg}", file=self.log, flush=True)
+
+    def add_reject(self, id_, path, reason, detail, **extra) -> None:
+        self.rejects.append(reject(id_, path, STAGE, reason, detail, **extra))
+
+    # -- sources ---------------------------------------------------------------
+    def scan_dir(self, root: str, extensions=DEFAULT_EXTENSIONS) -> None:
+        root = os.path.abspath(root)
+        if not os.path.isdir(root):
+            raise SystemExit(f"ingest[{self.name}]: audio_dir {root!r} is not a directory")
+        for rel, st in walk_audio(root, extensions):
+            path = os.path.join(root, rel)
+            if not _utf8_ok(rel):
+                shown = printable_path(rel)
+                self.warn(f"file name is not valid UTF-8: {shown}")
+                self.add_reject(derive_id(shown), printable_path(path), "bad_encoding",
+                                f"file name is not valid UTF-8: {shown}")
+                continue
+            entry = {"_source": rel, "_explicit": False, "id": derive_id(rel), "audio_filepath": path}
+            if st is None:
+                entry["_missing"] = True
+            self.entries.append(entry)
+
+    def read_manifest(self, manifest: str) -> None:
+        manifest = os.path.abspath(manifest)
+        base = os.path.dirname(manifest)
+        with open(manifest, "rb") as f:
+            for n, raw in enumerate(f, 1):
+                self._manifest_line(manifest, base, n, raw)
+
+    def _manifest_line(self, manifest: str, base: str, n: int, raw: bytes) -> None:
+        where = f"{os.path.basename(manifest)} line {n}"
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            shown = raw[max(0, e.start - 20): e.end + 20]
+            self.warn(f"{where}: not valid UTF-8, skipped")
+            self.add_reject(n, None, "bad_encoding",
+                            f"{where}: invalid UTF-8 byte at column {e.start + 1}: {shown!r}", line=n)
+            return
+        if not line.strip():
+            return
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError as e:
+            self.warn(f"{where}: not valid JSON, skipped")
+            self.add_reject(n, None, "malformed_line", f"{where}: not valid JSON: {e}", line=n)
+            return
+        problem = None
+        if not isinstance(rec, dict):
+            problem = f"expected a JSON object, got {type(rec).__name__}"
+        elif not isinstance(rec.get("audio_filepath"), str) or not rec["audio_filepath"].strip():
+            problem = "no audio_filepath (a non-empty string is required)"
+        elif "id" in rec and not (isinstance(rec["id"], (str, int)) and not isinstance(rec["id"], bool)
+                                  and str(rec["id"]).strip()):
+            problem = f"id must be a non-empty string, got {rec['id']!r}"
+        elif rec.get("duration") is not None and not (
+                isinstance(rec["duration"], (int, float)) and not isinstance(rec["duration"], bool)
+                and math.isfinite(rec["duration"]) and rec["duration"] > 0):
+            problem = f"duration must be a positive number, got {rec['duration']!r}"
+        else:
+            for k in PASSTHROUGH:
+                if k in rec and rec[k] is not None and not isinstance(rec[k], str):
+                    problem = f"{k} must be a string, got {type(rec[k]).__name__}"
+        if problem:
+            rid = rec.get("id", n) if isinstance(rec, dict) else n
+            path = rec.get("audio_filepath") if isinstance(rec, dict) else None
+            self.warn(f"{where}: {problem}, skipped")
+            self.add_reject(rid if isinstance(rid, (str, int)) else n,
+                            path if isinstance(path, str) else None,
+                            "malformed_line", f"{where}: {problem}", line=n)
+            return
+        path = rec["audio_filepath"]
+        path = os.path.normpath(path if os.path.isabs(path) else os.path.join(base, path))
+        explicit = "id" in rec
+        if explicit:
+            id_ = derive_id(str(rec["id"]))  # path separators would make ids into directories
+        else:
+            rel = os.path.relpath(path, base)
+            id_ = derive_id(rel if not rel.startswith("..") else path.lstrip(os.sep))
+        entry = {"_source": f"{where}:{path}", "_explicit": explicit, "_line": n,
+                 "id": id_, "audio_filepath": path}
+        if rec.get("duration") is not None:
+            entry["duration"] = float(rec["duration"])
+        for k in PASSTHROUGH:
+            if rec.get(k) is not None:
+                entry[k] = rec[k]
+        self.entries.append(entry)
+
+    # -- ids ---------------------------------------------------------------------
+    def resolve_ids(self) -> None:
+        """Make ids unique, deterministically.
+
+        An explicit id given twice: the first line keeps it, later ones are
+        rejected ``duplicate_id``. Ids derived from paths that collide (say
+        ``a/b.wav`` and ``a/b.flac``) all get a suffix from a hash of their own
+        path, so the result does not depend on the order of the input.
+        """
+        by_id: dict[str, list[dict]] = {}
+        for e in self.entries:
+            by_id.setdefault(e["id"], []).append(e)
+        keep = []
+        for id_, group in by_id.items():
+            if len(group) == 1:
+                keep.append(group[0])
+                continue
+            explicit = [e for e in group if e["_explicit"]]
+            if explicit:
+                first = explicit[0]
+                keep.append(first)
+                for e in explicit[1:]:
+                    self.warn(f"duplicate id {id_!r} ({e['_source']}), skipped")
+                    self.add_reject(id_, e["audio_filepath"], "duplicate_id",
+                                    f"id {id_!r} already used by {first['_source']}", line=e.get("_line"))
+                derived = [e for e in group if not e["_explicit"]]
+            else:
+                derived = group
+            for e in derived:
+                suffix = hashlib.sha1(e["_source"].encode("utf-8", "surrogateescape")).hexdigest()[:8]
+                e["id"] = f"{id_}-{suffix}"
+                keep.append(e)
+        self.entries = keep
+
+    # -- probing -----------------------------------------------------------------
+    def probe(self, threads: int) -> None:
+        from .audio import AudioError, probe
+
+        def one(e):
+            try:
+                info = probe(e["audio_filepath"])
+                st = os.stat(e["audio_filepath"])
+                return e, info, st, None
+            except AudioError as err:
+                return e, None, None, err
+
+        ok = []
+        with ThreadPoolExecutor(max(1, threads)) as pool:
+            for e, info, st, err in pool.map(one, self.entries, chunksize=64):
+                if err is not None:
+                    self.warn(f"{e['id']}: {err.reason}: {err.detail}")
+                    self.add_reject(e["id"], e["audio_filepath"], err.reason, err.detail)
+                    continue
+                e["duration"] = round(info.duration, 6)
+                e["sample_rate"] = info.sample_rate
+                e["channels"] = info.channels
+                e["file_size"] = st.st_size
+                e["file_mtime_ns"] = st.st_mtime_ns
+                ok.append(e)
+        self.entries = ok
+
+    def drop_missing_unprobed(self) -> None:
+        """Without probing, only files that vanished during the walk are known bad."""
+        keep = []
+        for e in self.entries:
+            if e.get("_missing"):
+                self.add_reject(e["id"], e["audio_filepath"], "missing", "file vanished or dangling link")
+            else:
+                keep.append(e)
+        self.entries = keep
+
+
+def shard_count(entries: list[dict], shards: int | None, shard_hours: float | None) -> int:
+    if shards:
+        return int(shards)
+    if not entries:
+        return 1
+    missing = sum(1 for e in entries if e.get("duration") is None)
+    if missing:
+        raise SystemExit(
+            f"ingest: shard_hours needs every file's duration, but {missing} entries have none; "
+            "turn probing on (probe: true), give `duration` in the input manifest, or set a fixed `shards`")
+    hours = sum(e["duration"] for e in entries) / 3600.0
+    return max(1, math.ceil(hours / float(shard_hours)))
+
+
+def public(e: dict) -> dict:
+    """A manifest line: contract fields first, private bookkeeping dropped."""
+    out = {"id": e["id"], "audio_filepath": e["audio_filepath"], "duration": e.get("duration"),
+           "sample_rate": e.get("sample_rate"), "channels": e.get("channels")}
+    for k, v in e.items():
+        if not k.startswith("_") and k not in out:
+            out[k] = v
+    return out
+
+
+def run(name: str, ds: dict, manifest_out: str, rejects_out: str, shards_dir: str,
+        threads: int = 1, log=sys.stderr) -> dict:
+    """Ingest dataset ``name`` (its config ``ds``); returns a summary."""
+    ing = Ingest(name, log)
+    if ds.get("audio_dir"):
+        ing.scan_dir(ds["audio_dir"], ds.get("extensions") or DEFAULT_EXTENSIONS)
+    else:
+        ing.read_manifest(ds["manifest"])
+    n_inputs = len(ing.entries) + len(ing.rejects)
+    ing.resolve_ids()
+    if ds.get("probe", True):
+        ing.probe(threads)
+    else:
+        ing.drop_missing_unprobed()
+    entries = sorted(ing.entries, key=lambda e: e["id"])
+    n = shard_count(entries, ds.get("shards"), ds.get("shard_hours"))
+    buckets: list[list[str]] = [[] for _ in range(n)]
+    lines = []
+    for e in entries:
+        line = dumps(public(e))
+        lines.append(line)
+        buckets[shard_index(e["id"], n)].append(line)
+
+    Path(shards_dir).mkdir(parents=True, exist_ok=True)
+    for i, b in enumerate(buckets):
+        write_text_if_changed(Path(shards_dir) / f"{shard_name(i)}.jsonl", "".join(x + "\n" for x in b))
+    write_text_if_changed(manifest_out, "".join(x + "\n" for x in lines))
+    write_jsonl(rejects_out, ing.rejects)
+    hours = sum(e.get("duration") or 0.0 for e in entries) / 3600.0
+    summary = {"dataset": name, "inputs": n_inputs, "accepted": len(entries),
+               "rejected": len(ing.rejects), "shards": n, "hours": round(hours, 4)}
+    print(f"ingest[{name}]: {summary}", file=log, flush=True)
+    return summary

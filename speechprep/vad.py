@@ -1,0 +1,433 @@
+"""VAD stage: TEN-VAD speech/silence analysis, segments and per-file statistics.
+
+The pure parts (:func:`speech_runs`, :func:`make_segments`, :func:`file_stats`)
+work on frame flags and are unit-tested without audio. :func:`analyze_file`
+runs one file; :func:`run_shard` runs a shard in a process pool with a
+per-file checkpoint so a killed job resumes where it stopped.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+import time
+from collections import deque
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+import numpy as np
+
+from .audio import SAMPLE_RATE, AudioError, stream_mono, to_int16
+from .jsonio import atomic_open, dumps, read_jsonl, reject, write_jsonl
+from .progress import Progress
+
+STAGE = "vad"
+# Bump when a change to this module changes results, so stale checkpoints are not reused.
+ALGORITHM_VERSION = "1"
+STATS_FIELDS = ("id", "duration", "speech_ratio", "n_segments", "max_speech", "min_speech",
+                "avg_speech", "max_silence", "min_silence", "avg_silence")
+PASSTHROUGH = ("speaker", "language")
+
+
+@dataclass(frozen=True)
+class VadParams:
+    threshold: float = 0.5      # TEN-VAD speech probability threshold
+    hop_size: int = 256         # samples per TEN-VAD frame at 16 kHz (16 ms)
+    min_silence: float = 0.3    # gaps shorter than this are merged (s)
+    min_speech: float = 0.25    # speech shorter than this is dropped (s)
+    pad: float = 0.1            # padding added to both ends of a segment (s)
+    max_segment: float = 30.0   # no segment is longer than this (s)
+    block_seconds: float = 60.0  # decode block: bounds memory on hours-long files
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "VadParams":
+        known = {k: v for k, v in d.items() if k in cls.__dataclass_fields__}
+        return cls(**known)
+
+    @property
+    def hop_s(self) -> float:
+        return self.hop_size / SAMPLE_RATE
+
+
+# --------------------------------------------------------------------------
+# TEN-VAD
+# --------------------------------------------------------------------------
+def speech_flags(chunks: Iterable[np.ndarray], params: VadParams) -> tuple[np.ndarray, np.ndarray, int]:
+    """Run a fresh TEN-VAD over 16 kHz float chunks.
+
+    Returns per-frame probabilities, per-frame speech flags (0/1) and the number
+    of samples seen. A TenVad instance carries state across calls, so one is
+    made per file (about 0.3 ms); the last partial frame is zero-padded.
+    """
+    from ten_vad import TenVad
+
+    vad = TenVad(params.hop_size, params.threshold)
+    hop = params.hop_size
+    probs: list[float] = []
+    flags: list[int] = []
+    carry = np.zeros(0, np.int16)
+    n = 0
+    for chunk in chunks:
+        n += len(chunk)
+        a = to_int16(chunk)
+        if len(carry):
+            a = np.concatenate([carry, a])
+        full = len(a) // hop
+        process = vad.process
+        for i in range(full):
+            p, f = process(a[i * hop:(i + 1) * hop])
+            probs.append(p)
+            flags.append(f)
+        carry = a[full * hop:]
+    if len(carry):
+        last = np.zeros(hop, np.int16)
+        last[:len(carry)] = carry
+        p, f = vad.process(last)
+        probs.append(p)
+        flags.append(f)
+    return np.asarray(probs, np.float32), np.asarray(flags, np.uint8), n
+
+
+def check_ten_vad(params: VadParams) -> None:
+    """Fail fast, in the main process, if TEN-VAD cannot load (e.g. libc++ missing)."""
+    try:
+        speech_flags([np.zeros(params.hop_size, np.float32)], params)
+    except OSError as e:
+        raise SystemExit(f"vad: TEN-VAD's library cannot be loaded: {e}\n"
+                         "  Debian: apt-get install libc++1   conda: libcxx (envs/vad.yaml)") from None
+
+
+# --------------------------------------------------------------------------
+# segmentation (pure)
+# --------------------------------------------------------------------------
+def speech_runs(flags: np.ndarray) -> list[tuple[int, int]]:
+    """``[start, end)`` frame ranges where ``flags`` is set."""
+    f = np.concatenate([[0], np.asarray(flags, np.int8) != 0, [0]]).astype(np.int8)
+    d = np.diff(f)
+    return list(zip(np.flatnonzero(d == 1).tolist(), np.flatnonzero(d == -1).tolist()))
+
+
+@dataclass
+class _Seg:
+    start: float
+    end: float
+    gaps: list[tuple[float, float]]  # internal silences merged away
+
+    @property
+    def length(self) -> float:
+        return self.end - self.start
+
+
+def _split(seg: _Seg, limit: float, min_piece: float, probs: np.ndarray, hop_s: float) -> list[_Seg]:
+    """Cut ``seg`` until no piece exceeds ``limit``: at its longest internal
+    silence, or, in continuous speech, at its least speech-like frame."""
+    if seg.length <= limit:
+        return [seg]
+    usable = [g for g in seg.gaps if g[0] - seg.start >= min_piece and seg.end - g[1] >= min_piece]
+    candidates = usable or seg.gaps
+    if candidates:
+        g = max(candidates, key=lambda g: (g[1] - g[0], -abs((g[0] + g[1]) / 2 - (seg.start + seg.end) / 2)))
+        left = _Seg(seg.start, g[0], [x for x in seg.gaps if x[1] <= g[0]])
+        right = _Seg(g[1], seg.end, [x for x in seg.gaps if x[0] >= g[1]])
+    else:
+        # no pause at all: cut in the middle half, where the probability is lowest
+        lo = int((seg.start + seg.length / 4) / hop_s)
+        hi = max(lo + 1, int((seg.end - seg.length / 4) / hop_s))
+        window = probs[lo:hi] if hi <= len(probs) else np.zeros(0)
+        t = (lo + int(np.argmin(window))) * hop_s if len(window) else (seg.start + seg.end) / 2
+        t = min(max(t, seg.start + hop_s), seg.end - hop_s)
+        left, right = _Seg(seg.start, t, []), _Seg(t, seg.end, [])
+    return _split(left, limit, min_piece, probs, hop_s) + _split(right, limit, min_piece, probs, hop_s)
+
+
+def make_segments(flags: np.ndarray, probs: np.ndarray, duration: float, p: VadParams) -> list[tuple[float, float]]:
+    """Speech segments ``(start, end)`` in seconds.
+
+    Gaps shorter than ``min_silence`` are merged, speech shorter than
+    ``min_speech`` dropped, segments longer than ``max_segment`` cut at their
+    longest internal silences, then each end padded by ``pad`` (never beyond
+    the file, never into a neighbour: neighbours meet half way).
+    """
+    hop_s = p.hop_s
+    segs: list[_Seg] = []
+    for a, b in speech_runs(flags):
+        s, e = a * hop_s, min(b * hop_s, duration)
+        if segs and s - segs[-1].end < p.min_silence:
+            segs[-1].gaps.append((segs[-1].end, s))
+            segs[-1].end = e
+        else:
+            segs.append(_Seg(s, e, []))
+    segs = [s for s in segs if s.length >= p.min_speech]
+    limit = max(p.max_segment - 2 * p.pad, hop_s * 2)
+    pieces = [x for s in segs for x in _split(s, limit, p.min_speech, probs, hop_s)]
+    out = []
+    for i, s in enumerate(pieces):
+        lo = 0.0 if i == 0 else (pieces[i - 1].end + s.start) / 2
+        hi = duration if i == len(pieces) - 1 else (s.end + pieces[i + 1].start) / 2
+        out.append((max(lo, s.start - p.pad), min(hi, s.end + p.pad)))
+    return out
+
+
+def file_stats(file_id: str, duration: float, segments: list[tuple[float, float]]) -> dict[str, Any]:
+    """Per-file statistics (CONTRACT ``vad/<shard>.stats.jsonl``).
+
+    Speech intervals are the segments as written (padded); silences are the
+    intervals between them, including leading and trailing silence.
+    """
+    speech = [e - s for s, e in segments]
+    bounds = [0.0] + [x for s, e in segments for x in (s, e)] + [duration]
+    silence = [b - a for a, b in zip(bounds[::2], bounds[1::2]) if b - a > 1e-6]
+
+    def r(x):
+        return round(float(x), 4)
+
+    return {
+        "id": file_id, "duration": r(duration),
+        "speech_ratio": r(sum(speech) / duration) if duration > 0 else 0.0,
+        "n_segments": len(segments),
+        "max_speech": r(max(speech, default=0)), "min_speech": r(min(speech, default=0)),
+        "avg_speech": r(sum(speech) / len(speech)) if speech else 0.0,
+        "max_silence": r(max(silence, default=0)), "min_silence": r(min(silence, default=0)),
+        "avg_silence": r(sum(silence) / len(silence)) if silence else 0.0,
+    }
+
+
+# --------------------------------------------------------------------------
+# one file
+# --------------------------------------------------------------------------
+def analyze_file(entry: dict[str, Any], p: VadParams) -> dict[str, Any]:
+    """VAD for one manifest entry -> ``{"id", "stats", "segments"}`` or ``{"id", "reject"}``."""
+    fid, path = entry["id"], entry["audio_filepath"]
+    t0 = time.perf_counter()
+
+    def rej(reason, detail):
+        return {"id": fid, "reject": reject(fid, path, STAGE, reason, detail)}
+
+    try:
+        probs, flags, n = speech_flags(stream_mono(path, SAMPLE_RATE, p.block_seconds), p)
+    except AudioError as e:
+        return rej(e.reason, e.detail)
+    except FileNotFoundError:
+        return rej("missing", "file does not exist")
+    except Exception as e:  # never let one file abort the shard
+        return rej("error", f"{type(e).__name__}: {e}")
+    if n == 0:
+        return rej("empty", "no samples decoded")
+    duration = n / SAMPLE_RATE
+    if n < p.hop_size:
+        return rej("too_short", f"{duration * 1000:.1f} ms is shorter than one VAD frame "
+                                f"({p.hop_size / SAMPLE_RATE * 1000:.0f} ms)")
+    segments = make_segments(flags, probs, duration, p)
+    if not segments:
+        return rej("no_speech", f"no speech in {duration:.2f} s (max speech probability "
+                                f"{float(probs.max()):.2f}, threshold {p.threshold})")
+    seg_lines = []
+    for k, (s, e) in enumerate(segments):
+        line = {"id": f"{fid}_{k:04d}", "file_id": fid, "audio_filepath": path,
+                "offset": round(s, 4), "duration": round(e - s, 4)}
+        for key in PASSTHROUGH:
+            if entry.get(key) is not None:
+                line[key] = entry[key]
+        seg_lines.append(line)
+    return {"id": fid, "stats": file_stats(fid, duration, segments), "segments": seg_lines,
+            "seconds": time.perf_counter() - t0}
+
+
+# --------------------------------------------------------------------------
+# a shard, in a process pool, resumable
+# --------------------------------------------------------------------------
+_WORKER_PARAMS: VadParams | None = None
+
+
+def _init_worker(params: VadParams) -> None:
+    """Per-worker setup: the TEN-VAD library is loaded here, never pickled."""
+    global _WORKER_PARAMS
+    _WORKER_PARAMS = params
+    import ten_vad  # noqa: F401  (loads the shared library once per worker)
+
+
+def _work(entry: dict[str, Any]) -> dict[str, Any]:
+    return analyze_file(entry, _WORKER_PARAMS)
+
+
+def _run_pool(items: list[dict], params: VadParams, workers: int,
+              emit: Callable[[dict], None]) -> tuple[list[dict], list[dict]]:
+    """Run ``items``; returns ``(in flight when a worker died, not yet started)``."""
+    queue = deque(items)
+    with ProcessPoolExecutor(workers, initializer=_init_worker, initargs=(params,)) as pool:
+        inflight: dict = {}
+        while queue or inflight:
+            while queue and len(inflight) < 4 * workers:
+                e = queue.popleft()
+                inflight[pool.submit(_work, e)] = e
+            done, _ = wait(inflight, return_when=FIRST_COMPLETED)
+            for fut in done:
+                e = inflight.pop(fut)
+                try:
+                    emit(fut.result())
+                except BrokenProcessPool:
+                    return [e, *inflight.values()], list(queue)
+    return [], []
+
+
+def execute(todo: list[dict], params: VadParams, workers: int, emit: Callable[[dict], None],
+            log=sys.stderr) -> None:
+    """Analyse every entry, emitting one result each, whatever crashes.
+
+    A worker that dies (a segfault in native code, the OOM killer) breaks the
+    pool; the files in flight then are rerun one at a time in their own pool,
+    and one that kills its worker again is rejected ``worker_crash``.
+    """
+    rest = list(todo)
+    while rest:
+        suspects, rest = _run_pool(rest, params, workers, emit)
+        if suspects:
+            print(f"vad: a worker died with {len(suspects)} files in flight; "
+                  "rerunning them one at a time", file=log, flush=True)
+        for e in suspects:
+            again, _ = _run_pool([e], params, 1, emit)
+            if again:
+                print(f"vad: {e['id']} kills its worker: rejected", file=log, flush=True)
+                emit({"id": e["id"], "reject": reject(e["id"], e["audio_filepath"], STAGE, "worker_crash",
+                                                      "the VAD worker process died while analysing this file")})
+
+
+class Checkpoint:
+    """Per-file results of a shard in progress, appended as they complete.
+
+    The first line fingerprints the shard's input and the parameters, so a
+    checkpoint left by a different input is discarded, not reused. A line cut
+    short by a kill is ignored (that file is simply redone).
+    """
+
+    def __init__(self, path: str | os.PathLike, fingerprint: str):
+        self.path = Path(path)
+        self.fingerprint = fingerprint
+        self.done: dict[str, dict] = {}
+        self._f = None
+
+    def load(self) -> dict[str, dict]:
+        try:
+            with open(self.path, encoding="utf-8") as f:
+                lines = f.read().split("\n")
+        except FileNotFoundError:
+            return self.done
+        try:
+            if json.loads(lines[0]).get("fingerprint") != self.fingerprint:
+                return self.done
+        except (json.JSONDecodeError, AttributeError):
+            return self.done
+        for line in lines[1:]:
+            try:
+                r = json.loads(line)
+            except json.JSONDecodeError:
+                break  # the tail a kill cut short
+            self.done[r["id"]] = r
+        return self.done
+
+    def open(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with atomic_open(self.path) as f:  # rewrite: drops a truncated tail
+            f.write(json.dumps({"fingerprint": self.fingerprint}) + "\n")
+            for r in self.done.values():
+                f.write(dumps(r) + "\n")
+        self._f = open(self.path, "a", encoding="utf-8")
+
+    def append(self, result: dict) -> None:
+        self.done[result["id"]] = result
+        self._f.write(dumps(result) + "\n")
+        self._f.flush()
+
+    def close(self, remove: bool) -> None:
+        if self._f:
+            self._f.close()
+        if remove:
+            self.path.unlink(missing_ok=True)
+
+
+def fingerprint(shard_path: str, params: VadParams) -> str:
+    h = hashlib.sha256(Path(shard_path).read_bytes())
+    h.update(json.dumps(asdict(params), sort_keys=True).encode())
+    h.update(ALGORITHM_VERSION.encode())
+    return h.hexdigest()
+
+
+def run_shard(shard_path: str, segments_out: str, stats_out: str, rejects_out: str,
+              params: VadParams, workers: int, scratch: str, log=sys.stderr) -> dict[str, int]:
+    """VAD over every file of a shard; returns counts. Resumes from ``scratch``."""
+    entries = list(read_jsonl(shard_path))
+    name = Path(shard_path).stem
+    check_ten_vad(params)
+    ck = Checkpoint(scratch, fingerprint(shard_path, params))
+    done = ck.load()
+    ids = {e["id"] for e in entries}
+    for stale in set(done) - ids:
+        del done[stale]
+    todo = [e for e in entries if e["id"] not in done]
+    print(f"vad[{name}]: {len(entries)} files, {len(done)} already done (checkpoint {scratch}), "
+          f"{len(todo)} to analyse with {workers} workers", file=log, flush=True)
+    progress = Progress(f"vad[{name}]", len(todo), log=log)
+    ck.open()
+    try:
+        def emit(result: dict) -> None:
+            ck.append(result)
+            progress.update(audio_seconds=result.get("stats", {}).get("duration", 0.0))
+
+        execute(todo, params, workers, emit, log)
+    except BaseException:
+        ck.close(remove=False)
+        raise
+    progress.finish()
+
+    stats, segments, rejects = [], [], []
+    for e in entries:
+        r = done[e["id"]]
+        if "reject" in r:
+            rejects.append(r["reject"])
+        else:
+            stats.append(r["stats"])
+            segments.extend(r["segments"])
+    write_jsonl(stats_out, stats)
+    write_jsonl(segments_out, segments)
+    write_jsonl(rejects_out, rejects)
+    ck.close(remove=True)
+    counts = {"files": len(entries), "ok": len(stats), "rejected": len(rejects), "segments": len(segments)}
+    print(f"vad[{name}]: done {counts}", file=log, flush=True)
+    return counts
+
+
+def merge(stats_files: list[str], rejects_files: list[str], segments_files: list[str],
+          csv_out: str, summary_out: str) -> dict[str, Any]:
+    """``vad/stats.csv`` (every shard's per-file stats) and ``vad/summary.json``."""
+    import csv
+
+    n_files = 0
+    audio = speech = 0.0
+    n_segments = 0
+    with atomic_open(csv_out) as f:
+        w = csv.DictWriter(f, fieldnames=list(STATS_FIELDS), extrasaction="ignore", lineterminator="\n")
+        w.writeheader()
+        for path in stats_files:
+            for r in read_jsonl(path):
+                w.writerow(r)
+                n_files += 1
+                audio += r["duration"]
+                speech += r["duration"] * r["speech_ratio"]
+    for path in segments_files:
+        with open(path, encoding="utf-8") as f:
+            n_segments += sum(1 for line in f if line.strip())
+    reasons: dict[str, int] = {}
+    for path in rejects_files:
+        for r in read_jsonl(path):
+            reasons[r["reason"]] = reasons.get(r["reason"], 0) + 1
+    summary = {"stage": STAGE, "shards": len(stats_files), "files": n_files,
+               "rejected": sum(reasons.values()), "rejects_by_reason": dict(sorted(reasons.items())),
+               "segments": n_segments, "audio_hours": round(audio / 3600, 4),
+               "speech_hours": round(speech / 3600, 4)}
+    with atomic_open(summary_out) as f:
+        f.write(json.dumps(summary, indent=1) + "\n")
+    return summary
