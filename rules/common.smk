@@ -1,7 +1,7 @@
 # Shared helpers: config merging, per-stage interpreters, env-modules set-up,
 # and the shard lists that the ingest checkpoint produces.
 import json
-import os
+import shlex
 import sys
 from functools import cache
 from pathlib import Path
@@ -12,6 +12,7 @@ REPO = Path(workflow.basedir)
 SCRIPTS = REPO / "scripts"
 sys.path.insert(0, str(REPO))
 from speechprep.inventory import inventory_digest  # noqa: E402
+from speechprep.workflow import setup_env_modules  # noqa: E402
 
 RESULTS = "results"
 
@@ -37,43 +38,22 @@ def _active_sdms():
     return {getattr(m, "name", str(m)).upper() for m in methods}
 
 
-def _stage_python(stage):
-    """`python` when Snakemake supplies the env (env-modules, conda); else the stage's venv."""
-    if _active_sdms() & {"ENV_MODULES", "CONDA"}:
-        return "python"
-    venv_python = REPO / ".venvs" / stage / "bin" / "python"
-    return str(venv_python) if venv_python.exists() else "python"
+def entry(stage, script):
+    """Command line of a stage's entry point, for a rule's `params`.
 
-
-PY = {s.stem: _stage_python(s.stem) for s in (REPO / "envs").glob("*.yaml")}
-
-
-def _setup_env_modules():
-    """Make `module load speechprep/<stage>` work in every job's shell.
-
-    Jobs run in non-interactive bash, which defines no `module` function unless
-    BASH_ENV points at the modules init; scripts/setup.sh records where it is.
+    Under --sdm env-modules or conda, Snakemake supplies the environment and
+    `python` is the stage's own. In a plain run (`snakemake --cores N`), the
+    stage's venv built by scripts/setup.sh is used directly.
     """
-    env_file = REPO / ".venvs" / "modules.env"
-    if not env_file.exists():
-        if "ENV_MODULES" in _active_sdms():
-            raise WorkflowError(
-                f"--sdm env-modules needs the stage environments: run {REPO}/scripts/setup.sh first"
-            )
-        return
-    values = {}
-    for line in env_file.read_text(encoding="utf-8").splitlines():
-        if line.startswith("export "):
-            k, _, v = line[len("export ") :].partition("=")
-            values[k] = v
-    modulepath = values["SPEECHPREP_MODULEPATH"]
-    paths = [p for p in os.environ.get("MODULEPATH", "").split(":") if p]
-    if modulepath not in paths:
-        os.environ["MODULEPATH"] = ":".join([modulepath] + paths)
-    os.environ.setdefault("BASH_ENV", values["SPEECHPREP_MODULES_INIT"])
+    python = "python"
+    if not _active_sdms() & {"ENV_MODULES", "CONDA"}:
+        venv_python = REPO / ".venvs" / stage / "bin" / "python"
+        if venv_python.exists():
+            python = str(venv_python)
+    return f"{shlex.quote(python)} {shlex.quote(str(SCRIPTS / script))}"
 
 
-_setup_env_modules()
+setup_env_modules(REPO / ".venvs", required="ENV_MODULES" in _active_sdms())
 
 
 def dataset_cfg(ds):

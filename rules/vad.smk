@@ -10,6 +10,7 @@ rule vad:
         stats=f"{RESULTS}/{{ds}}/vad/{{shard}}.stats.jsonl",
         rejects=f"{RESULTS}/{{ds}}/vad/{{shard}}.rejects.jsonl",
     params:
+        cmd=entry("vad", "vad.py"),
         vad=lambda wc: stage_params("vad"),
         scratch=f"{RESULTS}/{{ds}}/vad/.partial/{{shard}}.jsonl",
     log:
@@ -23,7 +24,7 @@ rule vad:
     envmodules:
         "speechprep/vad",
     shell:
-        "{PY[vad]} {SCRIPTS}/vad.py --shard {input.shard:q} --params {params.vad:q}"
+        "{params.cmd} --shard {input.shard:q} --params {params.vad:q}"
         " --workers {threads} --scratch {params.scratch:q} --segments {output.segments:q}"
         " --stats {output.stats:q} --rejects {output.rejects:q} > {log:q} 2>&1"
 
@@ -33,6 +34,8 @@ rule vad_merge:
         stats=per_shard(f"{RESULTS}/{{ds}}/vad/{{shard}}.stats.jsonl"),
         rejects=per_shard(f"{RESULTS}/{{ds}}/vad/{{shard}}.rejects.jsonl"),
         segments=per_shard(f"{RESULTS}/{{ds}}/vad/{{shard}}.segments.jsonl"),
+    params:
+        cmd=entry("vad", "vad_merge.py"),
     output:
         csv=f"{RESULTS}/{{ds}}/vad/stats.csv",
         summary=f"{RESULTS}/{{ds}}/vad/summary.json",
@@ -47,5 +50,5 @@ rule vad_merge:
     envmodules:
         "speechprep/vad",
     shell:
-        "{PY[vad]} {SCRIPTS}/vad_merge.py --out-csv {output.csv:q} --out-summary {output.summary:q}"
+        "{params.cmd} --out-csv {output.csv:q} --out-summary {output.summary:q}"
         " --stats {input.stats:q} --rejects {input.rejects:q} --segments {input.segments:q} > {log:q} 2>&1"

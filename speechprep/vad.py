@@ -39,7 +39,7 @@ class VadParams:
     hop_size: int = 256         # samples per TEN-VAD frame at 16 kHz (16 ms)
     min_silence: float = 0.3    # gaps shorter than this are merged (s)
     min_speech: float = 0.25    # speech shorter than this is dropped (s)
-    pad: float = 0.1            # padding added to both ends of a segment (s)
+    pad: float = 0.03           # padding added to both ends of a segment (s)
     max_segment: float = 30.0   # no segment is longer than this (s)
     block_seconds: float = 60.0  # decode block: bounds memory on hours-long files
 

@@ -1,0 +1,161 @@
+"""Ingest: ids, manifests, probing, sharding, accounting."""
+import json
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile as sf
+
+from speechprep import ingest
+from speechprep.jsonio import read_jsonl
+
+REPO = Path(__file__).resolve().parents[2]
+DEMO = REPO / "resources" / "demo"
+TRUTH = json.loads((DEMO / "truth.json").read_text(encoding="utf-8"))
+
+
+def run(tmp_path, ds, name="t"):
+    out = tmp_path / "out"
+    summary = ingest.run(name, ds, str(out / "manifest.jsonl"), str(out / "rejects.jsonl"),
+                         str(out / "shards"), threads=2)
+    manifest = list(read_jsonl(out / "manifest.jsonl"))
+    rejects = list(read_jsonl(out / "rejects.jsonl"))
+    shards = {p.stem: list(read_jsonl(p)) for p in sorted((out / "shards").glob("*.jsonl"))}
+    return summary, manifest, rejects, shards
+
+
+def tone(path, seconds=0.5, sr=16000, channels=1):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    x = 0.1 * np.sin(np.arange(int(seconds * sr)) / sr * 2 * np.pi * 220).astype(np.float32)
+    sf.write(path, np.stack([x] * channels, 1) if channels > 1 else x, sr)
+
+
+def test_demo_corpus_every_file_accounted(tmp_path):
+    summary, manifest, rejects, shards = run(tmp_path, {"audio_dir": str(DEMO / "audio"), "shards": 3})
+    audio_files = [k for k in TRUTH["files"]]
+    assert summary["inputs"] == len(audio_files) == 25  # README.txt is not audio
+    by_id = {r["id"]: r for r in rejects}
+    for rel, info in TRUTH["files"].items():
+        fid = ingest.derive_id(rel)
+        if info["expect"] == "reject" and info["stage"] == "ingest":
+            assert by_id[fid]["reason"] == info["reason"]
+            assert by_id[fid]["stage"] == "ingest" and by_id[fid]["detail"]
+        else:
+            assert fid not in by_id
+    ids = [m["id"] for m in manifest]
+    assert len(ids) + len(rejects) == 25 and len(set(ids)) == len(ids)
+    # shards partition the manifest
+    assert sorted(x["id"] for s in shards.values() for x in s) == sorted(ids)
+    assert list(shards) == ["shard-0000", "shard-0001", "shard-0002"]
+    m = {x["id"]: x for x in manifest}
+    st = m["edge_cases__stereo_8k"]
+    assert (st["sample_rate"], st["channels"]) == (8000, 2)
+    assert st["duration"] == pytest.approx(TRUTH["files"]["edge_cases/stereo_8k.wav"]["duration"], abs=0.01)
+    assert all(os.path.isabs(x["audio_filepath"]) for x in manifest)
+
+
+def test_ids_are_stable_and_collisions_resolved_deterministically(tmp_path):
+    root = tmp_path / "corpus"
+    for rel in ["a/b.wav", "a/b.flac", "a__b.wav", "c.wav"]:
+        tone(root / rel)
+    _, manifest, rejects, _ = run(tmp_path, {"audio_dir": str(root), "shards": 2})
+    ids = sorted(m["id"] for m in manifest)
+    assert not rejects and len(ids) == 4 and len(set(ids)) == 4
+    assert "c" in ids
+    colliding = [i for i in ids if i.startswith("a__b-")]
+    assert len(colliding) == 3
+    # the same corpus gives the same ids again, in another directory too
+    _, again, _, _ = run(tmp_path / "again", {"audio_dir": str(root), "shards": 2})
+    assert sorted(m["id"] for m in again) == ids
+
+
+def test_same_id_same_shard_and_new_files_do_not_move_others():
+    ids = [f"spk{i}/utt{j}" for i in range(20) for j in range(20)]
+    a = {i: ingest.shard_index(i, 7) for i in ids}
+    assert a == {i: ingest.shard_index(i, 7) for i in reversed(ids)}
+    assert set(a.values()) == set(range(7))  # spread over every shard
+    counts = np.bincount(list(a.values()))
+    assert counts.min() > 0.5 * counts.mean()
+
+
+def test_shard_count_from_hours_or_fixed():
+    entries = [{"duration": 1800.0}] * 5  # 2.5 h
+    assert ingest.shard_count(entries, None, 1.0) == 3
+    assert ingest.shard_count(entries, 4, 1.0) == 4
+    with pytest.raises(SystemExit, match="shard_hours needs"):
+        ingest.shard_count([{"duration": None}], None, 1.0)
+
+
+def test_manifest_bad_lines_rejected_not_fatal(tmp_path):
+    tone(tmp_path / "audio" / "x.wav")
+    tone(tmp_path / "audio" / "y.wav", channels=2)
+    lines = [
+        json.dumps({"audio_filepath": "audio/x.wav", "text": "héllo wörld", "speaker": "s1"}).encode(),
+        b"",  # blank lines are not inputs
+        b"{not json",
+        json.dumps({"id": "nofile"}).encode(),
+        json.dumps({"audio_filepath": "audio/y.wav", "duration": -3}).encode(),
+        '{"audio_filepath": "audio/y.wav", "text": "caf'.encode() + b"\xe9\"}",  # latin-1, not UTF-8
+        json.dumps({"id": "dup", "audio_filepath": "audio/y.wav"}).encode(),
+        json.dumps({"id": "dup", "audio_filepath": str(tmp_path / "audio" / "x.wav")}).encode(),
+        json.dumps({"id": "gone", "audio_filepath": "audio/missing.wav"}).encode(),
+        json.dumps([1, 2]).encode(),
+    ]
+    (tmp_path / "in.jsonl").write_bytes(b"\n".join(lines) + b"\n")
+    summary, manifest, rejects, _ = run(tmp_path, {"manifest": str(tmp_path / "in.jsonl"), "shards": 2})
+    assert summary["inputs"] == 9
+    reasons = sorted((r["reason"], r.get("line")) for r in rejects)
+    assert reasons == [("bad_encoding", 6), ("duplicate_id", 8), ("malformed_line", 3),
+                       ("malformed_line", 4), ("malformed_line", 5), ("malformed_line", 10),
+                       ("missing", None)]
+    enc = next(r for r in rejects if r["reason"] == "bad_encoding")
+    assert enc["id"] == 6 and "UTF-8" in enc["detail"]
+    assert {m["id"] for m in manifest} == {"audio__x", "dup"}
+    x = next(m for m in manifest if m["id"] == "audio__x")
+    assert x["text"] == "héllo wörld" and x["speaker"] == "s1"
+    assert x["audio_filepath"] == str(tmp_path / "audio" / "x.wav")
+    dup = next(m for m in manifest if m["id"] == "dup")
+    assert dup["channels"] == 2
+    # rejects file is UTF-8 JSON throughout
+    json.loads((tmp_path / "out" / "rejects.jsonl").read_text(encoding="utf-8").splitlines()[0])
+
+
+def test_non_utf8_file_name_reported(tmp_path):
+    root = tmp_path / "corpus"
+    tone(root / "ok.wav")
+    bad = os.path.join(os.fsencode(root), b"caf\xe9.wav")
+    shutil.copy(root / "ok.wav", bad)
+    _, manifest, rejects, _ = run(tmp_path, {"audio_dir": str(root), "shards": 1})
+    assert [m["id"] for m in manifest] == ["ok"]
+    assert len(rejects) == 1 and rejects[0]["reason"] == "bad_encoding"
+    assert "\\xe9" in rejects[0]["audio_filepath"]
+
+
+def test_probe_off_trusts_manifest_and_defers_unreadable(tmp_path):
+    (tmp_path / "bad.wav").write_bytes(b"garbage")
+    rows = [{"audio_filepath": str(tmp_path / "bad.wav"), "duration": 3.0},
+            {"audio_filepath": str(tmp_path / "other.wav"), "duration": 4000.0}]
+    (tmp_path / "in.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    summary, manifest, rejects, shards = run(tmp_path, {"manifest": str(tmp_path / "in.jsonl"),
+                                                        "probe": False, "shard_hours": 1.0})
+    assert not rejects and len(manifest) == 2  # VAD catches them later
+    assert summary["shards"] == 2  # 4003 s at 1 h per shard
+    assert {m["duration"] for m in manifest} == {3.0, 4000.0}
+
+
+def test_unchanged_shards_are_not_rewritten(tmp_path):
+    root = tmp_path / "corpus"
+    for i in range(6):
+        tone(root / f"f{i}.wav")
+    ds = {"audio_dir": str(root), "shards": 3}
+    run(tmp_path, ds)
+    shard_dir = tmp_path / "out" / "shards"
+    before = {p.name: p.stat().st_mtime_ns for p in shard_dir.iterdir()}
+    tone(root / "new.wav")
+    run(tmp_path, ds)
+    after = {p.name: p.stat().st_mtime_ns for p in shard_dir.iterdir()}
+    changed = [k for k in before if before[k] != after[k]]
+    new_shard = ingest.shard_name(ingest.shard_index("new", 3))
+    assert changed == [f"{new_shard}.jsonl"]

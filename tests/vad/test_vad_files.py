@@ -1,0 +1,161 @@
+"""TEN-VAD on real audio: the demo corpus, a 3-minute file, resume, crashes."""
+import io
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile as sf
+
+from speechprep import vad
+from speechprep.jsonio import read_jsonl, write_jsonl
+from speechprep.vad import Checkpoint, VadParams, analyze_file, run_shard
+
+REPO = Path(__file__).resolve().parents[2]
+DEMO = REPO / "resources" / "demo"
+TRUTH = json.loads((DEMO / "truth.json").read_text(encoding="utf-8"))
+
+
+def entry(rel):
+    return {"id": rel.replace("/", "__").rsplit(".", 1)[0], "audio_filepath": str(DEMO / "audio" / rel)}
+
+
+@pytest.mark.parametrize("rel,info", [(k, v) for k, v in TRUTH["files"].items() if v["expect"] != "ok"])
+def test_bad_files_rejected_with_reason(rel, info):
+    r = analyze_file(entry(rel), VadParams())
+    assert "reject" in r, r
+    rec = r["reject"]
+    assert rec["stage"] == "vad" and rec["detail"]
+    # files ingest rejects are also caught by VAD alone (ingest with probing off)
+    assert rec["reason"] == info["reason"]
+
+
+@pytest.mark.parametrize("rel", ["edge_cases/stereo_8k.wav", "edge_cases/rate_44k.wav"])
+def test_multichannel_and_other_rates_are_handled(rel):
+    r = analyze_file(entry(rel), VadParams())
+    truth = TRUTH["files"][rel]
+    assert "segments" in r and len(r["segments"]) == len(truth["speech"])
+    assert r["stats"]["duration"] == pytest.approx(truth["duration"], abs=0.02)
+    for seg, t in zip(r["segments"], truth["speech"]):
+        assert abs(seg["offset"] - t["start"]) < 0.1
+        assert abs(seg["offset"] + seg["duration"] - t["end"]) < 0.15
+
+
+def three_minute_file(path):
+    """~3 min of demo phrases separated by pauses all shorter than min_silence."""
+    sr = 16000
+    phrases = []
+    for rel, info in TRUTH["files"].items():
+        if info.get("clean"):
+            x, _ = sf.read(DEMO / "audio" / rel, dtype="float32")
+            phrases += [x[int(s["start"] * sr):int(s["end"] * sr)] for s in info["speech"]]
+    rng = np.random.default_rng(0)
+    out, spans, pauses, t = [np.zeros(sr // 2, np.float32)], [], [], 0.5
+    i = 0
+    while t < 180:
+        x = phrases[i % len(phrases)]
+        spans.append((t, t + len(x) / sr))
+        out.append(x)
+        t += len(x) / sr
+        p = 0.25 if i % 7 == 6 else rng.uniform(0.12, 0.2)
+        pauses.append((t, t + p))
+        out.append(np.zeros(int(p * sr), np.float32))
+        t += p
+        i += 1
+    y = np.concatenate(out) + rng.normal(0, 3e-4, sum(map(len, out))).astype(np.float32)
+    sf.write(path, y, sr, subtype="PCM_16")
+    return spans, pauses
+
+
+def test_max_segment_honoured_on_three_minute_file(tmp_path):
+    path = tmp_path / "long.flac"
+    spans, pauses = three_minute_file(path)
+    p = VadParams(max_segment=30.0, pad=0.03)
+    r = analyze_file({"id": "long", "audio_filepath": str(path)}, p)
+    segs = [(s["offset"], s["offset"] + s["duration"]) for s in r["segments"]]
+    assert r["stats"]["duration"] > 180
+    assert all(e - s <= 30.0 + 1e-6 for s, e in segs)
+    assert len(segs) >= 7  # 3 minutes in pieces of at most 30 s
+    # every cut lies in one of the pauses (give or take a frame and the padding)
+    for (_, e), (s, _) in zip(segs, segs[1:]):
+        mid = (e + s) / 2
+        assert any(a - 0.05 <= mid <= b + 0.05 for a, b in pauses), (e, s)
+    # and nothing was lost: speech is covered
+    speech = sum(b - a for a, b in spans)
+    covered = sum(max(0.0, min(b, e) - max(a, s)) for a, b in spans for s, e in segs)
+    assert covered / speech > 0.97
+
+
+def make_shard(tmp_path, rels):
+    shard = tmp_path / "shard-0000.jsonl"
+    write_jsonl(shard, [entry(r) for r in rels])
+    return shard
+
+
+def run(workdir, shard, workers=1, log=None):
+    """run_shard into ``workdir``; returns its counts and its three outputs' text."""
+    workdir.mkdir(exist_ok=True)
+    o = {k: str(workdir / f"out.{k}.jsonl") for k in ("segments", "stats", "rejects")}
+    counts = run_shard(str(shard), o["segments"], o["stats"], o["rejects"], VadParams(), workers,
+                       str(workdir / "scratch" / "shard-0000.jsonl"), **({"log": log} if log else {}))
+    return counts, {k: Path(v).read_text(encoding="utf-8") for k, v in o.items()}
+
+
+CLIPS = ["us_male/clip01.wav", "us_female/clip03.flac", "scottish/clip02.wav",
+         "edge_cases/nan_float.wav", "caribbean/clip04.flac", "edge_cases/silence.wav"]
+
+
+def test_shard_accounts_for_every_file(tmp_path):
+    shard = make_shard(tmp_path, CLIPS)
+    counts, out = run(tmp_path / "a", shard, workers=2)
+    assert counts == {"files": 6, "ok": 4, "rejected": 2, "segments": 8}
+    ids = {e["id"] for e in read_jsonl(shard)}
+    stats_ids = {json.loads(x)["id"] for x in out["stats"].splitlines()}
+    reject_ids = {json.loads(x)["id"] for x in out["rejects"].splitlines()}
+    assert stats_ids | reject_ids == ids and not stats_ids & reject_ids
+    seg_files = {json.loads(x)["file_id"] for x in out["segments"].splitlines()}
+    assert seg_files == stats_ids
+
+
+def test_shard_resumes_from_checkpoint_with_identical_outputs(tmp_path):
+    shard = make_shard(tmp_path, CLIPS)
+    counts, full = run(tmp_path / "uninterrupted", shard)
+    # a checkpoint as a killed job leaves it: three files done, a line cut short
+    resumed_dir = tmp_path / "resumed"
+    ck = resumed_dir / "scratch" / "shard-0000.jsonl"
+    ck.parent.mkdir(parents=True)
+    done = [analyze_file(e, VadParams()) for e in list(read_jsonl(shard))[:3]]
+    ck.write_text(json.dumps({"fingerprint": vad.fingerprint(str(shard), VadParams())}) + "\n"
+                  + "".join(json.dumps(d) + "\n" for d in done)
+                  + '{"id": "caribbean__clip04", "stats": {"dur', encoding="utf-8")
+    log = io.StringIO()
+    counts2, resumed = run(resumed_dir, shard, log=log)
+    assert "6 files, 3 already done" in log.getvalue() and "3 to analyse" in log.getvalue()
+    assert counts2 == counts
+    assert resumed == full
+    assert not ck.exists()  # removed once the outputs are written
+
+
+def test_checkpoint_for_other_input_is_not_reused(tmp_path):
+    ck = Checkpoint(tmp_path / "c.jsonl", "abc")
+    ck.open()
+    ck.append({"id": "x", "reject": {}})
+    ck.close(remove=False)
+    assert set(Checkpoint(tmp_path / "c.jsonl", "abc").load()) == {"x"}
+    assert Checkpoint(tmp_path / "c.jsonl", "other").load() == {}
+
+
+def _crash_on_silence(e, p, _real=vad.analyze_file):
+    if e["id"].endswith("silence"):
+        os._exit(9)  # what a segfault in native code looks like to the pool
+    return _real(e, p)
+
+
+def test_worker_crash_rejects_only_the_guilty_file(tmp_path, monkeypatch):
+    monkeypatch.setattr(vad, "analyze_file", _crash_on_silence)  # inherited by forked workers
+    shard = make_shard(tmp_path, CLIPS)
+    counts, out = run(tmp_path / "w", shard, workers=2)
+    assert counts["files"] == 6 and counts["ok"] == 4 and counts["rejected"] == 2
+    rejects = {json.loads(x)["id"]: json.loads(x)["reason"] for x in out["rejects"].splitlines()}
+    assert rejects == {"edge_cases__silence": "worker_crash", "edge_cases__nan_float": "non_finite"}

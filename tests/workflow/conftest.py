@@ -1,0 +1,78 @@
+"""Helpers for tests that run the real workflow: snakemake in a subprocess."""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+DEMO = REPO / "resources" / "demo"
+TRUTH = json.loads((DEMO / "truth.json").read_text(encoding="utf-8"))
+
+
+def snakemake(workdir, *args, profile=True, check=True, timeout=900):
+    """Run the workflow with ``workdir`` as working directory (results/ lands there)."""
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"),
+           "--directory", str(workdir), "--configfile", str(workdir / "config.yaml")]
+    if profile:
+        cmd += ["--profile", str(REPO / "profiles" / "local"), "--cores", "2"]
+    cmd += list(args)
+    p = subprocess.run(cmd, capture_output=True, text=True, encoding="utf-8", timeout=timeout)
+    out = p.stdout + p.stderr
+    if check and p.returncode != 0:
+        raise AssertionError(f"snakemake failed ({p.returncode}): {' '.join(cmd)}\n{out[-6000:]}")
+    return p.returncode, out
+
+
+def start_snakemake(workdir, *args):
+    """Start the workflow in its own process group (to be killed as a whole)."""
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"),
+           "--directory", str(workdir), "--configfile", str(workdir / "config.yaml"),
+           "--profile", str(REPO / "profiles" / "local"), "--cores", "2", *args]
+    return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+
+
+def kill_group(proc):
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
+def write_config(workdir, datasets, **sections):
+    workdir.mkdir(parents=True, exist_ok=True)
+    cfg = {"datasets": datasets, **sections}
+    (workdir / "config.yaml").write_text(yaml.safe_dump(cfg), encoding="utf-8")
+
+
+def jobs_run(output, rule):
+    """Wildcards of every job of ``rule`` that a snakemake run started."""
+    found, current = [], None
+    for line in output.splitlines():
+        s = line.strip()
+        if s.endswith(":") and s.split()[-1].rstrip(":") == rule and s.split()[0] in ("rule", "localrule", "checkpoint", "localcheckpoint"):
+            current = []
+            found.append(current)
+        elif current is not None and s.startswith("wildcards:"):
+            current.append(s[len("wildcards:"):].strip())
+            current = None
+        elif not s:
+            current = None
+    return [w[0] if w else "" for w in found]
+
+
+def read_jsonl(path):
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(x) for x in f if x.strip()]
+
+
+@pytest.fixture(scope="session")
+def demo_copy(tmp_path_factory):
+    """A private copy of the demo corpus (tests add files to it)."""
+    d = tmp_path_factory.mktemp("corpus") / "audio"
+    shutil.copytree(DEMO / "audio", d)
+    return d

@@ -1,0 +1,39 @@
+"""envs/<stage>.yaml parsing and the in-environment check."""
+import importlib.metadata
+
+import pytest
+
+from speechprep import envspec
+
+
+def test_every_env_file_pins_exactly():
+    stages = sorted(p.stem for p in envspec.ENVS_DIR.glob("*.yaml"))
+    assert {"ingest", "vad", "workflow"} <= set(stages)
+    for stage in stages:
+        pins = envspec.pinned_packages(envspec.env_file(stage))
+        assert pins and all(v[0].isdigit() for v in pins.values())
+    assert envspec.pinned_packages(envspec.env_file("vad"))["ten-vad"] == "1.0.6.9"
+
+
+def test_parser_reads_only_the_pip_list(tmp_path):
+    f = tmp_path / "x.yaml"
+    f.write_text("name: x\ndependencies:\n  - python=3.11\n  - libcxx\n  - pip\n  - pip:\n"
+                 "      - a==1.0  # comment\n      - b-c==2.0.post1\nother: 1\n", encoding="utf-8")
+    assert envspec.pip_requirements(f) == ["a==1.0", "b-c==2.0.post1"]
+    f.write_text("dependencies:\n  - pip:\n      - a>=1\n", encoding="utf-8")
+    with pytest.raises(envspec.EnvSpecError, match="not an exact pin"):
+        envspec.pinned_packages(f)
+
+
+def test_check_passes_in_own_env_and_names_what_is_wrong_elsewhere():
+    assert envspec.check_stage_env("workflow") == []
+    problems = envspec.check_stage_env("vad")
+    assert "ten-vad==1.0.6.9 is not installed" in problems
+    assert importlib.metadata.version("numpy") == "2.4.6"  # shared pins are fine
+
+
+def test_require_exits_3_outside_its_env(capsys):
+    with pytest.raises(SystemExit) as e:
+        envspec.require_stage_env("vad")
+    assert e.value.code == 3
+    assert "running outside its environment" in capsys.readouterr().err
