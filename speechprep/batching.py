@@ -1,0 +1,132 @@
+"""Batches sized by audio seconds, fitted to free GPU memory, with OOM back-off.
+
+Shared by every stage that runs a model over segments (ASR, TTS features):
+
+* :func:`seconds_budget` turns free GPU memory (``torch.cuda.mem_get_info``)
+  into a padded-seconds budget with a per-model factor, or takes the CPU
+  budget from config;
+* :class:`BatchRunner` sorts items by duration and fills each batch up to the
+  budget (counting padding: ``len(batch) * longest``). When a batch raises an
+  out-of-memory error it frees the cache, halves the batch and retries, down
+  to single items; an item that still does not fit is reported ``oom`` and
+  the run goes on. After an OOM, later batches are planned with the smaller
+  budget that worked.
+"""
+from __future__ import annotations
+
+import logging
+import sys
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator, Sequence
+
+log = logging.getLogger("speechprep.batching")
+
+
+def is_oom(exc: BaseException) -> bool:
+    """CUDA (or other device) out-of-memory, whichever way torch raised it."""
+    name = type(exc).__name__
+    return name == "OutOfMemoryError" or (
+        isinstance(exc, RuntimeError) and "out of memory" in str(exc).lower())
+
+
+def free_device_cache() -> None:
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
+def seconds_budget(device: str, cpu_seconds: float, seconds_per_gib: float,
+                   reserve_gib: float = 1.0, max_seconds: float | None = None) -> float:
+    """Padded audio seconds per batch.
+
+    On CUDA: (free memory - ``reserve_gib``) * ``seconds_per_gib`` (a per-model
+    factor: how many padded seconds of audio one GiB of activations holds).
+    On CPU: ``cpu_seconds``.
+    """
+    if not device.startswith("cuda"):
+        budget = cpu_seconds
+    else:
+        import torch
+
+        free, _total = torch.cuda.mem_get_info(torch.device(device))
+        budget = max(0.0, free / 2**30 - reserve_gib) * seconds_per_gib
+    if max_seconds:
+        budget = min(budget, max_seconds)
+    return max(budget, 1e-9)
+
+
+@dataclass
+class Outcome:
+    item: Any
+    result: Any = None
+    oom: bool = False
+
+
+@dataclass
+class BatchRunner:
+    """Run ``infer(batch) -> results`` over items in seconds-budget batches."""
+
+    budget: float
+    duration: Callable[[Any], float]
+    infer: Callable[[list], Sequence[Any]]
+    free_cache: Callable[[], None] = free_device_cache
+    logger: Callable[[str], None] = field(default=lambda msg: log.warning(msg))
+    on_batch_start: Callable[[list], None] = field(default=lambda batch: None)
+    ooms: int = 0
+
+    def plan(self, items: list) -> list[list]:
+        """Batches of duration-sorted (longest first) items within the budget."""
+        items = sorted(items, key=self.duration, reverse=True)
+        batches: list[list] = []
+        current: list = []
+        for it in items:
+            longest = self.duration(current[0]) if current else self.duration(it)
+            if current and (len(current) + 1) * longest > self.budget:
+                batches.append(current)
+                current = []
+            current.append(it)
+        if current:
+            batches.append(current)
+        return batches
+
+    def run(self, items: list) -> Iterator[Outcome]:
+        """Outcomes for every item (each exactly once), batch by batch."""
+        pending = self.plan(items)
+        while pending:
+            batch = pending.pop(0)
+            stack = [batch]
+            shrunk = False
+            while stack:
+                b = stack.pop()
+                self.on_batch_start(b)
+                try:
+                    results = self.infer(b)
+                except Exception as e:  # noqa: BLE001 (only OOM is handled here)
+                    if not is_oom(e):
+                        raise
+                    self.ooms += 1
+                    self.free_cache()
+                    secs = len(b) * max(self.duration(x) for x in b)
+                    if len(b) == 1:
+                        self.logger(f"OOM on a single item ({secs:.1f} s): rejected oom")
+                        yield Outcome(b[0], oom=True)
+                        continue
+                    half = len(b) // 2
+                    self.logger(f"OOM on a batch of {len(b)} ({secs:.1f} padded s): "
+                                f"halving to {half} + {len(b) - half}")
+                    stack += [b[half:], b[:half]]
+                    shrunk = True
+                    continue
+                if len(results) != len(b):
+                    raise RuntimeError(f"model returned {len(results)} results for a batch of {len(b)}")
+                if shrunk:
+                    # plan what is left with the budget that just worked
+                    worked = len(b) * max(self.duration(x) for x in b)
+                    if worked < self.budget:
+                        self.budget = worked
+                        rest = [x for bb in stack for x in bb] + [x for bb in pending for x in bb]
+                        stack, pending = [], self.plan(rest)
+                        self.logger(f"batch budget lowered to {self.budget:.1f} padded s")
+                    shrunk = False
+                for x, r in zip(b, results):
+                    yield Outcome(x, r)
