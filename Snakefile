@@ -16,6 +16,8 @@ validate(config, "config/schema.yaml")
 
 include: "rules/ingest.smk"
 include: "rules/vad.smk"
+include: "rules/models.smk"
+include: "rules/asr.smk"
 
 
 rule all:

@@ -12,6 +12,7 @@ REPO = Path(workflow.basedir)
 SCRIPTS = REPO / "scripts"
 sys.path.insert(0, str(REPO))
 from speechprep.inventory import inventory_digest  # noqa: E402
+from speechprep.models import is_local_model  # noqa: E402
 from speechprep.workflow import setup_env_modules  # noqa: E402
 
 RESULTS = "results"
@@ -97,18 +98,33 @@ def per_shard(pattern):
     return f
 
 
+def asr_model_file(wildcards):
+    """The ASR model as an input file when it is local (a hub name is not a file)."""
+    spec = config["asr"]["model"]
+    return [spec] if is_local_model(spec) else []
+
+
+def stage_targets(ds, stage):
+    """What `rule all` asks of `stage` for dataset `ds`."""
+    if stage == "vad":
+        return [
+            f"{RESULTS}/{ds}/vad/stats.csv",
+            f"{RESULTS}/{ds}/vad/summary.json",
+        ] + expand(f"{RESULTS}/{ds}/vad/{{shard}}.segments.jsonl", shard=shards(ds))
+    if stage == "asr":
+        return [f"{RESULTS}/{ds}/asr/manifest.jsonl", f"{RESULTS}/{ds}/asr/summary.json"]
+    raise ValueError(f"unknown stage {stage!r}")
+
+
 def all_targets(wildcards):
     targets = []
     for ds in config["datasets"]:
         targets += [
             f"{RESULTS}/{ds}/manifest.jsonl",
             f"{RESULTS}/{ds}/rejects/ingest.jsonl",
-            f"{RESULTS}/{ds}/vad/stats.csv",
-            f"{RESULTS}/{ds}/vad/summary.json",
         ]
-        targets += expand(
-            f"{RESULTS}/{ds}/vad/{{shard}}.segments.jsonl", shard=shards(ds)
-        )
+        for stage in config["stages"]:
+            targets += stage_targets(ds, stage)
     return targets
 
 

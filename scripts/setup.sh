@@ -15,6 +15,10 @@ DEBIAN_PACKAGES=(libc++1 environment-modules)
 # Test-only tool installed next to each stage's pins so its unit tests run in it.
 TEST_TOOLS=(pytest==9.2.0)
 
+pip_q() {  # pip, quiet, without the warnings this machine's index config prints
+  "$venv/bin/python" -m pip "$@" -q --disable-pip-version-check 2>&1 | { grep -v "^WARNING: Location" || true; }
+  return "${PIPESTATUS[0]}"
+}
 say() { printf 'setup: %s\n' "$*" >&2; }
 die() { printf 'setup: ERROR: %s\n' "$*" >&2; exit 1; }
 
@@ -68,11 +72,17 @@ for stage in "${stages[@]}"; do
     rm -rf "$venv"
     "$PY" -m venv "$venv"
     reqfile="$(mktemp)"; printf '%s\n' "$reqs" > "$reqfile"
-    # The env's own pins double as constraints, so nothing pulled in
-    # transitively can replace a pinned package (torch in later stages).
-    "$venv/bin/python" -m pip install -q --disable-pip-version-check \
-        -r "$reqfile" -c "$reqfile" "${TEST_TOOLS[@]}" 2>&1 | grep -v "^WARNING: Location" || true
-    rm -f "$reqfile"
+    # The env's own pins double as constraints (extras dropped: pip refuses
+    # them there), so nothing pulled in transitively replaces a pinned package.
+    confile="$(mktemp)"; sed -E 's/\[[^]]*\]//' "$reqfile" > "$confile"
+    # torch first, on its own: `pip install torch==X` takes the local CPU
+    # wheel; resolved together with other packages it could pull a CUDA build.
+    torch_pin="$(grep -E '^torch==' "$reqfile" || true)"
+    if [ -n "$torch_pin" ]; then
+      pip_q install "$torch_pin"
+    fi
+    pip_q install -r "$reqfile" -c "$confile" "${TEST_TOOLS[@]}"
+    rm -f "$reqfile" "$confile"
     (cd "$ROOT" && "$venv/bin/python" -c "import sys; from speechprep.envspec import check_stage_env as c; p = c('$stage'); print(*p, sep='\n', file=sys.stderr); sys.exit(1 if p else 0)") \
       || die "env '$stage' does not satisfy envs/$stage.yaml after install"
     echo "$stamp" > "$venv/.speechprep-stamp"

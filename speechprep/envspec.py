@@ -82,6 +82,11 @@ def _normalise(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
+def _public_version(v: str) -> str:
+    """``2.13.0+cpu`` -> ``2.13.0``: a local label still satisfies ``==2.13.0`` (PEP 440)."""
+    return v.split("+", 1)[0]
+
+
 def check_stage_env(stage: str) -> list[str]:
     """Problems that make this interpreter the wrong one for ``stage`` (empty if none)."""
     problems = []
@@ -91,7 +96,7 @@ def check_stage_env(stage: str) -> list[str]:
         except importlib.metadata.PackageNotFoundError:
             problems.append(f"{name}=={want} is not installed")
             continue
-        if _normalise(have) != _normalise(want):
+        if _public_version(have) != _public_version(want):
             problems.append(f"{name} is {have}, the env pins {want}")
     return problems
 

@@ -7,7 +7,6 @@ per-file checkpoint so a killed job resumes where it stopped.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import sys
@@ -22,7 +21,8 @@ from typing import Any, Callable, Iterable
 import numpy as np
 
 from .audio import SAMPLE_RATE, AudioError, stream_mono, to_int16
-from .jsonio import atomic_open, dumps, read_jsonl, reject, write_jsonl
+from .checkpoint import Checkpoint, fingerprint
+from .jsonio import atomic_open, read_jsonl, reject, write_jsonl
 from .progress import Progress
 
 STAGE = "vad"
@@ -296,73 +296,13 @@ def execute(todo: list[dict], params: VadParams, workers: int, emit: Callable[[d
                                                       "the VAD worker process died while analysing this file")})
 
 
-class Checkpoint:
-    """Per-file results of a shard in progress, appended as they complete.
-
-    The first line fingerprints the shard's input and the parameters, so a
-    checkpoint left by a different input is discarded, not reused. A line cut
-    short by a kill is ignored (that file is simply redone).
-    """
-
-    def __init__(self, path: str | os.PathLike, fingerprint: str):
-        self.path = Path(path)
-        self.fingerprint = fingerprint
-        self.done: dict[str, dict] = {}
-        self._f = None
-
-    def load(self) -> dict[str, dict]:
-        try:
-            with open(self.path, encoding="utf-8") as f:
-                lines = f.read().split("\n")
-        except FileNotFoundError:
-            return self.done
-        try:
-            if json.loads(lines[0]).get("fingerprint") != self.fingerprint:
-                return self.done
-        except (json.JSONDecodeError, AttributeError):
-            return self.done
-        for line in lines[1:]:
-            try:
-                r = json.loads(line)
-            except json.JSONDecodeError:
-                break  # the tail a kill cut short
-            self.done[r["id"]] = r
-        return self.done
-
-    def open(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with atomic_open(self.path) as f:  # rewrite: drops a truncated tail
-            f.write(json.dumps({"fingerprint": self.fingerprint}) + "\n")
-            for r in self.done.values():
-                f.write(dumps(r) + "\n")
-        self._f = open(self.path, "a", encoding="utf-8")
-
-    def append(self, result: dict) -> None:
-        self.done[result["id"]] = result
-        self._f.write(dumps(result) + "\n")
-        self._f.flush()
-
-    def close(self, remove: bool) -> None:
-        if self._f:
-            self._f.close()
-        if remove:
-            self.path.unlink(missing_ok=True)
-
-
-def fingerprint(shard_path: str, params: VadParams) -> str:
-    h = hashlib.sha256(Path(shard_path).read_bytes())
-    h.update(json.dumps(asdict(params), sort_keys=True).encode())
-    h.update(ALGORITHM_VERSION.encode())
-    return h.hexdigest()
-
-
 def run_shard(shard_path: str, segments_out: str, stats_out: str, rejects_out: str,
               params: VadParams, workers: int, scratch: str, log=sys.stderr) -> dict[str, int]:
     """VAD over every file of a shard; returns counts. Resumes from ``scratch``."""
     entries = list(read_jsonl(shard_path))
     name = Path(shard_path).stem
     check_ten_vad(params)
-    ck = Checkpoint(scratch, fingerprint(shard_path, params))
+    ck = Checkpoint(scratch, fingerprint(shard_path, asdict(params), ALGORITHM_VERSION))
     done = ck.load()
     ids = {e["id"] for e in entries}
     for stale in set(done) - ids:

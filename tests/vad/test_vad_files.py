@@ -1,6 +1,7 @@
 """TEN-VAD on real audio: the demo corpus, a 3-minute file, resume, crashes."""
 import io
 import json
+from dataclasses import asdict
 import os
 from pathlib import Path
 
@@ -10,7 +11,8 @@ import soundfile as sf
 
 from speechprep import vad
 from speechprep.jsonio import read_jsonl, write_jsonl
-from speechprep.vad import Checkpoint, VadParams, analyze_file, run_shard
+from speechprep.checkpoint import Checkpoint, fingerprint
+from speechprep.vad import VadParams, analyze_file, run_shard
 
 REPO = Path(__file__).resolve().parents[2]
 DEMO = REPO / "resources" / "demo"
@@ -126,7 +128,7 @@ def test_shard_resumes_from_checkpoint_with_identical_outputs(tmp_path):
     ck = resumed_dir / "scratch" / "shard-0000.jsonl"
     ck.parent.mkdir(parents=True)
     done = [analyze_file(e, VadParams()) for e in list(read_jsonl(shard))[:3]]
-    ck.write_text(json.dumps({"fingerprint": vad.fingerprint(str(shard), VadParams())}) + "\n"
+    ck.write_text(json.dumps({"fingerprint": fingerprint(str(shard), asdict(VadParams()), vad.ALGORITHM_VERSION)}) + "\n"
                   + "".join(json.dumps(d) + "\n" for d in done)
                   + '{"id": "caribbean__clip04", "stats": {"dur', encoding="utf-8")
     log = io.StringIO()

@@ -1,0 +1,52 @@
+# ASR: NeMo transcripts per shard of VAD segments, then the merged manifest.
+
+
+rule asr:
+    input:
+        segments=f"{RESULTS}/{{ds}}/vad/{{shard}}.segments.jsonl",
+        model=asr_model_file,
+    output:
+        transcripts=f"{RESULTS}/{{ds}}/asr/{{shard}}.jsonl",
+        rejects=f"{RESULTS}/{{ds}}/asr/{{shard}}.rejects.jsonl",
+    params:
+        cmd=entry("asr", "asr.py"),
+        asr=lambda wc: stage_params("asr"),
+        scratch=f"{RESULTS}/{{ds}}/asr/.partial/{{shard}}.jsonl",
+    log:
+        f"{RESULTS}/{{ds}}/logs/asr/{{shard}}.log",
+    threads: config["asr"]["threads"]
+    resources:
+        mem_mb=8000,
+        runtime=120,
+    conda:
+        "../envs/asr.yaml"
+    envmodules:
+        "speechprep/asr",
+    shell:
+        "{params.cmd} --segments {input.segments:q} --params {params.asr:q} --threads {threads}"
+        " --scratch {params.scratch:q} --out {output.transcripts:q} --rejects {output.rejects:q}"
+        " > {log:q} 2>&1"
+
+
+rule asr_merge:
+    input:
+        shards=per_shard(f"{RESULTS}/{{ds}}/asr/{{shard}}.jsonl"),
+        rejects=per_shard(f"{RESULTS}/{{ds}}/asr/{{shard}}.rejects.jsonl"),
+    output:
+        manifest=f"{RESULTS}/{{ds}}/asr/manifest.jsonl",
+        summary=f"{RESULTS}/{{ds}}/asr/summary.json",
+    params:
+        cmd=entry("asr", "asr_merge.py"),
+    log:
+        f"{RESULTS}/{{ds}}/logs/asr_merge.log",
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=30,
+    conda:
+        "../envs/asr.yaml"
+    envmodules:
+        "speechprep/asr",
+    shell:
+        "{params.cmd} --manifest {output.manifest:q} --summary {output.summary:q}"
+        " --shards {input.shards:q} --rejects {input.rejects:q} > {log:q} 2>&1"

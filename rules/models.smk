@@ -1,0 +1,23 @@
+# Demo models, built by the workflow itself from the demo corpus (no download):
+# they let the real loading code run end to end offline. Not real models.
+
+
+rule demo_asr_model:
+    input:
+        truth="resources/demo/truth.json",
+    output:
+        "resources/models/demo_asr.nemo",
+    params:
+        cmd=entry("asr", "build_demo_asr.py"),
+    log:
+        "resources/models/logs/demo_asr.log",
+    threads: 2
+    resources:
+        mem_mb=4000,
+        runtime=30,
+    conda:
+        "../envs/asr.yaml"
+    envmodules:
+        "speechprep/asr",
+    shell:
+        "{params.cmd} --truth {input.truth:q} --out {output:q} --threads {threads} > {log:q} 2>&1"

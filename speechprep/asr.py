@@ -1,0 +1,328 @@
+"""ASR stage: NeMo transcripts of VAD segments, batched to fit the device.
+
+Per shard: every segment is read straight from its source file
+(``offset``/``duration``), mixed to mono and resampled to the model's rate,
+validated (readable, non-empty, finite, not too short or too long) before it
+reaches the model, and transcribed in duration-sorted batches filled up to a
+padded-seconds budget (:mod:`speechprep.batching`: from free GPU memory on
+CUDA, from config on CPU; out-of-memory batches are halved and retried). A
+model exception on a batch falls back to one segment at a time so only the
+guilty segment is rejected. Finished segments are checkpointed, so a killed
+job restarts after its last finished batch. A watchdog fails the job, with
+every thread's stack in the log, when a batch makes no progress.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from .audio import AudioError, stream_mono
+from .batching import BatchRunner, is_oom, seconds_budget
+from .checkpoint import Checkpoint, fingerprint
+from .jsonio import atomic_open, read_jsonl, reject, write_jsonl
+from .models import is_local_model, sha256_file
+from .progress import Progress
+from .watchdog import Watchdog
+
+STAGE = "asr"
+ALGORITHM_VERSION = "1"
+
+
+@dataclass(frozen=True)
+class AsrParams:
+    model: str
+    device: str = "auto"              # auto | cpu | cuda | cuda:N
+    cpu_batch_seconds: float = 120.0  # padded audio seconds per batch on CPU
+    seconds_per_gib: float = 60.0     # per-model factor: padded seconds per GiB of free GPU memory
+    gpu_reserve_gib: float = 1.0      # GPU memory left free
+    max_batch_seconds: float = 3600.0
+    min_duration: float = 0.1         # shorter segments: too_short
+    max_duration: float = 40.0        # longer segments: too_long (VAD should have cut them)
+    batch_timeout: float = 600.0      # watchdog: seconds without progress on one batch
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "AsrParams":
+        return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
+
+
+# --------------------------------------------------------------------------
+# the model
+# --------------------------------------------------------------------------
+def model_identity(spec: str) -> dict[str, str]:
+    """What each output line records about the model: path + sha256, or the name."""
+    if is_local_model(spec):
+        path = os.path.abspath(spec)
+        return {"asr_model": path, "asr_model_sha256": sha256_file(path)}
+    return {"asr_model": spec}
+
+
+def resolve_device(device: str) -> str:
+    import torch
+
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise SystemExit(f"asr.device is {device!r} but no CUDA device is visible to this job")
+    return device
+
+
+def load_model(spec: str, device: str):
+    """Any NeMo ASR model class (CTC, RNNT/TDT, hybrid) from a local .nemo or a pretrained name."""
+    import torch
+    from nemo.collections.asr.models import ASRModel
+
+    if is_local_model(spec):
+        if not os.path.isfile(spec):
+            raise SystemExit(f"asr.model: no such file {os.path.abspath(spec)!r}")
+        model = ASRModel.restore_from(spec, map_location=torch.device(device))
+    else:
+        try:
+            model = ASRModel.from_pretrained(spec, map_location=torch.device(device))
+        except Exception as e:
+            raise SystemExit(
+                f"asr.model {spec!r} is not a local file, so it was taken for a pretrained model name, "
+                f"and fetching it failed ({type(e).__name__}: {e}).\n  Pretrained names need network "
+                "access to the model hub. Offline: download the .nemo file on a machine with access and "
+                "set asr.model to its path.") from None
+    model.eval()
+    return model
+
+
+def model_sample_rate(model) -> int:
+    cfg = model.cfg
+    for getter in (lambda: cfg.preprocessor.sample_rate, lambda: cfg.sample_rate):
+        try:
+            return int(getter())
+        except Exception:  # noqa: BLE001 (configs differ between model classes)
+            continue
+    return 16000
+
+
+def nemo_transcriber(model) -> Callable[[list[np.ndarray]], list[str]]:
+    """``audios -> texts`` with NeMo's own ``transcribe()`` (every model class has it)."""
+    import torch
+
+    def run(audios: list[np.ndarray]) -> list[str]:
+        with torch.inference_mode():
+            out = model.transcribe(audios, batch_size=len(audios), verbose=False, num_workers=0)
+        if isinstance(out, tuple):  # some RNNT versions return (best, all)
+            out = out[0]
+        return [h.text if hasattr(h, "text") else str(h) for h in out]
+
+    return run
+
+
+# --------------------------------------------------------------------------
+# segments
+# --------------------------------------------------------------------------
+def load_segment(seg: dict[str, Any], sample_rate: int, p: AsrParams) -> np.ndarray:
+    """The segment's samples, mono at ``sample_rate``; AudioError when unusable."""
+    audio = list(stream_mono(seg["audio_filepath"], sample_rate, block_seconds=p.max_duration + 1,
+                             offset=float(seg.get("offset") or 0.0), duration=seg.get("duration")))
+    x = np.concatenate(audio) if audio else np.zeros(0, np.float32)
+    if len(x) == 0:
+        raise AudioError("empty", "no samples at this offset/duration")
+    if len(x) < p.min_duration * sample_rate:
+        raise AudioError("too_short", f"{len(x) / sample_rate:.3f} s is below asr.min_duration "
+                                      f"({p.min_duration} s)")
+    return x
+
+
+def screen(seg: dict[str, Any], p: AsrParams) -> dict | None:
+    """Reject from the manifest alone, before any audio is read."""
+    d = seg.get("duration")
+    if d is not None and d > p.max_duration:
+        return reject(seg["id"], seg["audio_filepath"], STAGE, "too_long",
+                      f"{d:.2f} s exceeds asr.max_duration ({p.max_duration} s); VAD's max_segment should cut it")
+    if d is not None and d < p.min_duration:
+        return reject(seg["id"], seg["audio_filepath"], STAGE, "too_short",
+                      f"{d:.3f} s is below asr.min_duration ({p.min_duration} s)")
+    return None
+
+
+class SegmentBatcher:
+    """``infer`` for :class:`BatchRunner`: validate, transcribe, isolate model errors."""
+
+    def __init__(self, transcribe: Callable[[list[np.ndarray]], list[str]], sample_rate: int,
+                 params: AsrParams, log=sys.stderr):
+        self.transcribe, self.sample_rate, self.p, self.log = transcribe, sample_rate, params, log
+
+    def __call__(self, batch: list[dict]) -> list[dict]:
+        results: list[dict | None] = [None] * len(batch)
+        good: list[int] = []
+        audios: list[np.ndarray] = []
+        for i, seg in enumerate(batch):
+            try:
+                audios.append(load_segment(seg, self.sample_rate, self.p))
+                good.append(i)
+            except AudioError as e:
+                results[i] = {"reject": reject(seg["id"], seg["audio_filepath"], STAGE, e.reason, e.detail)}
+        if audios:
+            for i, text in zip(good, self._transcribe_isolating(batch, good, audios)):
+                if results[i] is None:
+                    results[i] = {"text": text}
+        return results
+
+    def _transcribe_isolating(self, batch, good, audios) -> list[str | None]:
+        """Texts for ``audios``; ``None`` for a segment the model raises on by itself."""
+        try:
+            texts = self.transcribe(audios)
+            if len(texts) != len(audios):
+                raise RuntimeError(f"model returned {len(texts)} texts for {len(audios)} segments")
+            return texts
+        except Exception as e:  # noqa: BLE001
+            if is_oom(e):
+                raise  # BatchRunner halves the batch
+            if len(audios) == 1:
+                self._report(batch[good[0]], e)
+                return [None]
+            print(f"asr: model error on a batch of {len(audios)} ({type(e).__name__}: {e}); "
+                  "retrying one segment at a time", file=self.log, flush=True)
+        texts: list[str | None] = []
+        for i, a in zip(good, audios):
+            try:
+                texts.append(self.transcribe([a])[0])
+            except Exception as e:  # noqa: BLE001
+                if is_oom(e):
+                    raise
+                self._report(batch[i], e)
+                texts.append(None)
+        return texts
+
+    def _report(self, seg, e) -> None:
+        print(f"asr: {seg['id']}: model error: {type(e).__name__}: {e}", file=self.log, flush=True)
+
+
+# --------------------------------------------------------------------------
+# a shard
+# --------------------------------------------------------------------------
+def transcribe_shard(segments_path: str, out_path: str, rejects_path: str, params: AsrParams,
+                     scratch: str, transcribe: Callable[[list[np.ndarray]], list[str]],
+                     sample_rate: int, identity: dict[str, str], budget: float,
+                     log=sys.stderr) -> dict[str, Any]:
+    """Transcribe every segment of a shard; each ends in ``out_path`` or ``rejects_path``."""
+    segments = list(read_jsonl(segments_path))
+    name = Path(segments_path).name.split(".")[0]
+    fp_params = {**asdict(params), **identity, "sample_rate": sample_rate}
+    fp_params.pop("batch_timeout")
+    ck = Checkpoint(scratch, fingerprint(segments_path, fp_params, ALGORITHM_VERSION))
+    done = ck.load()
+    todo = []
+    for seg in segments:
+        if seg["id"] in done:
+            continue
+        r = screen(seg, params)
+        if r is not None:
+            done[seg["id"]] = {"id": seg["id"], "reject": r}
+        else:
+            todo.append(seg)
+    print(f"asr[{name}]: {len(segments)} segments, {len(segments) - len(todo)} already done or screened "
+          f"out (checkpoint {scratch}), {len(todo)} to transcribe; batch budget {budget:.1f} padded s",
+          file=log, flush=True)
+    progress = Progress(f"asr[{name}]", len(todo), log=log, unit="segments")
+    batcher = SegmentBatcher(transcribe, sample_rate, params, log)
+    t0 = time.monotonic()
+    ck.open()
+    try:
+        with Watchdog(params.batch_timeout, log=log) as wd:
+            def start(batch):
+                ids = ", ".join(s["id"] for s in batch[:20]) + (" ..." if len(batch) > 20 else "")
+                wd.batch(f"of {len(batch)} segments ({sum(s['duration'] for s in batch):.1f} s): {ids}")
+
+            runner = BatchRunner(budget=budget, duration=lambda s: float(s["duration"]), infer=batcher,
+                                 logger=lambda m: print(f"asr[{name}]: {m}", file=log, flush=True),
+                                 on_batch_start=start)
+            for o in runner.run(todo):
+                seg = o.item
+                if o.oom:
+                    r = {"reject": reject(seg["id"], seg["audio_filepath"], STAGE, "oom",
+                                          f"does not fit in device memory even alone ({seg['duration']:.1f} s)")}
+                elif o.result.get("text") is None and "reject" not in o.result:
+                    r = {"reject": reject(seg["id"], seg["audio_filepath"], STAGE, "model_error",
+                                          "the model raised on this segment alone (see the job log)")}
+                else:
+                    r = o.result
+                ck.append({"id": seg["id"], **r})
+                progress.update(audio_seconds=float(seg["duration"]))
+            wd.done()
+    except BaseException:
+        ck.close(remove=False)
+        raise
+    progress.finish()
+    wall = time.monotonic() - t0
+
+    lines, rejects, empty = [], [], 0
+    for seg in segments:
+        r = done[seg["id"]]
+        if "reject" in r:
+            rejects.append(r["reject"])
+        else:
+            lines.append({**seg, "text": r["text"], **identity})
+            empty += r["text"] == ""
+    write_jsonl(out_path, lines)
+    write_jsonl(rejects_path, rejects)
+    ck.close(remove=True)
+    audio = sum(float(s["duration"]) for s in todo)
+    counts = {"segments": len(segments), "transcribed": len(lines), "empty_text": empty,
+              "rejected": len(rejects), "ooms": runner.ooms if todo else 0,
+              "audio_seconds": round(audio, 2), "wall_seconds": round(wall, 2),
+              "audio_seconds_per_second": round(audio / wall, 1) if wall > 0 and audio else None}
+    print(f"asr[{name}]: done {counts}", file=log, flush=True)
+    return counts
+
+
+def run(segments_path: str, out_path: str, rejects_path: str, params: AsrParams, scratch: str,
+        threads: int = 1, log=sys.stderr) -> dict[str, Any]:
+    """The stage entry: load the model once, size the batches, transcribe the shard."""
+    import logging
+
+    import torch
+
+    torch.set_num_threads(max(1, threads))
+    device = resolve_device(params.device)
+    t = time.monotonic()
+    from nemo.utils import logging as nemo_logging
+
+    nemo_logging.setLevel(logging.ERROR)
+    model = load_model(params.model, device)
+    sr = model_sample_rate(model)
+    identity = model_identity(params.model)
+    budget = seconds_budget(device, params.cpu_batch_seconds, params.seconds_per_gib,
+                            params.gpu_reserve_gib, params.max_batch_seconds)
+    print(f"asr: {type(model).__name__} from {params.model} on {device}, {sr} Hz, "
+          f"loaded in {time.monotonic() - t:.1f} s", file=log, flush=True)
+    return transcribe_shard(segments_path, out_path, rejects_path, params, scratch,
+                            nemo_transcriber(model), sr, identity, budget, log)
+
+
+def merge(shard_files: Sequence[str], rejects_files: Sequence[str], manifest_out: str,
+          summary_out: str) -> dict[str, Any]:
+    """``asr/manifest.jsonl`` (every shard, in shard order) and ``asr/summary.json``."""
+    n = empty = 0
+    audio = 0.0
+    models: set[str] = set()
+    with atomic_open(manifest_out) as f:
+        for path in shard_files:
+            for r in read_jsonl(path):
+                f.write(json.dumps(r, ensure_ascii=False) + "\n")
+                n += 1
+                empty += r["text"] == ""
+                audio += float(r["duration"])
+                models.add(r["asr_model"])
+    reasons: dict[str, int] = {}
+    for path in rejects_files:
+        for r in read_jsonl(path):
+            reasons[r["reason"]] = reasons.get(r["reason"], 0) + 1
+    summary = {"stage": STAGE, "shards": len(shard_files), "transcribed": n, "empty_text": empty,
+               "rejected": sum(reasons.values()), "rejects_by_reason": dict(sorted(reasons.items())),
+               "audio_hours": round(audio / 3600, 4), "models": sorted(models)}
+    with atomic_open(summary_out) as f:
+        f.write(json.dumps(summary, indent=1) + "\n")
+    return summary

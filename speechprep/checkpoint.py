@@ -1,0 +1,72 @@
+"""Per-item checkpoints of a shard job in progress, so a killed job resumes.
+
+Results are appended (one JSON line each) as they complete; the first line
+fingerprints the shard's input and the stage's parameters, so a checkpoint
+left by a different input is discarded, not reused. A line cut short by a kill
+is ignored (that item is simply redone).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from .jsonio import atomic_open, dumps
+
+
+def fingerprint(input_path: str | os.PathLike, params: Any, version: str) -> str:
+    """Digest of an input file's bytes, the parameters (JSON) and an algorithm version."""
+    h = hashlib.sha256(Path(input_path).read_bytes())
+    h.update(json.dumps(params, sort_keys=True, default=str).encode())
+    h.update(version.encode())
+    return h.hexdigest()
+
+
+class Checkpoint:
+    """Results keyed by ``id``, appended as they complete."""
+
+    def __init__(self, path: str | os.PathLike, fingerprint: str):
+        self.path = Path(path)
+        self.fingerprint = fingerprint
+        self.done: dict[str, dict] = {}
+        self._f = None
+
+    def load(self) -> dict[str, dict]:
+        try:
+            with open(self.path, encoding="utf-8") as f:
+                lines = f.read().split("\n")
+        except FileNotFoundError:
+            return self.done
+        try:
+            if json.loads(lines[0]).get("fingerprint") != self.fingerprint:
+                return self.done
+        except (json.JSONDecodeError, AttributeError):
+            return self.done
+        for line in lines[1:]:
+            try:
+                r = json.loads(line)
+            except json.JSONDecodeError:
+                break  # the tail a kill cut short
+            self.done[r["id"]] = r
+        return self.done
+
+    def open(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with atomic_open(self.path) as f:  # rewrite: drops a truncated tail
+            f.write(json.dumps({"fingerprint": self.fingerprint}) + "\n")
+            for r in self.done.values():
+                f.write(dumps(r) + "\n")
+        self._f = open(self.path, "a", encoding="utf-8")
+
+    def append(self, result: dict) -> None:
+        self.done[result["id"]] = result
+        self._f.write(dumps(result) + "\n")
+        self._f.flush()
+
+    def close(self, remove: bool) -> None:
+        if self._f:
+            self._f.close()
+        if remove:
+            self.path.unlink(missing_ok=True)
