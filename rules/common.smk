@@ -16,6 +16,8 @@ from speechprep.models import is_local_model  # noqa: E402
 from speechprep.workflow import setup_env_modules  # noqa: E402
 
 RESULTS = "results"
+# The demo corpus ships with the workflow: found from any working directory.
+DEMO_TRUTH = str(REPO / "resources" / "demo" / "truth.json")
 
 
 # `snakemake --configfile other.yaml`: Snakemake merges that file into the

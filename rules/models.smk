@@ -4,7 +4,7 @@
 
 rule demo_asr_model:
     input:
-        truth="resources/demo/truth.json",
+        truth=DEMO_TRUTH,
     output:
         "resources/models/demo_asr.nemo",
     params:

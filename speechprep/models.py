@@ -5,9 +5,14 @@ import hashlib
 import os
 
 
+MODEL_SUFFIXES = (".nemo", ".pt", ".ckpt", ".model", ".joblib", ".pkl", ".json")
+
+
 def is_local_model(spec: str) -> bool:
-    """A path (has a separator, a model file suffix, or exists) rather than a hub name."""
-    return spec.endswith((".nemo", ".pt", ".model", ".joblib")) or os.sep in spec or os.path.exists(spec)
+    """A file path rather than a hub name such as ``nvidia/parakeet-tdt-0.6b-v2``:
+    it exists, has a model file suffix, or is written as a path (absolute, ./, ../, ~)."""
+    return (os.path.exists(spec) or spec.endswith(MODEL_SUFFIXES) or os.path.isabs(spec)
+            or spec.startswith(("./", "../", "~")))
 
 
 def sha256_file(path: str | os.PathLike, chunk: int = 1 << 22) -> str:

@@ -76,3 +76,12 @@ def demo_copy(tmp_path_factory):
     d = tmp_path_factory.mktemp("corpus") / "audio"
     shutil.copytree(DEMO / "audio", d)
     return d
+
+
+@pytest.fixture(scope="session")
+def demo(tmp_path_factory, demo_copy):
+    """The demo pipeline, every stage, from a clean working directory: (workdir, output)."""
+    work = tmp_path_factory.mktemp("demo")
+    write_config(work, {"demo": {"audio_dir": str(demo_copy), "shards": 3}})
+    _, out = snakemake(work)
+    return work, out

@@ -21,14 +21,6 @@ def derive_id(rel):
     return rel.rsplit(".", 1)[0].replace("/", "__")
 
 
-@pytest.fixture(scope="module")
-def demo(tmp_path_factory, demo_copy):
-    work = tmp_path_factory.mktemp("demo")
-    write_config(work, {"demo": {"audio_dir": str(demo_copy), "shards": 3}})
-    _, out = snakemake(work)
-    return work, out
-
-
 def test_demo_run_writes_contract_outputs(demo):
     work, out = demo
     res = work / "results" / "demo"
@@ -148,6 +140,7 @@ def test_new_file_reruns_only_its_shard(demo, demo_copy):
 def test_single_target_builds_only_what_it_needs(tmp_path, demo_copy):
     write_config(tmp_path, {"demo": {"audio_dir": str(demo_copy), "shards": 3}})
     _, out = snakemake(tmp_path, "results/demo/vad/shard-0001.segments.jsonl")
+    assert not jobs_run(out, "demo_asr_model") and not jobs_run(out, "asr")
     assert jobs_run(out, "vad") == ["ds=demo, shard=shard-0001"]
     assert not jobs_run(out, "vad_merge")
     vad_dir = tmp_path / "results" / "demo" / "vad"
@@ -155,7 +148,7 @@ def test_single_target_builds_only_what_it_needs(tmp_path, demo_copy):
         "shard-0001.rejects.jsonl", "shard-0001.segments.jsonl", "shard-0001.stats.jsonl"]
 
 
-def test_other_corpus_from_configfile_manifest_and_plain_cores(tmp_path):
+def test_other_corpus_from_configfile_manifest_and_plain_cores(tmp_path, demo):
     """`--configfile` with a manifest dataset runs that dataset alone, also
     without a profile (`--cores N`: each rule uses its stage's venv)."""
     audio = DEMO / "audio"
@@ -165,8 +158,10 @@ def test_other_corpus_from_configfile_manifest_and_plain_cores(tmp_path):
              json.dumps({"audio_filepath": str(audio / "edge_cases" / "nan_float.wav"), "id": "b"}),
              json.dumps({"audio_filepath": "does/not/exist.wav", "id": "c"})]
     (tmp_path / "in.jsonl").write_bytes(("\n".join(lines) + "\n").encode() + b'{"id": "\xff"}\n')
-    write_config(tmp_path, {"mine": {"manifest": str(tmp_path / "in.jsonl"), "shards": 2}})
+    write_config(tmp_path, {"mine": {"manifest": str(tmp_path / "in.jsonl"), "shards": 2}},
+                 asr={"model": str(demo[0] / "resources" / "models" / "demo_asr.nemo")})
     _, out = snakemake(tmp_path, "--cores", "2", profile=False)
+    assert not jobs_run(out, "demo_asr_model")  # the given model is used, not rebuilt
     res = tmp_path / "results"
     assert sorted(p.name for p in res.iterdir()) == ["mine"]
     ing = {r["reason"] for r in read_jsonl(res / "mine" / "rejects" / "ingest.jsonl")}
@@ -192,9 +187,9 @@ def long_corpus(root, n=48, seconds=15.0):
 def test_sigkill_mid_shard_then_rerun_resumes(tmp_path):
     long_corpus(tmp_path / "audio")
     ds = {"big": {"audio_dir": str(tmp_path / "audio"), "shards": 1}}
-    write_config(tmp_path / "clean", ds, vad={"threads": 1})
+    write_config(tmp_path / "clean", ds, vad={"threads": 1}, stages=["vad"])
     snakemake(tmp_path / "clean")
-    write_config(tmp_path / "killed", ds, vad={"threads": 1})
+    write_config(tmp_path / "killed", ds, vad={"threads": 1}, stages=["vad"])
     proc = start_snakemake(tmp_path / "killed")
     scratch = tmp_path / "killed" / "results" / "big" / "vad" / ".partial" / "shard-0000.jsonl"
     deadline = time.monotonic() + 300

@@ -1,0 +1,233 @@
+"""The ASR stage with a real NeMo model: batching, OOM, bad audio, watchdog, resume."""
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from speechprep import asr
+from speechprep.asr import AsrParams, transcribe_shard
+from speechprep.jsonio import read_jsonl, write_jsonl
+
+REPO = Path(__file__).resolve().parents[2]
+DEMO = REPO / "resources" / "demo"
+TRUTH = json.loads((DEMO / "truth.json").read_text(encoding="utf-8"))
+
+
+@pytest.fixture(scope="session")
+def model_path(tmp_path_factory):
+    """A demo model trained briefly: good enough to transcribe, built from code here."""
+    from speechprep.asr_demo_model import build
+
+    out = tmp_path_factory.mktemp("model") / "demo_asr.nemo"
+    build(DEMO / "truth.json", out, seconds=25, max_steps=400, log=io.StringIO())
+    return out
+
+
+@pytest.fixture(scope="session")
+def loaded(model_path):
+    model = asr.load_model(str(model_path), "cpu")
+    return asr.nemo_transcriber(model), asr.model_sample_rate(model), asr.model_identity(str(model_path))
+
+
+def clean_segments(n=None):
+    segs = []
+    for rel, info in sorted(TRUTH["files"].items()):
+        if info.get("clean"):
+            for k, sp in enumerate(info["speech"]):
+                fid = rel.replace("/", "__").rsplit(".", 1)[0]
+                segs.append({"id": f"{fid}_{k:04d}", "file_id": fid,
+                             "audio_filepath": str(DEMO / "audio" / rel),
+                             "offset": round(sp["start"] - 0.03, 3), "duration": round(sp["end"] - sp["start"] + 0.06, 3)})
+    return segs[:n] if n else segs
+
+
+def shard(tmp_path, segs, name="shard-0000"):
+    p = tmp_path / f"{name}.segments.jsonl"
+    write_jsonl(p, segs)
+    return p
+
+
+def run(tmp_path, segs, loaded, budget=120.0, transcribe=None, params=None, tag="out"):
+    tx, sr, ident = loaded
+    p = shard(tmp_path, segs)
+    out, rej, log = tmp_path / f"{tag}.jsonl", tmp_path / f"{tag}.rejects.jsonl", io.StringIO()
+    counts = transcribe_shard(str(p), str(out), str(rej), params or AsrParams(model="demo"),
+                              str(tmp_path / "scratch" / f"{tag}.jsonl"), transcribe or tx, sr, ident,
+                              budget, log=log)
+    return counts, list(read_jsonl(out)), list(read_jsonl(rej)), log.getvalue()
+
+
+def test_transcripts_carry_text_and_model_identity(tmp_path, loaded, model_path):
+    counts, lines, rejects, _ = run(tmp_path, clean_segments(8), loaded)
+    assert counts["transcribed"] == 8 and not rejects
+    for line in lines:
+        assert isinstance(line["text"], str)
+        assert line["asr_model"] == str(model_path)
+        assert len(line["asr_model_sha256"]) == 64
+        assert {"id", "file_id", "audio_filepath", "offset", "duration"} <= set(line)
+
+
+def test_oom_injection_halves_and_still_transcribes_everything(tmp_path, loaded):
+    tx = loaded[0]
+    segs = clean_segments()
+    _, reference, _, _ = run(tmp_path, segs, loaded, tag="ref")
+    sizes = []
+
+    def oom_above_3(audios):
+        sizes.append(len(audios))
+        if len(audios) > 3:
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 3.00 GiB (injected)")
+        return tx(audios)
+
+    counts, lines, rejects, log = run(tmp_path, segs, loaded, transcribe=oom_above_3, tag="oom")
+    assert not rejects and counts["transcribed"] == len(segs) and counts["ooms"] > 0
+    assert [(x["id"], x["text"]) for x in lines] == [(x["id"], x["text"]) for x in reference]
+    assert "OOM on a batch of" in log and "halving to" in log and "budget lowered" in log
+    assert sizes[0] > 3 and all(s <= 3 for s in sizes[sizes.index(max(s for s in sizes if s <= 3)):])
+
+
+def test_bad_segments_in_a_batch_are_rejected_good_ones_transcribed(tmp_path, loaded):
+    good = clean_segments(4)
+    edge = DEMO / "audio" / "edge_cases"
+    bad = [
+        {"id": "corrupt_0000", "audio_filepath": str(edge / "corrupt.wav"), "offset": 0.0, "duration": 1.0},
+        {"id": "zero_0000", "audio_filepath": str(edge / "zero_length.wav"), "offset": 0.0, "duration": 1.0},
+        {"id": "nan_0000", "audio_filepath": str(edge / "nan_float.wav"), "offset": 0.2, "duration": 1.5},
+        {"id": "past_end_0000", "audio_filepath": good[0]["audio_filepath"], "offset": 60.0, "duration": 1.0},
+        {"id": "long_0000", "audio_filepath": good[0]["audio_filepath"], "offset": 0.0, "duration": 45.0},
+        {"id": "short_0000", "audio_filepath": good[0]["audio_filepath"], "offset": 0.0, "duration": 0.05},
+    ]
+    segs = good[:2] + bad + good[2:]
+    _, alone, _, _ = run(tmp_path, good, loaded, tag="alone")
+    counts, lines, rejects, _ = run(tmp_path, segs, loaded, budget=1000.0, tag="mixed")
+    assert {r["id"]: r["reason"] for r in rejects} == {
+        "corrupt_0000": "unreadable", "zero_0000": "empty", "nan_0000": "non_finite",
+        "past_end_0000": "empty", "long_0000": "too_long", "short_0000": "too_short"}
+    assert all(r["stage"] == "asr" and r["detail"] for r in rejects)
+    assert [(x["id"], x["text"]) for x in lines] == [(x["id"], x["text"]) for x in alone]
+    # accounting: every input id in exactly one of outputs and rejects
+    assert sorted([x["id"] for x in lines] + [r["id"] for r in rejects]) == sorted(s["id"] for s in segs)
+    assert counts["transcribed"] + counts["rejected"] == len(segs)
+
+
+def test_model_exception_on_a_batch_rejects_only_the_guilty_segment(tmp_path, loaded):
+    tx, sr, _ = loaded
+    segs = clean_segments(6)
+    guilty = segs[3]
+    guilty_len = round(guilty["duration"] * sr)
+
+    def picky(audios):
+        if any(abs(len(a) - guilty_len) <= 1 for a in audios):
+            raise ValueError("cannot decode this one (injected)")
+        return tx(audios)
+
+    counts, lines, rejects, log = run(tmp_path, segs, loaded, transcribe=picky)
+    assert [(r["id"], r["reason"]) for r in rejects] == [(guilty["id"], "model_error")]
+    assert len(lines) == 5 and "retrying one segment at a time" in log
+
+
+def test_empty_transcripts_are_kept_and_counted(tmp_path, loaded):
+    counts, lines, rejects, _ = run(tmp_path, clean_segments(3), loaded, transcribe=lambda a: [""] * len(a))
+    assert [x["text"] for x in lines] == ["", "", ""] and counts["empty_text"] == 3 and not rejects
+
+
+WATCHDOG_SCRIPT = """
+import sys, time, io
+sys.path.insert(0, {repo!r})
+from speechprep.asr import AsrParams, transcribe_shard
+def hang(audios):
+    time.sleep(3600)
+transcribe_shard({segs!r}, {out!r}, {rej!r}, AsrParams(model="x", batch_timeout=2),
+                 {scratch!r}, hang, 16000, {{"asr_model": "x"}}, 120.0)
+"""
+
+
+def test_watchdog_fails_the_job_with_a_stack_dump(tmp_path):
+    segs = clean_segments(3)
+    p = shard(tmp_path, segs)
+    code = WATCHDOG_SCRIPT.format(repo=str(REPO), segs=str(p), out=str(tmp_path / "o.jsonl"),
+                                  rej=str(tmp_path / "r.jsonl"), scratch=str(tmp_path / "s.jsonl"))
+    t = time.monotonic()
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 124
+    assert time.monotonic() - t < 60
+    log = proc.stderr
+    assert "WATCHDOG: no progress for" in log
+    assert segs[0]["id"] in log and "of 3 segments" in log
+    assert "most recent call first" in log and "in hang" in log  # every thread's stack
+    assert "job failed" in log
+    assert not (tmp_path / "o.jsonl").exists()
+
+
+RESUMABLE_SCRIPT = """
+import sys, time, json
+sys.path.insert(0, {repo!r})
+from speechprep import asr
+from speechprep.asr import AsrParams, transcribe_shard
+model = asr.load_model({model!r}, "cpu")
+tx = asr.nemo_transcriber(model)
+def slow(audios):
+    with open({calls!r}, "a", encoding="utf-8") as f:
+        f.write(json.dumps(len(audios)) + "\\n")
+    time.sleep({delay})
+    return tx(audios)
+transcribe_shard({segs!r}, {out!r}, {rej!r}, AsrParams(model={model!r}), {scratch!r}, slow,
+                 asr.model_sample_rate(model), asr.model_identity({model!r}), 3.0)
+"""
+
+
+def test_killed_mid_shard_resumes_after_last_finished_batch(tmp_path, model_path):
+    segs = clean_segments()
+    p = shard(tmp_path, segs)
+    scratch = tmp_path / "scratch.jsonl"
+
+    def script(tag, delay, calls):
+        return RESUMABLE_SCRIPT.format(repo=str(REPO), model=str(model_path), segs=str(p), delay=delay,
+                                       out=str(tmp_path / f"{tag}.jsonl"), rej=str(tmp_path / f"{tag}.rej.jsonl"),
+                                       scratch=str(scratch if tag != "ref" else tmp_path / "ref-scratch.jsonl"),
+                                       calls=str(tmp_path / calls))
+
+    subprocess.run([sys.executable, "-c", script("ref", 0, "ref.calls")], check=True, capture_output=True,
+                   timeout=300)
+    proc = subprocess.Popen([sys.executable, "-c", script("run", 0.5, "killed.calls")], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + 240
+    done = 0
+    while time.monotonic() < deadline and proc.poll() is None:
+        if scratch.exists():
+            done = scratch.read_text(encoding="utf-8").count("\n") - 1
+            if done >= 4:
+                break
+        time.sleep(0.05)
+    assert proc.poll() is None, "finished before it could be killed"
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    done = scratch.read_text(encoding="utf-8").count("\n") - 1
+    assert 4 <= done < len(segs) and not (tmp_path / "run.jsonl").exists()
+
+    rerun = subprocess.run([sys.executable, "-c", script("run", 0, "rerun.calls")], capture_output=True,
+                           text=True, timeout=300)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    assert f"{len(segs) - done} to transcribe" in rerun.stderr
+    assert (tmp_path / "run.jsonl").read_bytes() == (tmp_path / "ref.jsonl").read_bytes()
+    # finished batches were not recomputed: the rerun sent the model exactly the rest
+    rerun_calls = [int(x) for x in (tmp_path / "rerun.calls").read_text(encoding="utf-8").split()]
+    assert sum(rerun_calls) == len(segs) - done
+    assert not scratch.exists()
+
+
+def test_pretrained_name_offline_says_so():
+    with pytest.raises(SystemExit, match="needs? network access"):
+        asr.load_model("nvidia/stt_en_fastconformer_ctc_large", "cpu")
+
+
+def test_missing_local_model_says_so(tmp_path):
+    with pytest.raises(SystemExit, match="no such file"):
+        asr.load_model(str(tmp_path / "nope.nemo"), "cpu")
