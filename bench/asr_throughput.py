@@ -1,0 +1,126 @@
+#!/usr/bin/env python3
+"""ASR throughput: the stage's batching vs ``model.transcribe(paths, batch_size=B)``, same run.
+
+    .venvs/asr/bin/python bench/asr_throughput.py [--model resources/models/demo_asr.nemo]
+                                                   [--segments 80] [--batch-size 8] [--repeats 3]
+
+Segments of mixed length (1 to 30 s) of demo speech. Baseline: each segment
+written as its own WAV file and transcribed with NeMo's
+``transcribe(paths, batch_size=B)`` in manifest order (what a hand-written
+script does). Stage: ``speechprep.asr.transcribe_shard`` on the same segments
+read by offset/duration from their long source files, duration-sorted
+batches filled to the CPU seconds budget. Prints audio-seconds per second
+(medians of interleaved repeats) and the ratio (target >= 1.2x on CPU).
+With ``--device cuda`` the stage's budget comes from free GPU memory.
+"""
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import logging
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import soundfile as sf
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+from speechprep import asr  # noqa: E402
+from speechprep.batching import seconds_budget  # noqa: E402
+from speechprep.jsonio import write_jsonl  # noqa: E402
+
+
+def make_segments(root: Path, n: int, rng: np.random.Generator) -> list[dict]:
+    truth = json.loads((REPO / "resources/demo/truth.json").read_text(encoding="utf-8"))
+    pool = np.concatenate([sf.read(REPO / "resources/demo/audio" / rel, dtype="float32")[0]
+                           for rel, info in truth["files"].items() if info.get("clean")])
+    sr = 16000
+    lengths = rng.uniform(1.0, 30.0, n)
+    source = np.tile(pool, int(np.ceil(lengths.sum() * sr / len(pool))) + 1)
+    src = root / "long.flac"
+    sf.write(src, source, sr)
+    segs, t = [], 0.0
+    for i, d in enumerate(lengths):
+        segs.append({"id": f"seg{i:04d}", "file_id": "long", "audio_filepath": str(src),
+                     "offset": round(t, 3), "duration": round(float(d), 3)})
+        t += d + 0.5
+    for s in segs:  # the baseline's inputs: one file per segment
+        a, b = int(s["offset"] * sr), int((s["offset"] + s["duration"]) * sr)
+        s["_file"] = str(root / f"{s['id']}.wav")
+        sf.write(s["_file"], source[a:b], sr, subtype="PCM_16")
+    return segs
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", default=str(REPO / "resources/models/demo_asr.nemo"))
+    ap.add_argument("--segments", type=int, default=80)
+    ap.add_argument("--batch-size", type=int, default=8)
+    ap.add_argument("--cpu-batch-seconds", type=float, default=120.0)
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--repeats", type=int, default=3)
+    a = ap.parse_args()
+    import torch
+    from nemo.utils import logging as nemo_logging
+
+    nemo_logging.setLevel(logging.ERROR)
+    torch.set_num_threads(2)
+    if not Path(a.model).exists():
+        from speechprep.asr_demo_model import build
+        print(f"building the demo model at {a.model} (about a minute)")
+        build(REPO / "resources/demo/truth.json", Path(a.model))
+    model = asr.load_model(a.model, a.device)
+    sr = asr.model_sample_rate(model)
+    tx = asr.nemo_transcriber(model)
+    params = asr.AsrParams(model=a.model, device=a.device, cpu_batch_seconds=a.cpu_batch_seconds)
+    budget = seconds_budget(a.device, params.cpu_batch_seconds, params.seconds_per_gib,
+                            params.gpu_reserve_gib, params.max_batch_seconds)
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        segs = make_segments(tmp, a.segments, np.random.default_rng(0))
+        audio = sum(s["duration"] for s in segs)
+        shard = tmp / "shard-0000.segments.jsonl"
+        write_jsonl(shard, [{k: v for k, v in s.items() if not k.startswith("_")} for s in segs])
+        paths = [s["_file"] for s in segs]
+
+        def baseline():
+            with torch.inference_mode():
+                out = model.transcribe(paths, batch_size=a.batch_size, verbose=False, num_workers=0)
+            return [h.text for h in out]
+
+        def stage(r):
+            asr.transcribe_shard(str(shard), str(tmp / f"o{r}.jsonl"), str(tmp / f"r{r}.jsonl"), params,
+                                 str(tmp / f"s{r}.jsonl"), tx, sr, {"asr_model": a.model}, budget,
+                                 log=io.StringIO())
+            return [json.loads(x)["text"] for x in (tmp / f"o{r}.jsonl").read_text(encoding="utf-8").split("\n") if x]
+
+        baseline()  # warm-up (first dataloader set-up, lazy inits)
+        times = {"baseline": [], "stage": []}
+        for r in range(a.repeats):
+            t = time.perf_counter()
+            base_texts = baseline()
+            times["baseline"].append(time.perf_counter() - t)
+            t = time.perf_counter()
+            stage_texts = stage(r)
+            times["stage"].append(time.perf_counter() - t)
+        same = sum(x == y for x, y in zip(base_texts, stage_texts))
+    med = {k: statistics.median(v) for k, v in times.items()}
+    print(f"ASR throughput: {a.segments} segments of 1-30 s, {audio / 60:.1f} min of audio, "
+          f"model {Path(a.model).name} on {a.device}, median of {a.repeats} interleaved runs")
+    print(f"  baseline: transcribe(paths, batch_size={a.batch_size}), one file per segment, "
+          f"manifest order: {med['baseline']:.2f} s, {audio / med['baseline']:.1f} audio-s/s  (runs: "
+          + ", ".join(f"{x:.2f}" for x in times["baseline"]) + ")")
+    print(f"  stage: sorted batches within {budget:.0f} padded s, read by offset from the source: "
+          f"{med['stage']:.2f} s, {audio / med['stage']:.1f} audio-s/s  (runs: "
+          + ", ".join(f"{x:.2f}" for x in times["stage"]) + ")")
+    print(f"stage / baseline: {med['baseline'] / med['stage']:.2f}x   (target >= 1.2x on CPU); "
+          f"identical transcripts: {same}/{a.segments}")
+
+
+if __name__ == "__main__":
+    main()
