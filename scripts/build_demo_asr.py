@@ -12,7 +12,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--truth", required=True, type=Path, help="resources/demo/truth.json")
     ap.add_argument("--out", required=True, type=Path)
-    ap.add_argument("--seconds", type=float, default=90.0, help="training time limit")
+    ap.add_argument("--seconds", type=float, default=None,
+                    help="optional wall-time cap (default: none; a fixed step count gives the same model anywhere)")
     ap.add_argument("--max-steps", type=int, default=1500)
     ap.add_argument("--threads", type=int, default=2)
     a = ap.parse_args()

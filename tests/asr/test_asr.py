@@ -26,7 +26,7 @@ def model_path(tmp_path_factory):
     from speechprep.asr_demo_model import build
 
     out = tmp_path_factory.mktemp("model") / "demo_asr.nemo"
-    build(DEMO / "truth.json", out, seconds=25, max_steps=400, log=io.StringIO())
+    build(DEMO / "truth.json", out, max_steps=400, log=io.StringIO())
     return out
 
 
