@@ -63,7 +63,7 @@ for stage in "${stages[@]}"; do
   [ -f "$spec" ] || die "no env file $spec"
   venv="$VENVS/$stage"
   reqs="$(cd "$ROOT" && "$PY" -m speechprep.envspec "$spec")"
-  stamp="$(printf '%s\n%s\n%s\n' "$pyver" "$reqs" "${TEST_TOOLS[*]}" | sha256sum | cut -c1-16)"
+  stamp="$({ printf '%s\n%s\n' "$pyver" "${TEST_TOOLS[*]}"; cat "$spec"; } | sha256sum | cut -c1-16)"
   if [ -f "$venv/.speechprep-stamp" ] && [ "$(cat "$venv/.speechprep-stamp")" = "$stamp" ] \
      && "$venv/bin/python" -c 'pass' 2>/dev/null; then
     say "env '$stage' up to date"
@@ -71,10 +71,11 @@ for stage in "${stages[@]}"; do
     say "building env '$stage' in $venv"
     rm -rf "$venv"
     "$PY" -m venv "$venv"
-    reqfile="$(mktemp)"; printf '%s\n' "$reqs" > "$reqfile"
+    reqfile="$(mktemp)"
+    (cd "$ROOT" && "$PY" -m speechprep.envspec "$spec" --plain) > "$reqfile"
     # The env's own pins double as constraints (extras dropped: pip refuses
     # them there), so nothing pulled in transitively replaces a pinned package.
-    confile="$(mktemp)"; sed -E 's/\[[^]]*\]//' "$reqfile" > "$confile"
+    confile="$(mktemp)"; printf '%s\n' "$reqs" | sed -E 's/\[[^]]*\]//' > "$confile"
     # torch first, on its own: `pip install torch==X` takes the local CPU
     # wheel; resolved together with other packages it could pull a CUDA build.
     torch_pin="$(grep -E '^torch==' "$reqfile" || true)"
@@ -82,6 +83,17 @@ for stage in "${stages[@]}"; do
       pip_q install "$torch_pin"
     fi
     pip_q install -r "$reqfile" -c "$confile" "${TEST_TOOLS[@]}"
+    # then lines annotated `# setup: <pip options>` (builds needing the above)
+    while IFS=$'\t' read -r req opts; do
+      [ -n "$req" ] || continue
+      say "  $req ($opts)"
+      # shellcheck disable=SC2086
+      pip_q install $opts "$req" -c "$confile"
+    done < <(cd "$ROOT" && "$PY" -m speechprep.envspec "$spec" --setup)
+    # PyPI's torchaudio is a CUDA build that breaks on import here; no stage uses it
+    if "$venv/bin/python" -m pip show torchaudio >/dev/null 2>&1; then
+      pip_q uninstall -y torchaudio
+    fi
     rm -f "$reqfile" "$confile"
     (cd "$ROOT" && "$venv/bin/python" -c "import sys; from speechprep.envspec import check_stage_env as c; p = c('$stage'); print(*p, sep='\n', file=sys.stderr); sys.exit(1 if p else 0)") \
       || die "env '$stage' does not satisfy envs/$stage.yaml after install"

@@ -63,6 +63,21 @@ def pip_requirements(path: Path) -> list[str]:
     return reqs
 
 
+def setup_options(path: Path) -> dict[str, str]:
+    """``{requirement: pip options}`` for pip-list lines annotated ``# setup: <options>``.
+
+    Conda ignores the comment; scripts/setup.sh installs these after the
+    other pins, each with its options (e.g. ``--no-build-isolation``).
+    """
+    opts = {}
+    for raw in path.read_text(encoding="utf-8").splitlines():
+        text = raw.strip()
+        if text.startswith("- ") and "# setup:" in text:
+            req, _, opt = text[2:].partition("# setup:")
+            opts[req.strip().strip("'\"")] = opt.strip()
+    return opts
+
+
 def pinned_packages(path: Path) -> dict[str, str]:
     """``{distribution name: version}`` for every ``name==version`` pin.
 
@@ -126,14 +141,25 @@ def require_stage_env(stage: str, log=None) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m speechprep.envspec STAGE``: print the stage's pip list, one a line."""
+    """``python -m speechprep.envspec STAGE|PATH [--plain|--setup]``.
+
+    Prints the stage's pip list, one requirement a line; ``--plain`` only the
+    lines without a ``# setup:`` annotation, ``--setup`` only the annotated
+    ones as ``<requirement>\t<options>``.
+    """
     args = sys.argv[1:] if argv is None else argv
-    if len(args) != 1:
-        print("usage: python -m speechprep.envspec STAGE|PATH", file=sys.stderr)
+    if len(args) not in (1, 2) or (len(args) == 2 and args[1] not in ("--plain", "--setup")):
+        print("usage: python -m speechprep.envspec STAGE|PATH [--plain|--setup]", file=sys.stderr)
         return 2
     path = Path(args[0]) if args[0].endswith(".yaml") else env_file(args[0])
+    special = setup_options(path)
     for req in pip_requirements(path):
-        print(req)
+        if len(args) == 1:
+            print(req)
+        elif args[1] == "--plain" and req not in special:
+            print(req)
+        elif args[1] == "--setup" and req in special:
+            print(f"{req}\t{special[req]}")
     return 0
 
 

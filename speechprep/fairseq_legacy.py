@@ -1,0 +1,382 @@
+"""Load legacy (2021-era) fairseq checkpoints exactly on modern PyTorch and OmegaConf.
+
+HuBERT/mHuBERT and wav2vec 2.0 checkpoints from the fairseq examples and
+textlesslib fail on today's stack in three ways. Each is fixed at its root,
+before fairseq builds the model, and loading stays strict:
+
+1. ``torch.load(weights_only=True)`` (PyTorch's default) rejects the classes
+   old checkpoints pickle: ``argparse.Namespace``, OmegaConf containers,
+   fairseq's ``Dictionary``, numpy scalars and dtypes. We list the globals a
+   checkpoint names (``torch.serialization.get_unsafe_globals_in_checkpoint``,
+   which reads the pickle without running it), allow exactly those that are
+   in :data:`ALLOWED` and refuse the checkpoint, naming the class, if any
+   other is there. There is no fallback to ``weights_only=False``.
+2. Integer config fields stored as floats (``16000.0``, ``2.0``) make
+   OmegaConf's structured merge fail. Integral floats are cast to ``int``
+   where the target fairseq dataclass types the field ``int``, for ``cfg``
+   checkpoints (per config group) and old ``args`` (argparse) checkpoints.
+   OmegaConf itself is not patched.
+3. ``encoder.pos_conv`` weight-norm tensors in another layout (``weight_g``
+   normalised over dim 0 instead of 2, or ``parametrizations.weight.original0/1``)
+   are converted exactly: ``W = g * v / ||v||`` from the stored layout, then
+   re-split for the layout the installed fairseq builds.
+
+:func:`inspect_checkpoint` reports what is legacy about a checkpoint;
+:func:`write_modern` writes a copy that plain fairseq loads.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import importlib
+import os
+import re
+import typing
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+# module -> names allowed from it ("*": any class defined there)
+ALLOWED: dict[str, set[str] | str] = {
+    "argparse": {"Namespace"},
+    "collections": {"OrderedDict", "defaultdict"},
+    "typing": {"Any"},
+    "builtins": {"dict", "list", "tuple", "set", "frozenset", "int", "float", "str", "bool", "bytes",
+                 "complex", "object"},
+    "omegaconf.dictconfig": {"DictConfig"},
+    "omegaconf.listconfig": {"ListConfig"},
+    "omegaconf.base": {"ContainerMetadata", "Metadata"},
+    "omegaconf.nodes": {"AnyNode", "StringNode", "IntegerNode", "FloatNode", "BooleanNode", "EnumNode",
+                        "BytesNode", "PathNode"},
+    "fairseq.data.dictionary": {"Dictionary"},
+    "numpy": {"dtype", "ndarray"},
+    "numpy.core.multiarray": {"_reconstruct", "scalar"},
+    "numpy._core.multiarray": {"_reconstruct", "scalar"},
+    "numpy.dtypes": "*",
+}
+
+
+class LegacyCheckpointError(RuntimeError):
+    pass
+
+
+@dataclass
+class Report:
+    """What was legacy about a checkpoint and what the loader did about it."""
+
+    path: str
+    allowed_globals: list[str] = field(default_factory=list)
+    style: str = ""  # "cfg" or "args"
+    int_casts: list[str] = field(default_factory=list)
+    pos_conv: list[str] = field(default_factory=list)
+
+    @property
+    def legacy(self) -> bool:
+        return bool(self.allowed_globals or self.int_casts or self.pos_conv or self.style == "args")
+
+    def lines(self) -> list[str]:
+        out = [f"checkpoint: {self.path}", f"config style: {self.style}"]
+        out.append("pickled globals allowed: " + (", ".join(self.allowed_globals) or "none"))
+        out.append("integer fields stored as floats, cast: " + (", ".join(self.int_casts) or "none"))
+        out.append("pos_conv weight norm converted: " + ("; ".join(self.pos_conv) or "no"))
+        return out
+
+
+# ---------------------------------------------------------------------------
+# 1. safe loading
+# ---------------------------------------------------------------------------
+def _split_global(name: str) -> tuple[str, str] | None:
+    module, _, attr = name.rpartition(".")
+    return (module, attr) if module else None
+
+
+def _allowed(module: str, attr: str) -> bool:
+    rule = ALLOWED.get(module)
+    if rule is None:
+        return False
+    return rule == "*" or attr in rule
+
+
+def checkpoint_globals(path: str | os.PathLike) -> list[str]:
+    """Globals the checkpoint's pickle names, read without unpickling anything."""
+    if not zipfile.is_zipfile(path):
+        raise LegacyCheckpointError(
+            f"{path}: not a zip-format torch checkpoint (saved by torch < 1.6?); re-save it with "
+            "torch.save under an older torch, then load it here")
+    return list(torch.serialization.get_unsafe_globals_in_checkpoint(str(path)))
+
+
+def safe_load(path: str | os.PathLike) -> tuple[dict, list[str]]:
+    """``torch.load(weights_only=True)`` allowing exactly the checkpoint's allowlisted globals."""
+    names = checkpoint_globals(path)
+    refused = [n for n in names if not (_split_global(n) and _allowed(*_split_global(n)))]
+    if refused:
+        raise LegacyCheckpointError(
+            f"refusing to load {path}: its pickle names {', '.join(sorted(refused))}, which "
+            "speechprep.fairseq_legacy.ALLOWED does not allow (nothing was unpickled)")
+    objs = []
+    for n in names:
+        module, attr = _split_global(n)
+        objs.append(getattr(importlib.import_module(module), attr))
+    if "numpy.dtype" in names:
+        # unpickling a dtype yields an instance of a numpy.dtypes class, which torch
+        # checks too but the pickle does not name: allow those (types only)
+        import numpy.dtypes
+
+        objs += [c for c in vars(numpy.dtypes).values() if isinstance(c, type)]
+    with torch.serialization.safe_globals(objs):
+        state = torch.load(str(path), map_location="cpu", weights_only=True)
+    return state, sorted(names)
+
+
+# ---------------------------------------------------------------------------
+# 2. integers stored as floats
+# ---------------------------------------------------------------------------
+def _is_int_type(t: Any) -> bool:
+    if t is int:
+        return True
+    if typing.get_origin(t) is typing.Union:
+        args = [a for a in typing.get_args(t) if a is not type(None)]
+        return len(args) == 1 and args[0] is int
+    return False
+
+
+def _is_float_type(t: Any) -> bool:
+    if t is float:
+        return True
+    if typing.get_origin(t) is typing.Union:
+        return float in typing.get_args(t)
+    return False
+
+
+def _field_types(dc: type) -> dict[str, Any]:
+    try:
+        hints = typing.get_type_hints(dc)
+    except Exception:  # noqa: BLE001 (unresolvable annotations: fall back to raw types)
+        hints = {}
+    return {f.name: hints.get(f.name, f.type) for f in dataclasses.fields(dc)}
+
+
+def _group_dataclass(group: str, node: Any) -> type | None:
+    """The fairseq dataclass a config group (``model``, ``task``, ``common``, ...) is merged into."""
+    from fairseq.dataclass.configs import FairseqConfig
+    from fairseq.models import MODEL_DATACLASS_REGISTRY
+    from fairseq.registry import REGISTRIES
+    from fairseq.tasks import TASK_DATACLASS_REGISTRY
+
+    name = node.get("_name") if isinstance(node, dict) else None
+    if group == "model" and name:
+        return MODEL_DATACLASS_REGISTRY.get(name)
+    if group == "task" and name:
+        return TASK_DATACLASS_REGISTRY.get(name)
+    if group in REGISTRIES and name:
+        return REGISTRIES[group]["dataclass_registry"].get(name)
+    t = _field_types(FairseqConfig).get(group)
+    return t if dataclasses.is_dataclass(t) else None
+
+
+def _cast_node(node: dict, dc: type, where: str, changes: list[str]) -> None:
+    types = _field_types(dc)
+    for k, v in list(node.items()):
+        t = types.get(k)
+        if isinstance(v, float) and v.is_integer() and t is not None and _is_int_type(t):
+            node[k] = int(v)
+            changes.append(f"{where}.{k}: {v!r} -> {int(v)}")
+        elif isinstance(v, dict) and t is not None and dataclasses.is_dataclass(t):
+            _cast_node(v, t, f"{where}.{k}", changes)
+
+
+def cast_cfg(cfg: dict) -> list[str]:
+    """Cast integral floats in a plain ``cfg`` dict, group by group. Returns what changed."""
+    changes: list[str] = []
+    for group, node in cfg.items():
+        if isinstance(node, dict):
+            dc = _group_dataclass(group, node)
+            if dc is not None:
+                _cast_node(node, dc, group, changes)
+    return changes
+
+
+def _args_dataclasses(args: argparse.Namespace) -> list[type]:
+    from fairseq.dataclass.configs import FairseqConfig
+    from fairseq.models import ARCH_MODEL_REGISTRY
+    from fairseq.registry import REGISTRIES
+    from fairseq.tasks import TASK_DATACLASS_REGISTRY
+
+    dcs = [t for t in _field_types(FairseqConfig).values() if dataclasses.is_dataclass(t)]
+    arch = getattr(args, "arch", None)
+    if arch in ARCH_MODEL_REGISTRY and getattr(ARCH_MODEL_REGISTRY[arch], "__dataclass", None):
+        dcs.append(ARCH_MODEL_REGISTRY[arch].__dataclass)
+    if getattr(args, "task", None) in TASK_DATACLASS_REGISTRY:
+        dcs.append(TASK_DATACLASS_REGISTRY[args.task])
+    for group, reg in REGISTRIES.items():
+        name = getattr(args, group, None)
+        if isinstance(name, str) and name in reg["dataclass_registry"]:
+            dcs.append(reg["dataclass_registry"][name])
+    return dcs
+
+
+def cast_args(args: argparse.Namespace) -> list[str]:
+    """Cast integral floats in a flat argparse ``args`` where every dataclass
+    declaring that field types it int (the flat namespace has no groups)."""
+    int_fields: set[str] = set()
+    other_fields: set[str] = set()
+    for dc in _args_dataclasses(args):
+        for name, t in _field_types(dc).items():
+            (int_fields if _is_int_type(t) else other_fields).add(name)
+    changes = []
+    for k, v in vars(args).items():
+        if isinstance(v, float) and v.is_integer() and k in int_fields and k not in other_fields:
+            setattr(args, k, int(v))
+            changes.append(f"args.{k}: {v!r} -> {int(v)}")
+    return changes
+
+
+# ---------------------------------------------------------------------------
+# 3. pos_conv weight norm
+# ---------------------------------------------------------------------------
+_WN = re.compile(r"^(?P<prefix>.*pos_conv\.0)\.(?P<kind>weight_g|weight_v|parametrizations\.weight\.original0|"
+                 r"parametrizations\.weight\.original1)$")
+
+
+def installed_pos_conv_layout() -> tuple[str, int]:
+    """How the installed fairseq stores pos_conv: (``legacy`` | ``parametrizations``, norm dim)."""
+    import warnings
+
+    from fairseq.models.wav2vec.wav2vec2 import make_conv_pos
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        sd = make_conv_pos(8, 6, 2).state_dict()  # channels 8, kernel 6, groups 2
+    if "0.weight_g" in sd:
+        return "legacy", _norm_dim(sd["0.weight_g"])
+    return "parametrizations", _norm_dim(sd["0.parametrizations.weight.original0"])
+
+
+def _norm_dim(g: torch.Tensor) -> int:
+    big = [i for i, s in enumerate(g.shape) if s != 1]
+    if len(big) != 1:
+        raise LegacyCheckpointError(f"cannot tell the weight-norm dim of a g tensor of shape {tuple(g.shape)}")
+    return big[0]
+
+
+def convert_pos_conv(model_state: dict, target: tuple[str, int]) -> list[str]:
+    """Rewrite pos_conv weight norm into ``target`` layout, in place. Returns what changed."""
+    groups: dict[str, dict[str, torch.Tensor]] = {}
+    for k in list(model_state):
+        m = _WN.match(k)
+        if m:
+            groups.setdefault(m.group("prefix"), {})[m.group("kind")] = model_state[k]
+    layout, dim = target
+    changes = []
+    for prefix, t in groups.items():
+        if "weight_g" in t:
+            src, g, v = "legacy", t["weight_g"], t["weight_v"]
+        else:
+            src, g, v = "parametrizations", t["parametrizations.weight.original0"], t["parametrizations.weight.original1"]
+        src_dim = _norm_dim(g)
+        if (src, src_dim) == (layout, dim):
+            continue
+        w = v * (g / torch.norm_except_dim(v, 2, src_dim))  # the conv weight itself
+        new_g, new_v = torch.norm_except_dim(w, 2, dim), w.clone()
+        for kind in t:
+            del model_state[f"{prefix}.{kind}"]
+        names = ("weight_g", "weight_v") if layout == "legacy" else (
+            "parametrizations.weight.original0", "parametrizations.weight.original1")
+        model_state[f"{prefix}.{names[0]}"] = new_g.to(g.dtype)
+        model_state[f"{prefix}.{names[1]}"] = new_v.to(v.dtype)
+        changes.append(f"{prefix}: {src} g over dim {src_dim} -> {layout} g over dim {dim}")
+    return changes
+
+
+# ---------------------------------------------------------------------------
+# putting it together
+# ---------------------------------------------------------------------------
+def _plain(obj: Any) -> Any:
+    """OmegaConf containers and Namespaces -> plain dicts/lists (values untouched)."""
+    from omegaconf import DictConfig, ListConfig, OmegaConf
+
+    if isinstance(obj, (DictConfig, ListConfig)):
+        return _plain(OmegaConf.to_container(obj, resolve=False))
+    if isinstance(obj, argparse.Namespace):
+        return {k: _plain(v) for k, v in vars(obj).items()}
+    if isinstance(obj, dict):
+        return {k: _plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_plain(v) for v in obj)
+    return obj
+
+
+def load_state(path: str | os.PathLike) -> tuple[dict, Report]:
+    """The checkpoint's state, repaired for the installed fairseq, and a report."""
+    state, allowed = safe_load(path)
+    rep = Report(str(path), allowed_globals=allowed)
+    if state.get("args") is not None:
+        rep.style = "args"
+        rep.int_casts = cast_args(state["args"])
+    else:
+        rep.style = "cfg"
+        cfg = _plain(state["cfg"])
+        rep.int_casts = cast_cfg(cfg)
+        state["cfg"] = cfg
+    rep.pos_conv = convert_pos_conv(state["model"], installed_pos_conv_layout())
+    return state, rep
+
+
+def load(path: str | os.PathLike):
+    """``(model, cfg, task, report)``: fairseq builds the model and loads it strictly."""
+    from fairseq import checkpoint_utils
+    from omegaconf import OmegaConf
+
+    state, rep = load_state(path)
+    if isinstance(state.get("cfg"), dict):
+        state["cfg"] = OmegaConf.create(state["cfg"], flags={"allow_objects": True})
+    state = checkpoint_utils._upgrade_state_dict(state)  # what load_checkpoint_to_cpu does next
+    models, cfg, task = checkpoint_utils.load_model_ensemble_and_task([str(path)], state=state, strict=True)
+    model = models[0].eval()
+    return model, cfg, task, rep
+
+
+def inspect_checkpoint(path: str | os.PathLike) -> Report:
+    return load_state(path)[1]
+
+
+def write_modern(path: str | os.PathLike, out: str | os.PathLike) -> Report:
+    """A copy plain fairseq loads on this stack: primitives and tensors only.
+
+    The config becomes a plain dict (ints as ints), pos_conv is in the
+    installed layout, and label dictionaries the task pickled are written as
+    ``dict.<label>.txt`` files in ``<out>.labels/`` with ``task.label_dir``
+    pointing there (fairseq's own pretraining layout). Optimizer state is
+    dropped: this is an inference copy.
+    """
+    from fairseq import checkpoint_utils
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+    from omegaconf import OmegaConf
+
+    state, rep = load_state(path)
+    if rep.style == "args":
+        cfg = _plain(OmegaConf.to_container(convert_namespace_to_omegaconf(state["args"]), resolve=True))
+    else:
+        cfg = state["cfg"]
+    out = Path(out)
+    dicts = (state.get("task_state") or {}).get("dictionaries")
+    if dicts:
+        label_dir = out.with_name(out.name + ".labels")
+        label_dir.mkdir(parents=True, exist_ok=True)
+        labels = cfg["task"].get("labels") or [f"label{i}" for i in range(len(dicts))]
+        for label, d in zip(labels, dicts):
+            d.save(str(label_dir / f"dict.{label}.txt"))
+        cfg["task"]["label_dir"] = str(label_dir.resolve())
+    modern = {"cfg": cfg, "args": None, "model": state["model"],
+              "optimizer_history": [{"criterion_name": "none", "optimizer_name": "none",
+                                     "lr_scheduler_state": {}, "num_updates": 0}],
+              "extra_state": {"train_iterator": {"epoch": 0}}}
+    tmp = out.with_name(f".{out.name}.tmp")
+    torch.save(modern, tmp)
+    os.replace(tmp, out)
+    checkpoint_utils.load_checkpoint_to_cpu(str(out))  # proves plain fairseq reads it
+    return rep
