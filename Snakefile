@@ -18,6 +18,7 @@ include: "rules/ingest.smk"
 include: "rules/vad.smk"
 include: "rules/models.smk"
 include: "rules/asr.smk"
+include: "rules/s2s.smk"
 
 
 rule all:

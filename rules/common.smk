@@ -106,6 +106,11 @@ def asr_model_file(wildcards):
     return [spec] if is_local_model(spec) else []
 
 
+def s2s_model_files(wildcards):
+    """The S2S model files (the demo ones are built by rule demo_s2s_models)."""
+    return [config["s2s"][k] for k in ("hubert", "kmeans", "vocoder", "vocoder_config")]
+
+
 def stage_targets(ds, stage):
     """What `rule all` asks of `stage` for dataset `ds`."""
     if stage == "vad":
@@ -115,6 +120,8 @@ def stage_targets(ds, stage):
         ] + expand(f"{RESULTS}/{ds}/vad/{{shard}}.segments.jsonl", shard=shards(ds))
     if stage == "asr":
         return [f"{RESULTS}/{ds}/asr/manifest.jsonl", f"{RESULTS}/{ds}/asr/summary.json"]
+    if stage == "s2s":
+        return expand(f"{RESULTS}/{ds}/s2s/{{shard}}.units.jsonl", shard=shards(ds))
     raise ValueError(f"unknown stage {stage!r}")
 
 

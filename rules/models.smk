@@ -21,3 +21,27 @@ rule demo_asr_model:
         "speechprep/asr",
     shell:
         "{params.cmd} --truth {input.truth:q} --out {output:q} --threads {threads} > {log:q} 2>&1"
+
+
+rule demo_s2s_models:
+    input:
+        truth=DEMO_TRUTH,
+    output:
+        hubert="resources/models/demo_hubert_legacy.pt",
+        kmeans="resources/models/demo_km.bin",
+        vocoder="resources/models/demo_vocoder.pt",
+        vocoder_config="resources/models/demo_vocoder.json",
+    params:
+        cmd=entry("s2s", "build_demo_s2s.py"),
+    log:
+        "resources/models/logs/demo_s2s.log",
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=15,
+    conda:
+        "../envs/s2s.yaml"
+    envmodules:
+        "speechprep/s2s",
+    shell:
+        "{params.cmd} --truth {input.truth:q} --out-dir resources/models > {log:q} 2>&1"

@@ -24,7 +24,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from .audio import AudioError, stream_mono
-from .batching import BatchRunner, is_oom, seconds_budget
+from .batching import BatchRunner, is_oom, resolve_device, seconds_budget
 from .checkpoint import Checkpoint, fingerprint
 from .jsonio import atomic_open, read_jsonl, reject, write_jsonl
 from .models import is_local_model, sha256_file
@@ -61,16 +61,6 @@ def model_identity(spec: str) -> dict[str, str]:
         path = os.path.abspath(spec)
         return {"asr_model": path, "asr_model_sha256": sha256_file(path)}
     return {"asr_model": spec}
-
-
-def resolve_device(device: str) -> str:
-    import torch
-
-    if device == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise SystemExit(f"asr.device is {device!r} but no CUDA device is visible to this job")
-    return device
 
 
 def load_model(spec: str, device: str):

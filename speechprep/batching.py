@@ -35,6 +35,16 @@ def free_device_cache() -> None:
         torch.cuda.empty_cache()
 
 
+def resolve_device(device: str) -> str:
+    import torch
+
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise SystemExit(f"device {device!r} was asked for, but no CUDA device is visible to this job")
+    return device
+
+
 def seconds_budget(device: str, cpu_seconds: float, seconds_per_gib: float,
                    reserve_gib: float = 1.0, max_seconds: float | None = None) -> float:
     """Padded audio seconds per batch.

@@ -125,3 +125,67 @@ def save_checkpoint(model, task, task_cfg, model_cfg, out: Path, problems: tuple
     torch.save(state, tmp)
     os.replace(tmp, out)
     return out
+
+
+VOCODER_CONFIG = {  # a tiny unit HiFi-GAN: hop 5*4*4*4 = 320 samples = one 50 Hz unit
+    "resblock": "1", "upsample_rates": [5, 4, 4, 4], "upsample_kernel_sizes": [11, 8, 8, 8],
+    "upsample_initial_channel": 32, "resblock_kernel_sizes": [3], "resblock_dilation_sizes": [[1, 3, 5]],
+    "model_in_dim": 16, "num_embeddings": 50, "embedding_dim": 16,
+}
+
+
+def tiny_vocoder(out: Path, config_out: Path, n_units: int, seed: int = 0, dur_predictor: bool = False) -> None:
+    """A random CodeHiFiGAN generator saved as textlesslib ships vocoders: checkpoint + config JSON."""
+    import json
+
+    from fairseq.models.text_to_speech.codehifigan import CodeGenerator
+
+    torch.manual_seed(seed)
+    cfg = dict(VOCODER_CONFIG, num_embeddings=n_units)
+    if dur_predictor:
+        cfg["dur_predictor_params"] = {"encoder_embed_dim": 16, "var_pred_hidden_dim": 16,
+                                       "var_pred_kernel_size": 3, "var_pred_dropout": 0.5}
+    gen = CodeGenerator(cfg)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    torch.save({"generator": gen.state_dict()}, out)
+    config_out.write_text(json.dumps(cfg, indent=1) + "\n", encoding="utf-8")
+
+
+def demo_audio(truth_path: Path) -> list[np.ndarray]:
+    """The demo's clean clips, 16 kHz mono float32."""
+    import json
+
+    import soundfile as sf
+
+    truth = json.loads(truth_path.read_text(encoding="utf-8"))
+    return [sf.read(truth_path.parent / "audio" / rel, dtype="float32")[0]
+            for rel, info in sorted(truth["files"].items()) if info.get("clean")]
+
+
+def build_demo(truth_path: Path, out_dir: Path, n_units: int = 50, layer: int = 2, seed: int = 0,
+               log=None) -> dict[str, str]:
+    """The demo S2S models in ``out_dir``: a 2021-style legacy HuBERT checkpoint, a k-means
+    fitted on its layer-``layer`` features of the demo corpus, a random unit HiFi-GAN."""
+    import tempfile
+
+    import joblib
+    from sklearn.cluster import MiniBatchKMeans
+
+    from .s2s import dense_features
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        model, task, tcfg, mcfg = tiny_hubert(Path(tmp) / "labels", n_labels=n_units, seed=seed)
+        hubert = save_checkpoint(model, task, tcfg, mcfg, out_dir / "demo_hubert_legacy.pt",
+                                 problems=LEGACY_PROBLEMS, args_style=True)
+    feats = torch.cat(dense_features(model, demo_audio(truth_path), layer, normalize=False)).numpy()
+    km = MiniBatchKMeans(n_clusters=n_units, random_state=seed, n_init=3, batch_size=1024).fit(feats)
+    km_path = out_dir / "demo_km.bin"
+    joblib.dump(km, km_path)
+    tiny_vocoder(out_dir / "demo_vocoder.pt", out_dir / "demo_vocoder.json", n_units, seed)
+    paths = {"hubert": str(hubert), "kmeans": str(km_path), "vocoder": str(out_dir / "demo_vocoder.pt"),
+             "vocoder_config": str(out_dir / "demo_vocoder.json")}
+    if log:
+        print(f"demo S2S models ({len(feats)} feature frames, {n_units} units, layer {layer}): {paths}",
+              file=log, flush=True)
+    return paths

@@ -1,0 +1,29 @@
+# S2S: HuBERT units per shard of VAD segments, and unit HiFi-GAN resynthesis.
+
+
+rule s2s:
+    input:
+        segments=f"{RESULTS}/{{ds}}/vad/{{shard}}.segments.jsonl",
+        models=s2s_model_files,
+    output:
+        units=f"{RESULTS}/{{ds}}/s2s/{{shard}}.units.jsonl",
+        rejects=f"{RESULTS}/{{ds}}/s2s/{{shard}}.rejects.jsonl",
+        wavs=directory(f"{RESULTS}/{{ds}}/s2s/{{shard}}"),
+    params:
+        cmd=entry("s2s", "s2s.py"),
+        s2s=lambda wc: stage_params("s2s"),
+        scratch=f"{RESULTS}/{{ds}}/s2s/.partial/{{shard}}.jsonl",
+    log:
+        f"{RESULTS}/{{ds}}/logs/s2s/{{shard}}.log",
+    threads: config["s2s"]["threads"]
+    resources:
+        mem_mb=8000,
+        runtime=120,
+    conda:
+        "../envs/s2s.yaml"
+    envmodules:
+        "speechprep/s2s",
+    shell:
+        "{params.cmd} --segments {input.segments:q} --params {params.s2s:q} --threads {threads}"
+        " --scratch {params.scratch:q} --units {output.units:q} --wav-dir {output.wavs:q}"
+        " --rejects {output.rejects:q} > {log:q} 2>&1"

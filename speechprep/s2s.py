@@ -1,0 +1,340 @@
+"""S2S stage: HuBERT units (legacy fairseq checkpoints) and unit HiFi-GAN resynthesis.
+
+textlesslib's dense model -> quantizer -> vocoder chain, on fairseq directly:
+
+* dense features from layer ``s2s.layer`` of a HuBERT checkpoint loaded through
+  :mod:`speechprep.fairseq_legacy`, audio normalised when the checkpoint's task
+  says so, long segments chunked as fairseq's feature reader does, segments
+  batched with padding masks; :func:`dense_features` gives the same features as
+  one segment at a time (the first conv block's GroupNorm is applied per
+  segment over its own length, and frame masks use exact conv lengths);
+* a textlesslib k-means (joblib-pickled scikit-learn model) read without
+  importing scikit-learn and applied as nearest centroid in torch;
+* fairseq's ``CodeHiFiGANVocoder`` from a checkpoint + config JSON, with or
+  without duration prediction, writing 16 kHz WAVs.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .audio import AudioError, stream_mono
+from .checkpoint import Checkpoint, fingerprint
+from .jsonio import atomic_open, read_jsonl, reject, write_jsonl
+from .models import sha256_file
+from .progress import Progress
+
+STAGE = "s2s"
+ALGORITHM_VERSION = "1"
+SAMPLE_RATE = 16000
+
+
+@dataclass(frozen=True)
+class S2sParams:
+    hubert: str
+    kmeans: str
+    vocoder: str
+    vocoder_config: str
+    layer: int = 6
+    device: str = "auto"
+    batch_seconds: float = 60.0        # padded audio seconds per feature batch
+    max_chunk_seconds: float = 100.0   # fairseq's feature reader: 1,600,000 samples
+    min_duration: float = 0.1
+    max_duration: float = 60.0
+    dur_prediction: str = "auto"       # auto: when the vocoder has a duration predictor
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "S2sParams":
+        return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
+
+
+# ---------------------------------------------------------------------------
+# dense features
+# ---------------------------------------------------------------------------
+def _conv_len(n: int, conv) -> int:
+    return (n - conv.kernel_size[0]) // conv.stride[0] + 1
+
+
+def frame_rate(model) -> float:
+    hop = 1
+    for block in model.feature_extractor.conv_layers:
+        hop *= block[0].stride[0]
+    return SAMPLE_RATE / hop
+
+
+def dense_features(model, wavs: list, layer: int, normalize: bool) -> list:
+    """Features of layer ``layer`` (1-based) for each waveform, batched with padding.
+
+    Equal (to float rounding) to ``model.extract_features`` on each waveform alone.
+    """
+    import torch
+    import torch.nn.functional as F
+
+    device = next(model.parameters()).device
+    wavs = [torch.as_tensor(w, dtype=torch.float32, device=device) for w in wavs]
+    if normalize:
+        wavs = [F.layer_norm(w, w.shape) for w in wavs]
+    lens = [len(w) for w in wavs]
+    x = torch.zeros(len(wavs), max(lens), device=device)
+    for i, w in enumerate(wavs):
+        x[i, :len(w)] = w
+    h = x.unsqueeze(1)
+    with torch.no_grad():
+        for block in model.feature_extractor.conv_layers:
+            conv = block[0]
+            lens = [_conv_len(n, conv) for n in lens]
+            if any(isinstance(m, torch.nn.GroupNorm) for m in block.modules()):
+                h = conv(h)  # GroupNorm spans time: normalise each segment over its own frames
+                out = torch.zeros_like(h)
+                for i, n in enumerate(lens):
+                    out[i:i + 1, :, :n] = block[1:](h[i:i + 1, :, :n])
+                h = out
+            else:
+                h = block(h)
+        feats = model.layer_norm(h.transpose(1, 2))
+        if model.post_extract_proj is not None:
+            feats = model.post_extract_proj(feats)
+        t = feats.size(1)
+        pad = torch.arange(t, device=device)[None, :] >= torch.tensor(lens, device=device)[:, None]
+        out, _ = model.encoder(feats, padding_mask=pad if pad.any() else None, layer=layer - 1)
+    return [out[i, :n] for i, n in enumerate(lens)]
+
+
+# ---------------------------------------------------------------------------
+# quantizer
+# ---------------------------------------------------------------------------
+class _Estimator:
+    """Stands in for a pickled scikit-learn estimator: keeps its state, runs nothing."""
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+
+
+def load_kmeans_centers(path: str | os.PathLike) -> np.ndarray:
+    """Cluster centres of a textlesslib k-means (``joblib.dump`` of a scikit-learn
+    KMeans/MiniBatchKMeans) without importing scikit-learn: no version coupling."""
+    import joblib.numpy_pickle as jnp
+
+    class Unpickler(jnp.NumpyUnpickler):
+        def find_class(self, module, name):
+            if module.split(".")[0] == "sklearn":
+                return _Estimator
+            return super().find_class(module, name)
+
+    import inspect
+
+    with open(path, "rb") as f:
+        # joblib >= 1.5 takes ensure_native_byte_order; older versions do not
+        extra = {"ensure_native_byte_order": True} if "ensure_native_byte_order" in \
+            inspect.signature(jnp.NumpyUnpickler.__init__).parameters else {}
+        obj = Unpickler(str(path), f, **extra).load()
+    centers = getattr(obj, "cluster_centers_", None)
+    if centers is None:
+        raise ValueError(f"{path}: no cluster_centers_ in the pickled object ({type(obj).__name__})")
+    return np.asarray(centers, dtype=np.float32)
+
+
+class Quantizer:
+    """Nearest centroid, computed as fairseq's ApplyKmeans does."""
+
+    def __init__(self, centers: np.ndarray, device="cpu"):
+        import torch
+
+        self.c = torch.as_tensor(centers, device=device).t().contiguous()  # (D, K)
+        self.cnorm = (self.c ** 2).sum(0, keepdim=True)
+
+    def __call__(self, x) -> np.ndarray:
+        dist = (x ** 2).sum(1, keepdim=True) - 2 * x @ self.c + self.cnorm
+        return dist.argmin(dim=1).cpu().numpy()
+
+
+def dedup(units: list[int]) -> tuple[list[int], list[int]]:
+    out, durs = [], []
+    for u in units:
+        if out and out[-1] == u:
+            durs[-1] += 1
+        else:
+            out.append(u)
+            durs.append(1)
+    return out, durs
+
+
+# ---------------------------------------------------------------------------
+# vocoder
+# ---------------------------------------------------------------------------
+def load_vocoder(checkpoint: str, config: str, device: str):
+    from fairseq.models.text_to_speech.vocoder import CodeHiFiGANVocoder
+
+    with open(config, encoding="utf-8") as f:
+        cfg = json.load(f)
+    voc = CodeHiFiGANVocoder(checkpoint, cfg).to(device).eval()
+    return voc, cfg
+
+
+def vocoder_hop(cfg: dict) -> int:
+    return int(np.prod(cfg["upsample_rates"]))
+
+
+def synthesize(vocoder, units: list[int], dur_prediction: bool, device: str) -> np.ndarray:
+    import torch
+
+    code = dedup(units)[0] if dur_prediction else units
+    with torch.no_grad():
+        wav = vocoder({"code": torch.tensor(code, dtype=torch.long, device=device).view(1, -1)},
+                      dur_prediction)
+    return wav.float().cpu().numpy().reshape(-1)
+
+
+# ---------------------------------------------------------------------------
+# a shard
+# ---------------------------------------------------------------------------
+class Models:
+    def __init__(self, p: S2sParams, device: str, log=sys.stderr):
+        import torch
+
+        from . import fairseq_legacy
+
+        t = time.monotonic()
+        self.device = device
+        self.hubert, _, task, report = fairseq_legacy.load(p.hubert)
+        self.hubert.to(device)
+        self.normalize = bool(getattr(task.cfg, "normalize", False))
+        self.frame_rate = frame_rate(self.hubert)
+        self.quantizer = Quantizer(load_kmeans_centers(p.kmeans), device)
+        self.vocoder, self.vocoder_cfg = load_vocoder(p.vocoder, p.vocoder_config, device)
+        has_dur = self.vocoder.model.dur_predictor is not None
+        self.dur_prediction = has_dur if p.dur_prediction == "auto" else p.dur_prediction == "true"
+        self.hop = vocoder_hop(self.vocoder_cfg)
+        self.layer = p.layer
+        n_layers = len(self.hubert.encoder.layers)
+        if not 1 <= p.layer <= n_layers:
+            raise SystemExit(f"s2s.layer is {p.layer}, but the HuBERT checkpoint has layers 1..{n_layers}")
+        print(f"s2s: HuBERT {p.hubert} ({n_layers} layers, using {p.layer}, {self.frame_rate:g} Hz, "
+              f"normalize={self.normalize}); legacy: {'; '.join(report.lines()[1:])}", file=log)
+        print(f"s2s: k-means {p.kmeans} ({self.quantizer.c.shape[1]} units); vocoder {p.vocoder} "
+              f"(hop {self.hop}, duration prediction {self.dur_prediction}); loaded in "
+              f"{time.monotonic() - t:.1f} s on {device}", file=log, flush=True)
+        torch.set_grad_enabled(False)
+
+
+def identity(p: S2sParams) -> dict[str, str]:
+    out = {}
+    for key in ("hubert", "kmeans", "vocoder", "vocoder_config"):
+        path = getattr(p, key)
+        out[f"{key}"] = os.path.abspath(path)
+        out[f"{key}_sha256"] = sha256_file(path)
+    return out
+
+
+def units_for_batch(models: Models, segs: list[dict], audios: list[np.ndarray], max_chunk: int) -> list[list[int]]:
+    """Units per segment; segments longer than ``max_chunk`` samples go in chunks, as fairseq does."""
+    pieces, owner = [], []
+    for i, a in enumerate(audios):
+        for start in range(0, len(a), max_chunk):
+            pieces.append(a[start:start + max_chunk])
+            owner.append(i)
+    feats = dense_features(models.hubert, pieces, models.layer, models.normalize)
+    units: list[list[int]] = [[] for _ in segs]
+    for i, f in zip(owner, feats):
+        units[i].extend(models.quantizer(f).tolist())
+    return units
+
+
+def batches(segs: list[dict], budget: float) -> list[list[dict]]:
+    """Duration-sorted batches within ``budget`` padded seconds."""
+    from .batching import BatchRunner
+
+    return BatchRunner(budget=budget, duration=lambda s: float(s["duration"]), infer=lambda b: b).plan(segs)
+
+
+def run_shard(segments_path: str, units_out: str, wav_dir: str, rejects_out: str, p: S2sParams,
+              scratch: str, models: Models | None = None, log=sys.stderr) -> dict[str, Any]:
+    """Units and resynthesised WAVs for every segment of a shard (resumable)."""
+    import soundfile as sf
+
+    from .batching import resolve_device
+
+    segments = list(read_jsonl(segments_path))
+    name = Path(segments_path).name.split(".")[0]
+    models = models or Models(p, resolve_device(p.device), log)
+    ident = identity(p)
+    scratch_dir = Path(scratch).with_suffix("")  # WAVs wait here until the shard is done
+    ck = Checkpoint(scratch, fingerprint(segments_path, {**asdict(p), **ident}, ALGORITHM_VERSION))
+    done = ck.load()
+    todo = []
+    for s in segments:
+        if s["id"] in done and ("reject" in done[s["id"]] or (scratch_dir / f"{s['id']}.wav").exists()):
+            continue
+        done.pop(s["id"], None)
+        d = float(s["duration"])
+        if d > p.max_duration:
+            done[s["id"]] = {"id": s["id"], "reject": reject(s["id"], s["audio_filepath"], STAGE, "too_long",
+                                                             f"{d:.2f} s exceeds s2s.max_duration ({p.max_duration} s)")}
+        else:
+            todo.append(s)
+    print(f"s2s[{name}]: {len(segments)} segments, {len(segments) - len(todo)} already done "
+          f"(checkpoint {scratch}), {len(todo)} to process", file=log, flush=True)
+    progress = Progress(f"s2s[{name}]", len(todo), log=log, unit="segments")
+    scratch_dir.mkdir(parents=True, exist_ok=True)
+    max_chunk = int(p.max_chunk_seconds * SAMPLE_RATE)
+    ck.open()
+    try:
+        for batch in batches(todo, p.batch_seconds):
+            good, audios = [], []
+            for s in batch:
+                try:
+                    a = np.concatenate(list(stream_mono(s["audio_filepath"], SAMPLE_RATE, block_seconds=p.max_duration + 1,
+                                                        offset=float(s.get("offset") or 0), duration=s.get("duration"))) or [np.zeros(0, np.float32)])
+                    if len(a) == 0:
+                        raise AudioError("empty", "no samples at this offset/duration")
+                    if len(a) < p.min_duration * SAMPLE_RATE:
+                        raise AudioError("too_short", f"{len(a) / SAMPLE_RATE:.3f} s is below s2s.min_duration")
+                    good.append(s)
+                    audios.append(a)
+                except AudioError as e:
+                    ck.append({"id": s["id"], "reject": reject(s["id"], s["audio_filepath"], STAGE, e.reason, e.detail)})
+                    progress.update()
+            if not good:
+                continue
+            for s, u in zip(good, units_for_batch(models, good, audios, max_chunk)):
+                wav = synthesize(models.vocoder, u, models.dur_prediction, models.device)
+                with atomic_open(scratch_dir / f"{s['id']}.wav", "wb") as f:
+                    sf.write(f, wav, SAMPLE_RATE, format="WAV", subtype="PCM_16")
+                ck.append({"id": s["id"], "units": u, "wav_samples": int(len(wav))})
+                progress.update(audio_seconds=float(s["duration"]))
+    except BaseException:
+        ck.close(remove=False)
+        raise
+    progress.finish()
+
+    lines, rejects = [], []
+    Path(wav_dir).mkdir(parents=True, exist_ok=True)
+    for s in segments:
+        r = done[s["id"]]
+        if "reject" in r:
+            rejects.append(r["reject"])
+            continue
+        units = r["units"]
+        dd, durs = dedup(units)
+        lines.append({"id": s["id"], "units": units, "frame_rate": models.frame_rate, "dedup_units": dd,
+                      "durations": durs, "wav": str(Path(wav_dir).resolve() / f"{s['id']}.wav"),
+                      "wav_samples": r["wav_samples"], **ident})
+    for s in lines:
+        os.replace(scratch_dir / f"{s['id']}.wav", s["wav"])
+    write_jsonl(units_out, lines)
+    write_jsonl(rejects_out, rejects)
+    ck.close(remove=True)
+    try:
+        scratch_dir.rmdir()
+    except OSError:
+        pass
+    counts = {"segments": len(segments), "ok": len(lines), "rejected": len(rejects)}
+    print(f"s2s[{name}]: done {counts}", file=log, flush=True)
+    return counts
