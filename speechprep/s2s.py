@@ -6,8 +6,7 @@ textlesslib's dense model -> quantizer -> vocoder chain, on fairseq directly:
   :mod:`speechprep.fairseq_legacy`, audio normalised when the checkpoint's task
   says so, long segments chunked as fairseq's feature reader does, segments
   batched with padding masks; :func:`dense_features` gives the same features as
-  one segment at a time (the first conv block's GroupNorm is applied per
-  segment over its own length, and frame masks use exact conv lengths);
+  one segment at a time;
 * a textlesslib k-means (joblib-pickled scikit-learn model) read without
   importing scikit-learn and applied as nearest centroid in torch;
 * fairseq's ``CodeHiFiGANVocoder`` from a checkpoint + config JSON, with or
@@ -58,10 +57,6 @@ class S2sParams:
 # ---------------------------------------------------------------------------
 # dense features
 # ---------------------------------------------------------------------------
-def _conv_len(n: int, conv) -> int:
-    return (n - conv.kernel_size[0]) // conv.stride[0] + 1
-
-
 def frame_rate(model) -> float:
     hop = 1
     for block in model.feature_extractor.conv_layers:
@@ -70,7 +65,9 @@ def frame_rate(model) -> float:
 
 
 def dense_features(model, wavs: list, layer: int, normalize: bool) -> list:
-    """Features of layer ``layer`` (1-based) for each waveform, batched with padding.
+    """Features of layer ``layer`` (1-based) for each waveform: the transformer runs
+    batched with a padding mask; the conv extractor runs per waveform, which keeps
+    its GroupNorm (over time, in HuBERT base) exact and its memory small.
 
     Equal (to float rounding) to ``model.extract_features`` on each waveform alone.
     """
@@ -78,32 +75,22 @@ def dense_features(model, wavs: list, layer: int, normalize: bool) -> list:
     import torch.nn.functional as F
 
     device = next(model.parameters()).device
-    wavs = [torch.as_tensor(w, dtype=torch.float32, device=device) for w in wavs]
-    if normalize:
-        wavs = [F.layer_norm(w, w.shape) for w in wavs]
-    lens = [len(w) for w in wavs]
-    x = torch.zeros(len(wavs), max(lens), device=device)
-    for i, w in enumerate(wavs):
-        x[i, :len(w)] = w
-    h = x.unsqueeze(1)
+    feats = []
     with torch.no_grad():
-        for block in model.feature_extractor.conv_layers:
-            conv = block[0]
-            lens = [_conv_len(n, conv) for n in lens]
-            if any(isinstance(m, torch.nn.GroupNorm) for m in block.modules()):
-                h = conv(h)  # GroupNorm spans time: normalise each segment over its own frames
-                out = torch.zeros_like(h)
-                for i, n in enumerate(lens):
-                    out[i:i + 1, :, :n] = block[1:](h[i:i + 1, :, :n])
-                h = out
-            else:
-                h = block(h)
-        feats = model.layer_norm(h.transpose(1, 2))
+        for w in wavs:
+            w = torch.as_tensor(w, dtype=torch.float32, device=device)
+            if normalize:
+                w = F.layer_norm(w, w.shape)
+            feats.append(model.feature_extractor(w[None])[0].t())  # (frames, channels)
+        lens = [len(f) for f in feats]
+        x = feats[0].new_zeros(len(feats), max(lens), feats[0].shape[1])
+        for i, f in enumerate(feats):
+            x[i, :len(f)] = f
+        x = model.layer_norm(x)
         if model.post_extract_proj is not None:
-            feats = model.post_extract_proj(feats)
-        t = feats.size(1)
-        pad = torch.arange(t, device=device)[None, :] >= torch.tensor(lens, device=device)[:, None]
-        out, _ = model.encoder(feats, padding_mask=pad if pad.any() else None, layer=layer - 1)
+            x = model.post_extract_proj(x)
+        pad = torch.arange(x.size(1), device=device)[None, :] >= torch.tensor(lens, device=device)[:, None]
+        out, _ = model.encoder(x, padding_mask=pad if pad.any() else None, layer=layer - 1)
     return [out[i, :n] for i, n in enumerate(lens)]
 
 

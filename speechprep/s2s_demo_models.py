@@ -28,8 +28,12 @@ def _write_dict(label_dir: Path, label: str, n: int) -> None:
     (label_dir / f"dict.{label}.txt").write_text("".join(f"{i} 1\n" for i in range(n)), encoding="utf-8")
 
 
+BASE_CONV_LAYERS = "[(512, 10, 5)] + [(512, 3, 2)] * 4 + [(512, 2, 2)] * 2"
+
+
 def tiny_hubert(label_dir: Path, n_labels: int = 50, seed: int = 0, layers: int = 2, dim: int = 64,
-                normalize: bool = False, conv_layers: str = CONV_LAYERS):
+                normalize: bool = False, conv_layers: str = CONV_LAYERS, ffn: int | None = None,
+                heads: int = 2, conv_pos: int = 16, conv_pos_groups: int = 4):
     """``(model, task)`` built by fairseq from its own configs."""
     from fairseq.models.hubert.hubert import HubertConfig
     from fairseq.tasks.hubert_pretraining import HubertPretrainingConfig, HubertPretrainingTask
@@ -42,9 +46,9 @@ def tiny_hubert(label_dir: Path, n_labels: int = 50, seed: int = 0, layers: int 
                                        enable_padding=False, max_sample_size=250000)
     task = HubertPretrainingTask.setup_task(task_cfg)
     model_cfg = HubertConfig(label_rate=50.0, extractor_mode="default", encoder_layers=layers,
-                             encoder_embed_dim=dim, encoder_ffn_embed_dim=2 * dim,
-                             encoder_attention_heads=2, conv_feature_layers=conv_layers, conv_pos=16,
-                             conv_pos_groups=4, final_dim=32, layer_norm_first=normalize,
+                             encoder_embed_dim=dim, encoder_ffn_embed_dim=ffn or 2 * dim,
+                             encoder_attention_heads=heads, conv_feature_layers=conv_layers,
+                             conv_pos=conv_pos, conv_pos_groups=conv_pos_groups, final_dim=32, layer_norm_first=normalize,
                              dropout=0.0, attention_dropout=0.0, activation_dropout=0.0,
                              dropout_input=0.0, dropout_features=0.0, feature_grad_mult=1.0)
     model_cfg._name = "hubert"
