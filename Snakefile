@@ -8,6 +8,9 @@ min_version("9.0")
 configfile: "config/config.yaml"
 
 
+report: "report/workflow.rst"
+
+
 include: "rules/common.smk"
 
 
@@ -19,6 +22,7 @@ include: "rules/vad.smk"
 include: "rules/models.smk"
 include: "rules/asr.smk"
 include: "rules/s2s.smk"
+include: "rules/report.smk"
 
 
 rule all:

@@ -12,12 +12,14 @@ rule asr:
         cmd=entry("asr", "asr.py"),
         asr=lambda wc: stage_params("asr"),
         scratch=f"{RESULTS}/{{ds}}/asr/.partial/{{shard}}.jsonl",
+    benchmark:
+        f"{RESULTS}/{{ds}}/benchmarks/asr/{{shard}}.tsv"
     log:
         f"{RESULTS}/{{ds}}/logs/asr/{{shard}}.log",
     threads: config["asr"]["threads"]
     resources:
-        mem_mb=8000,
-        runtime=120,
+        mem_mb=scaled(6000, 200, of="segments"),
+        runtime=scaled(30, 60, of="segments"),
     conda:
         "../envs/asr.yaml"
     envmodules:

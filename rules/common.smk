@@ -100,6 +100,26 @@ def per_shard(pattern):
     return f
 
 
+def scaled(base, per_mb=0.0, of=None, cap=None):
+    """A resource that grows with the size of input `of` (MB) and with each retry.
+
+    A retried job (cancelled, out of memory, out of time) is resubmitted with
+    `attempt` times the resources.
+    """
+
+    def f(wildcards, input, attempt):
+        mb = 0.0
+        if of is not None:
+            try:
+                mb = Path(input[of]).stat().st_size / 1e6
+            except (OSError, KeyError, IndexError):
+                pass
+        value = (base + per_mb * mb) * attempt
+        return int(min(value, cap) if cap else value)
+
+    return f
+
+
 def asr_model_file(wildcards):
     """The ASR model as an input file when it is local (a hub name is not a file)."""
     spec = config["asr"]["model"]
@@ -134,7 +154,26 @@ def all_targets(wildcards):
         ]
         for stage in config["stages"]:
             targets += stage_targets(ds, stage)
+        targets.append(f"{RESULTS}/{ds}/report/stages.csv")
     return targets
+
+
+def report_inputs(wildcards):
+    ds, names = wildcards.ds, shards(wildcards.ds)
+    files = [f"{RESULTS}/{ds}/rejects/ingest.jsonl"]
+    files += expand(f"{RESULTS}/{ds}/vad/{{shard}}.stats.jsonl", shard=names)
+    for stage in ["vad"] + [s for s in config["stages"] if s != "vad"]:
+        files += expand(f"{RESULTS}/{ds}/{stage}/{{shard}}.rejects.jsonl", shard=names)
+        files += expand(f"{RESULTS}/{ds}/benchmarks/{stage}/{{shard}}.tsv", shard=names)
+    return files
+
+
+def report_plot(name):
+    return report(
+        f"{RESULTS}/{{ds}}/report/{name}",
+        caption="../report/plot.rst",
+        category="{ds}",
+    )
 
 
 wildcard_constraints:

@@ -21,8 +21,8 @@ checkpoint ingest:
         f"{RESULTS}/{{ds}}/logs/ingest.log",
     threads: config["ingest"]["threads"]
     resources:
-        mem_mb=4000,
-        runtime=60,
+        mem_mb=scaled(4000),
+        runtime=scaled(60),
     conda:
         "../envs/ingest.yaml"
     envmodules:

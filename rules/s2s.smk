@@ -13,12 +13,14 @@ rule s2s:
         cmd=entry("s2s", "s2s.py"),
         s2s=lambda wc: stage_params("s2s"),
         scratch=f"{RESULTS}/{{ds}}/s2s/.partial/{{shard}}.jsonl",
+    benchmark:
+        f"{RESULTS}/{{ds}}/benchmarks/s2s/{{shard}}.tsv"
     log:
         f"{RESULTS}/{{ds}}/logs/s2s/{{shard}}.log",
     threads: config["s2s"]["threads"]
     resources:
-        mem_mb=8000,
-        runtime=120,
+        mem_mb=scaled(6000, 200, of="segments"),
+        runtime=scaled(30, 120, of="segments"),
     conda:
         "../envs/s2s.yaml"
     envmodules:

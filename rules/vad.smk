@@ -13,12 +13,14 @@ rule vad:
         cmd=entry("vad", "vad.py"),
         vad=lambda wc: stage_params("vad"),
         scratch=f"{RESULTS}/{{ds}}/vad/.partial/{{shard}}.jsonl",
+    benchmark:
+        f"{RESULTS}/{{ds}}/benchmarks/vad/{{shard}}.tsv"
     log:
         f"{RESULTS}/{{ds}}/logs/vad/{{shard}}.log",
     threads: config["vad"]["threads"]
     resources:
-        mem_mb=lambda wc, threads: 1000 + 500 * threads,
-        runtime=60,
+        mem_mb=scaled(2000, 20, of="shard"),
+        runtime=scaled(20, 40, of="shard"),
     conda:
         "../envs/vad.yaml"
     envmodules:

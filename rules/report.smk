@@ -1,0 +1,35 @@
+# Plots and a stage table per dataset, embedded by `snakemake --report report.html`.
+
+
+rule report_plots:
+    input:
+        report_inputs,
+    output:
+        report_plot("duration_hist.png"),
+        report_plot("speech_ratio_hist.png"),
+        report_plot("segments_per_file.png"),
+        report_plot("rejects_by_reason.png"),
+        report_plot("throughput.png"),
+        report(
+            f"{RESULTS}/{{ds}}/report/stages.csv",
+            caption="../report/stages.rst",
+            category="{ds}",
+        ),
+    params:
+        cmd=entry("report", "report_plots.py"),
+        stages=lambda wc: " ".join(config["stages"]),
+        results=lambda wc: f"{RESULTS}/{wc.ds}",
+        out_dir=lambda wc: f"{RESULTS}/{wc.ds}/report",
+    log:
+        f"{RESULTS}/{{ds}}/logs/report_plots.log",
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=15,
+    conda:
+        "../envs/report.yaml"
+    envmodules:
+        "speechprep/report",
+    shell:
+        "{params.cmd} --results {params.results:q} --stages {params.stages}"
+        " --out-dir {params.out_dir:q} > {log:q} 2>&1"
