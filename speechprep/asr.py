@@ -219,7 +219,7 @@ def transcribe_shard(segments_path: str, out_path: str, rejects_path: str, param
     progress = Progress(f"asr[{name}]", len(todo), log=log, unit="segments")
     batcher = SegmentBatcher(transcribe, sample_rate, params, log)
     t0 = time.monotonic()
-    ck.open()
+    ck.start()
     try:
         with Watchdog(params.batch_timeout, log=log) as wd:
             def start(batch):

@@ -52,7 +52,7 @@ class Checkpoint:
             self.done[r["id"]] = r
         return self.done
 
-    def open(self) -> None:
+    def start(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with atomic_open(self.path) as f:  # rewrite: drops a truncated tail
             f.write(json.dumps({"fingerprint": self.fingerprint}) + "\n")

@@ -271,7 +271,7 @@ def run_shard(segments_path: str, units_out: str, wav_dir: str, rejects_out: str
     progress = Progress(f"s2s[{name}]", len(todo), log=log, unit="segments")
     scratch_dir.mkdir(parents=True, exist_ok=True)
     max_chunk = int(p.max_chunk_seconds * SAMPLE_RATE)
-    ck.open()
+    ck.start()
     try:
         for batch in batches(todo, p.batch_seconds):
             good, audios = [], []

@@ -311,7 +311,7 @@ def run_shard(shard_path: str, segments_out: str, stats_out: str, rejects_out: s
     print(f"vad[{name}]: {len(entries)} files, {len(done)} already done (checkpoint {scratch}), "
           f"{len(todo)} to analyse with {workers} workers", file=log, flush=True)
     progress = Progress(f"vad[{name}]", len(todo), log=log)
-    ck.open()
+    ck.start()
     try:
         def emit(result: dict) -> None:
             ck.append(result)

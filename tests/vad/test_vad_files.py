@@ -141,7 +141,7 @@ def test_shard_resumes_from_checkpoint_with_identical_outputs(tmp_path):
 
 def test_checkpoint_for_other_input_is_not_reused(tmp_path):
     ck = Checkpoint(tmp_path / "c.jsonl", "abc")
-    ck.open()
+    ck.start()
     ck.append({"id": "x", "reject": {}})
     ck.close(remove=False)
     assert set(Checkpoint(tmp_path / "c.jsonl", "abc").load()) == {"x"}

@@ -35,7 +35,8 @@ def slurm_snakemake(workdir, *args, check=True, popen=False):
            "--configfile", str(workdir / "config.yaml"), "--profile", str(REPO / "profiles" / "slurm"),
            "--slurm-init-seconds-before-status-checks", "5", *args]
     if popen:
-        return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                encoding="utf-8")
     p = subprocess.run(cmd, capture_output=True, text=True, encoding="utf-8", timeout=1800)
     out = p.stdout + p.stderr
     if check and p.returncode != 0:
