@@ -1,0 +1,124 @@
+"""TTS text features: normalisation, a SentencePiece tokenizer, int32 text ids.
+
+Groundwork for the TTS feature stage (issue #5): importable and unit-tested,
+not yet wired into the workflow.
+
+* :class:`TextNormalizer`: Unicode NFKC, typographic punctuation mapped to
+  ASCII, whitespace collapsed, then per-language options (config
+  ``tts.languages``): ``lowercase``, ``space_before_punct`` (French
+  typography keeps a space before ``; : ! ?``), ``strip_punct``.
+* :func:`train_tokenizer`: the real SentencePiece trainer (BPE) on the corpus'
+  normalised transcripts; the model is written atomically.
+* :func:`save_npy` / :func:`load_npy`: atomic ``.npy`` writes, and a loader
+  that treats a truncated or wrong-typed file as absent, so a killed job never
+  leaves a file that later counts as done.
+"""
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+import unicodedata
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+import numpy as np
+
+from .jsonio import atomic_open
+
+PUNCT_MAP = str.maketrans({
+    "\u2018": "'", "\u2019": "'", "\u201a": "'", "\u2032": "'", "\u00b4": "'",
+    "\u201c": '"', "\u201d": '"', "\u201e": '"', "\u00ab": '"', "\u00bb": '"',
+    "\u2013": "-", "\u2014": "-", "\u2212": "-", "\u2026": "...",
+    "\u00a0": " ", "\u202f": " ", "\u2009": " ", "\u200b": "",
+})
+_SPACE_BEFORE = re.compile(r"\s+([,.!?;:])")
+_REPEAT = re.compile(r"([,!?;:])\1+")
+_PUNCT = re.compile(r"[^\w\s']", re.UNICODE)
+
+# Defaults per language (base code); anything else gets DEFAULT.
+DEFAULT = {"lowercase": False, "space_before_punct": False, "strip_punct": False}
+LANGUAGE_DEFAULTS = {"fr": {"space_before_punct": True}}
+
+
+def base_language(language: str | None) -> str:
+    return (language or "").split("-")[0].split("_")[0].lower()
+
+
+@dataclass
+class TextNormalizer:
+    languages: dict[str, dict[str, Any]] = field(default_factory=dict)  # config tts.languages
+
+    def options(self, language: str | None) -> dict[str, Any]:
+        lang = base_language(language)
+        return {**DEFAULT, **LANGUAGE_DEFAULTS.get(lang, {}), **self.languages.get(lang, {})}
+
+    def __call__(self, text: str, language: str | None = None) -> str:
+        o = self.options(language)
+        t = unicodedata.normalize("NFKC", text).translate(PUNCT_MAP)
+        t = "".join(c for c in t if unicodedata.category(c)[0] != "C" or c in "\t\n")
+        t = re.sub(r"\s+", " ", t).strip()
+        t = _REPEAT.sub(r"\1", t)
+        if o["strip_punct"]:
+            t = re.sub(r"\s+", " ", _PUNCT.sub(" ", t)).strip()
+        elif not o["space_before_punct"]:
+            t = _SPACE_BEFORE.sub(r"\1", t)
+        if o["lowercase"]:
+            t = t.lower()
+        return t
+
+
+def train_tokenizer(texts: Iterable[str], model_path: str | os.PathLike, vocab_size: int,
+                    model_type: str = "bpe") -> Path:
+    """Train SentencePiece on ``texts`` (already normalised); writes ``model_path`` (+ ``.vocab``).
+
+    BPE training with one thread is deterministic: the same texts give the same pieces
+    and scores (the file's bytes differ: it records the temporary training prefix).
+    """
+    import sentencepiece as spm
+
+    model_path = Path(model_path)
+    model_path.parent.mkdir(parents=True, exist_ok=True)
+    texts = [t for t in texts if t]
+    if not texts:
+        raise ValueError("no text to train a tokenizer on")
+    with tempfile.TemporaryDirectory(dir=model_path.parent) as tmp:
+        prefix = os.path.join(tmp, "sp")
+        spm.SentencePieceTrainer.train(
+            sentence_iterator=iter(texts), model_prefix=prefix, vocab_size=vocab_size,
+            model_type=model_type, character_coverage=1.0, hard_vocab_limit=False,
+            normalization_rule_name="identity",  # normalised by TextNormalizer already
+            unk_id=0, bos_id=-1, eos_id=-1, pad_id=-1,
+            num_threads=1, minloglevel=2)
+        os.replace(prefix + ".vocab", str(model_path.with_suffix(".vocab")))
+        os.replace(prefix + ".model", str(model_path))
+    return model_path
+
+
+def load_tokenizer(model_path: str | os.PathLike):
+    import sentencepiece as spm
+
+    return spm.SentencePieceProcessor(model_file=str(model_path))
+
+
+def text_ids(sp, text: str) -> np.ndarray:
+    return np.asarray(sp.encode(text, out_type=int), dtype=np.int32)
+
+
+def save_npy(path: str | os.PathLike, array: np.ndarray) -> None:
+    with atomic_open(path, "wb") as f:
+        np.save(f, array, allow_pickle=False)
+
+
+def load_npy(path: str | os.PathLike, dtype=None, ndim: int | None = None) -> np.ndarray | None:
+    """The array, or ``None`` when the file is missing, truncated or not of ``dtype``/``ndim``."""
+    try:
+        a = np.load(path, allow_pickle=False)
+    except (OSError, ValueError, EOFError):
+        return None
+    if dtype is not None and a.dtype != np.dtype(dtype):
+        return None
+    if ndim is not None and a.ndim != ndim:
+        return None
+    return a

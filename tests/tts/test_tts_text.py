@@ -1,0 +1,61 @@
+"""TTS text groundwork: normalisation, SentencePiece, atomic .npy (issue #5, not wired yet)."""
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from speechprep.tts_text import (TextNormalizer, load_npy, load_tokenizer, save_npy, text_ids,
+                                 train_tokenizer)
+
+REPO = Path(__file__).resolve().parents[2]
+TRUTH = json.loads((REPO / "resources" / "demo" / "truth.json").read_text(encoding="utf-8"))
+
+
+def test_normalisation_nfkc_punctuation_whitespace():
+    norm = TextNormalizer()
+    assert norm("  Hello ,\u00a0world\u2026  ") == "Hello, world..."
+    assert norm("\uff21\uff22\uff23 \ufb01ne") == "ABC fine"  # NFKC: fullwidth, ligature
+    assert norm("\u201cQuoted\u201d \u2014 it\u2019s fine!!!") == '"Quoted" - it\'s fine!'
+    assert norm("tab\tand\nnewline\u200b") == "tab and newline"
+
+
+def test_language_hooks_and_config_overrides():
+    norm = TextNormalizer({"en": {"lowercase": True}, "de": {"strip_punct": True}})
+    assert norm("Bonjour ! Ça va ?", "fr") == "Bonjour ! Ça va ?"  # French keeps the space
+    assert norm("Hello , World !", "en-US") == "hello, world!"
+    assert norm("Guten Tag, Welt! Wie geht's?", "de") == "Guten Tag Welt Wie geht's"
+    assert norm("Hello , World !", None) == "Hello, World!"
+
+
+def test_tokenizer_trained_on_demo_texts_round_trips(tmp_path):
+    norm = TextNormalizer()
+    texts = [norm(s["text"]) for info in TRUTH["files"].values() for s in info.get("speech", [])]
+    model = train_tokenizer(texts, tmp_path / "tok" / "sp.model", vocab_size=64)
+    assert model.exists() and model.with_suffix(".vocab").exists()
+    sp = load_tokenizer(model)
+    assert sp.get_piece_size() <= 64
+    for t in texts:
+        ids = text_ids(sp, t)
+        assert ids.dtype == np.int32 and ids.ndim == 1 and len(ids) > 0
+        assert sp.decode(ids.tolist()) == t
+    again = load_tokenizer(train_tokenizer(texts, tmp_path / "tok2" / "sp.model", vocab_size=64))
+    vocab = lambda m: [(m.id_to_piece(i), m.get_score(i)) for i in range(m.get_piece_size())]  # noqa: E731
+    assert vocab(again) == vocab(sp)  # deterministic: same texts, same pieces and scores
+
+
+def test_npy_atomic_and_truncated_detected(tmp_path):
+    p = tmp_path / "a" / "x.npy"
+    save_npy(p, np.arange(100, dtype=np.int32))
+    assert load_npy(p, np.int32, 1).tolist() == list(range(100))
+    assert load_npy(p, np.float32) is None  # wrong dtype counts as absent
+    data = p.read_bytes()
+    p.write_bytes(data[: len(data) // 2])  # what a killed non-atomic write would leave
+    assert load_npy(p, np.int32, 1) is None
+    assert load_npy(tmp_path / "missing.npy") is None
+    assert not list(p.parent.glob(".*.tmp"))
+
+
+def test_no_text_to_train_on_is_an_error(tmp_path):
+    with pytest.raises(ValueError, match="no text"):
+        train_tokenizer(["", ""], tmp_path / "sp.model", 32)
