@@ -32,8 +32,9 @@ def _datasets_from_command_line():
     return merged
 
 
-if _datasets_from_command_line() is not None:
-    config["datasets"] = _datasets_from_command_line()
+_cli_datasets = _datasets_from_command_line()
+if _cli_datasets is not None:
+    config["datasets"] = _cli_datasets
 
 
 def _active_sdms():
