@@ -16,6 +16,9 @@ from speechprep.models import is_local_model  # noqa: E402
 from speechprep.workflow import setup_env_modules  # noqa: E402
 
 RESULTS = "results"
+# Outputs that span every dataset (the TTS tokenizer, combined manifests):
+# results/_all/ (no dataset name can start with "_").
+ALL = "_all"
 # The demo corpus ships with the workflow: found from any working directory.
 DEMO_TRUTH = str(REPO / "resources" / "demo" / "truth.json")
 
@@ -63,8 +66,13 @@ setup_env_modules(REPO / ".venvs", required="ENV_MODULES" in _active_sdms())
 def dataset_cfg(ds):
     """A dataset's ingest settings: the global `ingest` defaults, then its own keys."""
     merged = {k: v for k, v in config.get("ingest", {}).items() if k != "threads"}
-    merged.update(config["datasets"][ds])
+    merged.update({k: v for k, v in config["datasets"][ds].items() if k != "language"})
     return merged
+
+
+def dataset_languages():
+    """Each dataset's `language` (the default for its segments without one)."""
+    return {ds: d.get("language") for ds, d in config["datasets"].items()}
 
 
 @cache
@@ -132,6 +140,35 @@ def s2s_model_files(wildcards):
     return [config["s2s"][k] for k in ("hubert", "kmeans", "vocoder", "vocoder_config")]
 
 
+# TTS settings that only the tokenizer and text ids (or only the manifests) read:
+# the audio-feature jobs do not rerun when they change.
+TTS_TEXT_KEYS = ("tokenizer", "vocab_size", "val_ratio")
+
+
+def tts_params(part, ds=None):
+    """JSON of the tts settings the `tokenizer` or the `features` jobs read."""
+    t = config["tts"]
+    if part == "tokenizer":
+        return json.dumps({k: t[k] for k in ("vocab_size", "languages")}, sort_keys=True)
+    p = {k: v for k, v in t.items() if k not in TTS_TEXT_KEYS + ("threads",)}
+    p["language"] = config["datasets"][ds].get("language")
+    return json.dumps(p, sort_keys=True)
+
+
+def tts_tokenizer_file(wildcards):
+    """`tts.tokenizer`, or the one rule tts_tokenizer trains on the transcripts."""
+    return config["tts"].get("tokenizer") or f"{RESULTS}/{ALL}/tts/tokenizer.model"
+
+
+def tts_encoder_files(wildcards):
+    """`torchscript:<path>` encoders are inputs (the built-in ones live in the env)."""
+    return [
+        config["tts"][k][len("torchscript:") :]
+        for k in ("condition", "emotion")
+        if config["tts"][k].startswith("torchscript:")
+    ]
+
+
 def stage_targets(ds, stage):
     """What `rule all` asks of `stage` for dataset `ds`."""
     if stage == "vad":
@@ -143,6 +180,12 @@ def stage_targets(ds, stage):
         return [f"{RESULTS}/{ds}/asr/manifest.jsonl", f"{RESULTS}/{ds}/asr/summary.json"]
     if stage == "s2s":
         return expand(f"{RESULTS}/{ds}/s2s/{{shard}}.units.jsonl", shard=shards(ds))
+    if stage == "tts":
+        return [
+            f"{RESULTS}/{d}/tts/{name}"
+            for d in (ds, ALL)
+            for name in ("train_manifest.jsonl", "val_manifest.jsonl", "stats.json")
+        ]
     raise ValueError(f"unknown stage {stage!r}")
 
 
@@ -156,7 +199,7 @@ def all_targets(wildcards):
         for stage in config["stages"]:
             targets += stage_targets(ds, stage)
         targets.append(f"{RESULTS}/{ds}/report/stages.csv")
-    return targets
+    return list(dict.fromkeys(targets))  # the cross-dataset TTS targets once
 
 
 def report_inputs(wildcards):

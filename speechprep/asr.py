@@ -23,7 +23,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from .audio import AudioError, stream_mono
+from .audio import AudioError, read_segment
 from .batching import BatchRunner, is_oom, resolve_device, seconds_budget
 from .checkpoint import Checkpoint, fingerprint
 from .jsonio import atomic_open, read_jsonl, reject, write_jsonl
@@ -114,15 +114,7 @@ def nemo_transcriber(model) -> Callable[[list[np.ndarray]], list[str]]:
 # --------------------------------------------------------------------------
 def load_segment(seg: dict[str, Any], sample_rate: int, p: AsrParams) -> np.ndarray:
     """The segment's samples, mono at ``sample_rate``; AudioError when unusable."""
-    audio = list(stream_mono(seg["audio_filepath"], sample_rate, block_seconds=p.max_duration + 1,
-                             offset=float(seg.get("offset") or 0.0), duration=seg.get("duration")))
-    x = np.concatenate(audio) if audio else np.zeros(0, np.float32)
-    if len(x) == 0:
-        raise AudioError("empty", "no samples at this offset/duration")
-    if len(x) < p.min_duration * sample_rate:
-        raise AudioError("too_short", f"{len(x) / sample_rate:.3f} s is below asr.min_duration "
-                                      f"({p.min_duration} s)")
-    return x
+    return read_segment(seg, sample_rate, p.min_duration, "asr.min_duration")
 
 
 def screen(seg: dict[str, Any], p: AsrParams) -> dict | None:

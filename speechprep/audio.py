@@ -104,6 +104,24 @@ def stream_mono(path: str, target_sr: int = SAMPLE_RATE, block_seconds: float = 
                 yield tail
 
 
+def read_segment(seg: dict, target_sr: int = SAMPLE_RATE, min_duration: float = 0.0,
+                 setting: str = "min_duration") -> np.ndarray:
+    """A segment (``audio_filepath``, ``offset``, ``duration``) as float32 mono at
+    ``target_sr``, decoded in one block. AudioError when it is unusable, including
+    ``empty`` and ``too_short`` (below ``min_duration``, the config key ``setting``).
+    """
+    d = seg.get("duration")
+    blocks = list(stream_mono(seg["audio_filepath"], target_sr,
+                              block_seconds=float(d) + 1.0 if d else 60.0,
+                              offset=float(seg.get("offset") or 0.0), duration=d))
+    x = np.concatenate(blocks) if blocks else np.zeros(0, np.float32)
+    if len(x) == 0:
+        raise AudioError("empty", "no samples at this offset/duration")
+    if len(x) < min_duration * target_sr:
+        raise AudioError("too_short", f"{len(x) / target_sr:.3f} s is below {setting} ({min_duration} s)")
+    return x
+
+
 def to_int16(x: np.ndarray) -> np.ndarray:
     """float32 in [-1, 1] -> contiguous int16 (clipped)."""
     return np.ascontiguousarray(np.round(np.clip(x, -1.0, 1.0) * 32767.0).astype(np.int16))

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from .audio import AudioError, stream_mono
+from .audio import AudioError, read_segment
 from .checkpoint import Checkpoint, fingerprint
 from .jsonio import atomic_open, read_jsonl, reject, write_jsonl
 from .models import sha256_file
@@ -277,12 +277,7 @@ def run_shard(segments_path: str, units_out: str, wav_dir: str, rejects_out: str
             good, audios = [], []
             for s in batch:
                 try:
-                    a = np.concatenate(list(stream_mono(s["audio_filepath"], SAMPLE_RATE, block_seconds=p.max_duration + 1,
-                                                        offset=float(s.get("offset") or 0), duration=s.get("duration"))) or [np.zeros(0, np.float32)])
-                    if len(a) == 0:
-                        raise AudioError("empty", "no samples at this offset/duration")
-                    if len(a) < p.min_duration * SAMPLE_RATE:
-                        raise AudioError("too_short", f"{len(a) / SAMPLE_RATE:.3f} s is below s2s.min_duration")
+                    a = read_segment(s, SAMPLE_RATE, p.min_duration, "s2s.min_duration")
                     good.append(s)
                     audios.append(a)
                 except AudioError as e:

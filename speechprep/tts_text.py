@@ -1,7 +1,6 @@
 """TTS text features: normalisation, a SentencePiece tokenizer, int32 text ids.
 
-Groundwork for the TTS feature stage (issue #5): importable and unit-tested,
-not yet wired into the workflow.
+The text side of the TTS feature stage (:mod:`speechprep.tts` is the rest).
 
 * :class:`TextNormalizer`: Unicode NFKC, typographic punctuation mapped to
   ASCII, whitespace collapsed, then per-language options (config
@@ -17,7 +16,6 @@ from __future__ import annotations
 
 import os
 import re
-import tempfile
 import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -73,8 +71,10 @@ def train_tokenizer(texts: Iterable[str], model_path: str | os.PathLike, vocab_s
                     model_type: str = "bpe") -> Path:
     """Train SentencePiece on ``texts`` (already normalised); writes ``model_path`` (+ ``.vocab``).
 
-    BPE training with one thread is deterministic: the same texts give the same pieces
-    and scores (the file's bytes differ: it records the temporary training prefix).
+    Deterministic: the same texts give the same file, byte for byte (one training
+    thread, a fixed sampling seed, and a fixed training prefix next to the model,
+    which the model file records), so retraining on unchanged transcripts changes
+    nothing downstream.
     """
     import sentencepiece as spm
 
@@ -83,16 +83,18 @@ def train_tokenizer(texts: Iterable[str], model_path: str | os.PathLike, vocab_s
     texts = [t for t in texts if t]
     if not texts:
         raise ValueError("no text to train a tokenizer on")
-    with tempfile.TemporaryDirectory(dir=model_path.parent) as tmp:
-        prefix = os.path.join(tmp, "sp")
-        spm.SentencePieceTrainer.train(
-            sentence_iterator=iter(texts), model_prefix=prefix, vocab_size=vocab_size,
-            model_type=model_type, character_coverage=1.0, hard_vocab_limit=False,
-            normalization_rule_name="identity",  # normalised by TextNormalizer already
-            unk_id=0, bos_id=-1, eos_id=-1, pad_id=-1,
-            num_threads=1, minloglevel=2)
-        os.replace(prefix + ".vocab", str(model_path.with_suffix(".vocab")))
-        os.replace(prefix + ".model", str(model_path))
+    if hasattr(spm, "set_random_generator_seed"):
+        spm.set_random_generator_seed(0)
+    prefix = str(model_path) + ".training"
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(texts), model_prefix=prefix, vocab_size=vocab_size,
+        model_type=model_type, character_coverage=1.0, hard_vocab_limit=False,
+        input_sentence_size=2_000_000, shuffle_input_sentence=True,
+        normalization_rule_name="identity",  # normalised by TextNormalizer already
+        unk_id=0, bos_id=-1, eos_id=-1, pad_id=-1,
+        num_threads=1, minloglevel=2)
+    os.replace(prefix + ".vocab", str(model_path.with_suffix(".vocab")))
+    os.replace(prefix + ".model", str(model_path))
     return model_path
 
 

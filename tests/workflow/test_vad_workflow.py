@@ -3,14 +3,13 @@ import json
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 import soundfile as sf
 
-from conftest import (DEMO, REPO, TRUTH, jobs_run, kill_group, read_jsonl, snakemake,
+from conftest import (DEMO, REPO, TRUTH, jobs_run, kill_when_checkpointed, read_jsonl, snakemake,
                       start_snakemake, write_config)
 
 STATS_FIELDS = ["id", "duration", "speech_ratio", "n_segments", "max_speech", "min_speech",
@@ -192,16 +191,7 @@ def test_sigkill_mid_shard_then_rerun_resumes(tmp_path):
     write_config(tmp_path / "killed", ds, vad={"threads": 1}, stages=["vad"])
     proc = start_snakemake(tmp_path / "killed")
     scratch = tmp_path / "killed" / "results" / "big" / "vad" / ".partial" / "shard-0000.jsonl"
-    deadline = time.monotonic() + 300
-    done = 0
-    while time.monotonic() < deadline and proc.poll() is None:
-        if scratch.exists():
-            done = scratch.read_text(encoding="utf-8").count("\n") - 1
-            if done >= 8:
-                break
-        time.sleep(0.02)
-    assert proc.poll() is None, "the shard finished before it could be killed"
-    kill_group(proc)  # SIGKILL: the job and snakemake die at once
+    kill_when_checkpointed(proc, scratch, 8)
     out_dir = tmp_path / "killed" / "results" / "big" / "vad"
     assert not (out_dir / "shard-0000.segments.jsonl").exists()
     snakemake(tmp_path / "killed", "--unlock")

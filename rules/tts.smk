@@ -1,0 +1,150 @@
+# TTS features: per shard, audio features (codes, condition and emotion
+# vectors) and text ids as separate jobs, so a tokenizer change reruns only
+# the text side; then train/val manifests per dataset and across datasets.
+
+
+rule tts_tokenizer:
+    input:
+        manifests=lambda wc: expand(
+            f"{RESULTS}/{{ds}}/asr/manifest.jsonl", ds=list(config["datasets"])
+        ),
+    output:
+        model=f"{RESULTS}/{ALL}/tts/tokenizer.model",
+        vocab=f"{RESULTS}/{ALL}/tts/tokenizer.vocab",
+    params:
+        cmd=entry("tts", "tts.py"),
+        manifests=lambda wc, input: json.dumps(dict(zip(config["datasets"], input.manifests))),
+        languages=lambda wc: json.dumps(dataset_languages(), sort_keys=True),
+        tts=lambda wc: tts_params("tokenizer"),
+    log:
+        f"{RESULTS}/{ALL}/logs/tts_tokenizer.log",
+    threads: 1
+    resources:
+        mem_mb=4000,
+        runtime=60,
+    conda:
+        "../envs/tts.yaml"
+    envmodules:
+        "speechprep/tts",
+    shell:
+        "{params.cmd} tokenizer --manifests {params.manifests:q} --languages {params.languages:q}"
+        " --params {params.tts:q} --model {output.model:q} > {log:q} 2>&1"
+
+
+rule tts_features:
+    input:
+        segments=f"{RESULTS}/{{ds}}/asr/{{shard}}.jsonl",
+        units=f"{RESULTS}/{{ds}}/s2s/{{shard}}.units.jsonl",
+        s2s_rejects=f"{RESULTS}/{{ds}}/s2s/{{shard}}.rejects.jsonl",
+        models=tts_encoder_files,
+    output:
+        index=f"{RESULTS}/{{ds}}/tts/{{shard}}.features.jsonl",
+        rejects=f"{RESULTS}/{{ds}}/tts/{{shard}}.rejects.jsonl",
+        codes=directory(f"{RESULTS}/{{ds}}/tts/{{shard}}/codes"),
+        condition=directory(f"{RESULTS}/{{ds}}/tts/{{shard}}/condition"),
+        emo_vec=directory(f"{RESULTS}/{{ds}}/tts/{{shard}}/emo_vec"),
+    params:
+        cmd=entry("tts", "tts.py"),
+        tts=lambda wc: tts_params("features", wc.ds),
+        scratch=f"{RESULTS}/{{ds}}/tts/.partial/{{shard}}.jsonl",
+        out_dir=f"{RESULTS}/{{ds}}/tts/{{shard}}",
+    benchmark:
+        f"{RESULTS}/{{ds}}/benchmarks/tts/{{shard}}.tsv"
+    log:
+        f"{RESULTS}/{{ds}}/logs/tts/{{shard}}.log",
+    threads: config["tts"]["threads"]
+    resources:
+        mem_mb=scaled(4000, 100, of="segments"),
+        runtime=scaled(30, 60, of="segments"),
+    conda:
+        "../envs/tts.yaml"
+    envmodules:
+        "speechprep/tts",
+    shell:
+        "{params.cmd} features --segments {input.segments:q} --units {input.units:q}"
+        " --s2s-rejects {input.s2s_rejects:q} --params {params.tts:q} --threads {threads}"
+        " --scratch {params.scratch:q} --index {output.index:q} --rejects {output.rejects:q}"
+        " --out-dir {params.out_dir:q} > {log:q} 2>&1"
+
+
+rule tts_text:
+    input:
+        index=f"{RESULTS}/{{ds}}/tts/{{shard}}.features.jsonl",
+        tokenizer=tts_tokenizer_file,
+    output:
+        index=f"{RESULTS}/{{ds}}/tts/{{shard}}.text.jsonl",
+        ids=directory(f"{RESULTS}/{{ds}}/tts/{{shard}}/text_ids"),
+    params:
+        cmd=entry("tts", "tts.py"),
+    benchmark:
+        f"{RESULTS}/{{ds}}/benchmarks/tts_text/{{shard}}.tsv"
+    log:
+        f"{RESULTS}/{{ds}}/logs/tts_text/{{shard}}.log",
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=scaled(15),
+    conda:
+        "../envs/tts.yaml"
+    envmodules:
+        "speechprep/tts",
+    shell:
+        "{params.cmd} text --index {input.index:q} --tokenizer {input.tokenizer:q}"
+        " --out {output.index:q} --ids-dir {output.ids:q} > {log:q} 2>&1"
+
+
+rule tts_manifest:
+    input:
+        features=per_shard(f"{RESULTS}/{{ds}}/tts/{{shard}}.features.jsonl"),
+        texts=per_shard(f"{RESULTS}/{{ds}}/tts/{{shard}}.text.jsonl"),
+        rejects=per_shard(f"{RESULTS}/{{ds}}/tts/{{shard}}.rejects.jsonl"),
+        tokenizer=tts_tokenizer_file,
+    output:
+        train=f"{RESULTS}/{{ds}}/tts/train_manifest.jsonl",
+        val=f"{RESULTS}/{{ds}}/tts/val_manifest.jsonl",
+        stats=f"{RESULTS}/{{ds}}/tts/stats.json",
+    params:
+        cmd=entry("tts", "tts.py"),
+        config=lambda wc: json.dumps(config, sort_keys=True),
+    log:
+        f"{RESULTS}/{{ds}}/logs/tts_manifest.log",
+    threads: 1
+    resources:
+        mem_mb=scaled(4000),
+        runtime=scaled(30),
+    conda:
+        "../envs/tts.yaml"
+    envmodules:
+        "speechprep/tts",
+    shell:
+        "{params.cmd} manifest --dataset {wildcards.ds:q} --config {params.config:q}"
+        " --tokenizer {input.tokenizer:q} --features {input.features:q} --texts {input.texts:q}"
+        " --rejects {input.rejects:q} --train {output.train:q} --val {output.val:q}"
+        " --stats {output.stats:q} > {log:q} 2>&1"
+
+
+rule tts_combined:
+    input:
+        stats=expand(f"{RESULTS}/{{ds}}/tts/stats.json", ds=list(config["datasets"])),
+        train=expand(f"{RESULTS}/{{ds}}/tts/train_manifest.jsonl", ds=list(config["datasets"])),
+        val=expand(f"{RESULTS}/{{ds}}/tts/val_manifest.jsonl", ds=list(config["datasets"])),
+    output:
+        train=f"{RESULTS}/{ALL}/tts/train_manifest.jsonl",
+        val=f"{RESULTS}/{ALL}/tts/val_manifest.jsonl",
+        stats=f"{RESULTS}/{ALL}/tts/stats.json",
+    params:
+        cmd=entry("tts", "tts.py"),
+    log:
+        f"{RESULTS}/{ALL}/logs/tts_combined.log",
+    threads: 1
+    resources:
+        mem_mb=scaled(4000),
+        runtime=scaled(30),
+    conda:
+        "../envs/tts.yaml"
+    envmodules:
+        "speechprep/tts",
+    shell:
+        "{params.cmd} combined --stats-in {input.stats:q} --train-in {input.train:q}"
+        " --val-in {input.val:q} --train {output.train:q} --val {output.val:q}"
+        " --stats {output.stats:q} > {log:q} 2>&1"

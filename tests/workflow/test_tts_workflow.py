@@ -1,0 +1,232 @@
+"""The demo pipeline through TTS features (VAD -> ASR -> S2S -> TTS), as a user runs it."""
+import hashlib
+import json
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+from conftest import (DEMO, REPO, TRUTH, jobs_run, kill_when_checkpointed, read_jsonl, snakemake,
+                      start_snakemake, write_config)
+
+KINDS = {"text_ids": (np.int32, "text_ids_len"), "codes": (np.int32, "codes_len"),
+         "condition": (np.float32, "condition_dim"), "emo_vec": (np.float32, "emo_vec_dim")}
+
+
+def shard_names(res):
+    return sorted(p.stem for p in (res / "shards").glob("shard-*.jsonl"))
+
+
+def manifests(res):
+    return {k: read_jsonl(res / "tts" / f"{k}_manifest.jsonl") for k in ("train", "val")}
+
+
+def decoder(tokenizer_vocab):
+    """SentencePiece decoding from the .vocab file (piece per id): the ids' pieces
+    joined, U+2581 back to spaces."""
+    pieces = [line.split("\t")[0] for line in tokenizer_vocab.read_text(encoding="utf-8").splitlines()]
+    return lambda ids: "".join(pieces[i] for i in ids).replace("\u2581", " ").strip()
+
+
+def test_tts_jobs_ran_per_shard_in_their_env(demo):
+    work, out = demo
+    n = len(shard_names(work / "results" / "demo"))
+    assert len(jobs_run(out, "tts_features")) == n == len(jobs_run(out, "tts_text"))
+    assert len(jobs_run(out, "tts_tokenizer")) == len(jobs_run(out, "tts_manifest")) == 1
+    log = (work / "results" / "demo" / "logs" / "tts" / "shard-0000.log").read_text(encoding="utf-8")
+    assert f"stage 'tts' env ok: prefix={REPO / '.venvs' / 'tts'}" in log
+
+
+def test_every_accepted_segment_has_four_artifacts(demo):
+    work, _ = demo
+    res = work / "results" / "demo"
+    lines = [x for v in manifests(res).values() for x in v]
+    assert len(lines) > 20
+    for x in lines:
+        for kind, (dtype, length) in KINDS.items():
+            a = np.load(x[kind], allow_pickle=False)
+            assert a.dtype == dtype and a.ndim == 1 and len(a) == x[length] > 0, (x["id"], kind)
+            assert f"/tts/shard-" in x[kind] and x[kind].endswith(f"/{kind}/{x['id']}.npy")
+        assert x["condition_dim"] == 256 and x["emo_vec_dim"] == 88
+        assert np.isfinite(np.load(x["emo_vec"])).all()
+        assert abs(np.linalg.norm(np.load(x["condition"])) - 1) < 1e-4  # Resemblyzer: L2-normalised
+
+
+def test_text_ids_decode_to_the_normalised_transcript(demo):
+    work, _ = demo
+    res = work / "results" / "demo"
+    decode = decoder(work / "results" / "_all" / "tts" / "tokenizer.vocab")
+    asr = {s["id"]: s["text"] for s in read_jsonl(res / "asr" / "manifest.jsonl")}
+    for x in (x for v in manifests(res).values() for x in v):
+        assert decode(np.load(x["text_ids"]).tolist()) == x["text"] == asr[x["id"]]  # demo text is normal already
+
+
+def test_codes_equal_the_s2s_units(demo):
+    work, _ = demo
+    res = work / "results" / "demo"
+    units = {u["id"]: u["units"] for s in shard_names(res) for u in read_jsonl(res / "s2s" / f"{s}.units.jsonl")}
+    for x in (x for v in manifests(res).values() for x in v):
+        assert np.load(x["codes"]).tolist() == units[x["id"]]
+
+
+def test_accounting_across_the_chain_and_stats_agree(demo):
+    work, _ = demo
+    res = work / "results" / "demo"
+    inputs = [e["id"] for e in read_jsonl(res / "manifest.jsonl")]
+    in_shards = []
+    tts_ids = []
+    for s in shard_names(res):
+        files = {e["id"] for e in read_jsonl(res / "shards" / f"{s}.jsonl")}
+        in_shards += files
+        vad_out = [x["id"] for x in read_jsonl(res / "vad" / f"{s}.stats.jsonl")]
+        vad_rej = [x["id"] for x in read_jsonl(res / "vad" / f"{s}.rejects.jsonl")]
+        assert sorted(vad_out + vad_rej) == sorted(files)
+        segs = [x["id"] for x in read_jsonl(res / "vad" / f"{s}.segments.jsonl")]
+        asr_out = [x["id"] for x in read_jsonl(res / "asr" / f"{s}.jsonl")]
+        asr_rej = [x["id"] for x in read_jsonl(res / "asr" / f"{s}.rejects.jsonl")]
+        assert sorted(asr_out + asr_rej) == sorted(segs)
+        s2s_out = [x["id"] for x in read_jsonl(res / "s2s" / f"{s}.units.jsonl")]
+        s2s_rej = [x["id"] for x in read_jsonl(res / "s2s" / f"{s}.rejects.jsonl")]
+        assert sorted(s2s_out + s2s_rej) == sorted(segs)
+        feats = [x["id"] for x in read_jsonl(res / "tts" / f"{s}.features.jsonl")]
+        tts_rej = read_jsonl(res / "tts" / f"{s}.rejects.jsonl")
+        assert sorted(feats + [r["id"] for r in tts_rej]) == sorted(asr_out)
+        assert [x["id"] for x in read_jsonl(res / "tts" / f"{s}.text.jsonl")] == feats
+        for kind in KINDS:
+            assert sorted(p.stem for p in (res / "tts" / s / kind).glob("*.npy")) == sorted(feats)
+        tts_ids += feats
+    assert not (res / "tts" / ".partial").exists() or not any((res / "tts" / ".partial").iterdir())
+    assert sorted(in_shards) == sorted(inputs)  # every accepted input file in exactly one shard
+
+    m = manifests(res)
+    assert sorted(x["id"] for v in m.values() for x in v) == sorted(tts_ids)
+    stats = json.loads((res / "tts" / "stats.json").read_text(encoding="utf-8"))
+    assert stats["counts"]["train"] == len(m["train"]) and stats["counts"]["val"] == len(m["val"])
+    assert len(m["val"]) >= 1 and len(m["train"]) > len(m["val"])
+    for k in ("train", "val"):
+        assert abs(stats["hours"][k] - sum(x["duration"] for x in m[k]) / 3600) < 1e-5
+    tok = work / "results" / "_all" / "tts" / "tokenizer.model"
+    assert stats["tokenizer"]["sha256"] == hashlib.sha256(tok.read_bytes()).hexdigest()
+    assert stats["tokenizer"]["vocab_size"] == len((tok.with_suffix(".vocab")).read_text(encoding="utf-8").splitlines())
+    roles = {f["role"]: f for f in stats["models"]}
+    assert set(roles) == {"asr", "s2s.hubert", "s2s.kmeans", "s2s.vocoder", "s2s.vocoder_config",
+                          "tts.tokenizer", "tts.condition", "tts.emotion"}
+    model = work / "resources" / "models" / "demo_asr.nemo"
+    assert roles["asr"]["sha256"] == hashlib.sha256(model.read_bytes()).hexdigest()
+    assert roles["tts.condition"]["path"].endswith("resemblyzer/pretrained.pt")
+    assert len(stats["config_sha256"]) == 64 and stats["packages"]["tts"]["resemblyzer"] == "0.1.4"
+    combined = json.loads((work / "results" / "_all" / "tts" / "stats.json").read_text(encoding="utf-8"))
+    assert combined["counts"] == stats["counts"] and combined["datasets"] == ["demo"]
+    assert read_jsonl(work / "results" / "_all" / "tts" / "train_manifest.jsonl") == m["train"]
+
+
+def test_condition_vectors_separate_voices(demo, demo_copy):
+    work, _ = demo
+    by_voice = {}
+    for x in (x for v in manifests(work / "results" / "demo").values() for x in v):
+        rel = x["audio_filepath"][len(str(demo_copy)) + 1:]
+        if TRUTH["files"][rel].get("clean"):
+            by_voice.setdefault(TRUTH["files"][rel]["voice"], []).append(np.load(x["condition"]))
+    assert len(by_voice) >= 3
+    same, cross = [], []
+    items = [(v, e) for v, es in by_voice.items() for e in es]
+    for i in range(len(items)):
+        for j in range(i + 1, len(items)):
+            (same if items[i][0] == items[j][0] else cross).append(float(items[i][1] @ items[j][1]))
+    assert np.mean(same) > np.mean(cross), (np.mean(same), np.mean(cross))
+
+
+# ---------------------------------------------------------------------------
+# reruns, on a smaller corpus of its own (two voices) that uses the demo's models
+# ---------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def small(tmp_path_factory, demo):
+    work = tmp_path_factory.mktemp("tts_small")
+    audio = work / "audio"
+    for rel, info in TRUTH["files"].items():
+        if info.get("clean") and info["voice"] in ("us_male", "scottish"):
+            (audio / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(DEMO / "audio" / rel, audio / rel)
+    models = demo[0] / "resources" / "models"
+    base = {"asr": {"model": str(models / "demo_asr.nemo")},
+            "s2s": {k: str(models / f"demo_{n}") for k, n in (("hubert", "hubert_legacy.pt"), ("kmeans", "km.bin"),
+                                                               ("vocoder", "vocoder.pt"), ("vocoder_config", "vocoder.json"))}}
+
+    def configure(**tts):
+        write_config(work, {"small": {"audio_dir": str(audio), "shards": 2}}, **base,
+                     **({"tts": tts} if tts else {}))
+
+    configure()
+    snakemake(work)
+    return work, configure
+
+
+def test_tokenizer_change_reruns_only_text_ids_and_manifests(small):
+    work, configure = small
+    configure()
+    snakemake(work)  # up to date with the base config, whatever ran before
+    configure(vocab_size=48)
+    _, out = snakemake(work)
+    ran = {rule: jobs_run(out, rule) for rule in ("tts_tokenizer", "tts_features", "tts_text", "tts_manifest",
+                                                 "tts_combined", "asr", "s2s", "vad", "report_plots")}
+    assert len(ran["tts_text"]) == 2 and len(ran["tts_tokenizer"]) == 1, out[-3000:]
+    assert len(ran["tts_manifest"]) == len(ran["tts_combined"]) == 1
+    assert not ran["tts_features"] and not ran["asr"] and not ran["s2s"] and not ran["vad"]
+    assert not ran["report_plots"]
+    stats = json.loads((work / "results" / "small" / "tts" / "stats.json").read_text(encoding="utf-8"))
+    assert stats["tokenizer"]["vocab_size"] <= 48
+    decode = decoder(work / "results" / "_all" / "tts" / "tokenizer.vocab")
+    for x in read_jsonl(work / "results" / "small" / "tts" / "train_manifest.jsonl"):
+        ids = np.load(x["text_ids"])
+        assert len(ids) == x["text_ids_len"] and decode(ids.tolist()) == x["text"]
+    _, out = snakemake(work, "--dry-run")
+    assert "Nothing to be done" in out
+
+
+SLOW_ENCODER = """
+import sys, torch
+
+class Slow(torch.nn.Module):
+    # a lab's own condition encoder, slow on purpose (about 0.3 s a clip)
+    def forward(self, wav: torch.Tensor) -> torch.Tensor:
+        m = torch.full((192, 192), 0.5)
+        for _ in range(3000):
+            m = torch.tanh(m @ m / 192.0)
+        return torch.cat([wav.mean().reshape(1), wav.std().reshape(1), m[0, :30]])
+
+torch.jit.script(Slow()).save(sys.argv[1])
+"""
+
+
+def test_killed_features_job_resumes_and_recomputes_a_truncated_array(small):
+    """SIGKILL mid-shard, a truncated array planted among the finished ones (as a crash
+    before the data reached the disk leaves it), rerun: it is detected and recomputed."""
+    work, configure = small
+    slow = work / "slow_encoder.pt"
+    (work / "slow_encoder.py").write_text(SLOW_ENCODER, encoding="utf-8")  # TorchScript reads the source
+    subprocess.run([str(REPO / ".venvs" / "tts" / "bin" / "python"), str(work / "slow_encoder.py"), str(slow)],
+                   check=True)
+    configure(condition=f"torchscript:{slow}", cpu_batch_seconds=1.0)  # one segment a batch
+    res = work / "results" / "small" / "tts"
+    proc = start_snakemake(work, "results/small/tts/shard-0000.features.jsonl")
+    checkpoint = res / ".partial" / "shard-0000.jsonl"
+    kill_when_checkpointed(proc, checkpoint, 2)
+    done = [json.loads(x)["id"] for x in checkpoint.read_text(encoding="utf-8").splitlines()[1:] if x.endswith("}")]
+    victim = res / ".partial" / "shard-0000" / "condition" / f"{done[0]}.npy"
+    victim.write_bytes(victim.read_bytes()[:90])
+
+    snakemake(work, "--unlock")
+    _, out = snakemake(work)
+    assert len(jobs_run(out, "tts_features")) == 2  # the killed shard and the other one (new encoder)
+    log = (work / "results" / "small" / "logs" / "tts" / "shard-0000.log").read_text(encoding="utf-8")
+    n = len(read_jsonl(work / "results" / "small" / "asr" / "shard-0000.jsonl"))
+    assert f"{n} segments, {len(done) - 1} done or rejected" in log, log
+    lines = {x["id"]: x for x in read_jsonl(res / "shard-0000.features.jsonl")}
+    assert set(done) <= set(lines) and len(lines) == n
+    for x in lines.values():
+        v = np.load(x["condition"])
+        assert v.dtype == np.float32 and v.shape == (32,) == (x["condition_dim"],)
+    ref = np.load(lines[done[1]]["condition"])
+    assert np.array_equal(np.load(lines[done[0]]["condition"])[2:], ref[2:])  # the module's constant part
+    assert not checkpoint.exists() and not (res / ".partial" / "shard-0000").exists()
