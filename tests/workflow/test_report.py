@@ -13,7 +13,7 @@ def check_report(work, out_name="report.html"):
     assert len(html) > 100_000  # the plots are embedded, not linked
     with open(work / "results" / "demo" / "report" / "stages.csv", encoding="utf-8") as f:
         rows = {r["stage"]: r for r in csv.DictReader(f)}
-    assert set(rows) == {"vad", "asr", "s2s"}
+    assert set(rows) == {"vad", "asr", "s2s", "tts"}
     assert all(int(r["shard_jobs"]) == 3 and float(r["job_seconds"]) > 0 for r in rows.values())
     assert int(rows["vad"]["rejected"]) == 4
 

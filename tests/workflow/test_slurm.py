@@ -7,12 +7,14 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from conftest import REPO, read_jsonl, write_config
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the test SLURM's daemons need root")
-RULES = ("ingest", "vad", "vad_merge", "asr", "asr_merge", "s2s")
+RULES = ("ingest", "vad", "vad_merge", "asr", "asr_merge", "s2s", "tts_tokenizer", "tts_features", "tts_text",
+         "tts_manifest", "tts_combined")
 
 
 @pytest.fixture(scope="module")
@@ -101,7 +103,8 @@ def test_rules_ran_in_their_environments_on_the_node(slurm_demo):
     work, _ = slurm_demo
     logs = work / "results" / "demo" / "logs"
     for stage, log in (("ingest", logs / "ingest.log"), ("vad", logs / "vad" / "shard-0001.log"),
-                       ("asr", logs / "asr" / "shard-0001.log"), ("s2s", logs / "s2s" / "shard-0001.log")):
+                       ("asr", logs / "asr" / "shard-0001.log"), ("s2s", logs / "s2s" / "shard-0001.log"),
+                       ("tts", logs / "tts" / "shard-0001.log")):
         assert f"stage '{stage}' env ok: prefix={REPO / '.venvs' / stage}" in log.read_text(encoding="utf-8")
 
 
@@ -118,6 +121,15 @@ def test_outputs_identical_to_the_local_run(slurm_demo, demo):
             assert (remote / "s2s" / s / w.name).read_bytes() == w.read_bytes()
     for n in names:
         assert (remote / n).read_bytes() == (local / n).read_bytes(), n
+    for split in ("train", "val"):
+        here, there = (read_jsonl(r / "tts" / f"{split}_manifest.jsonl") for r in (local, remote))
+        assert [x["id"] for x in there] == [x["id"] for x in here] and here
+        for a, b in zip(here, there):
+            assert a["text"] == b["text"] and a["duration"] == b["duration"]
+            for kind in ("text_ids", "codes"):
+                assert np.array_equal(np.load(a[kind]), np.load(b[kind])), (a["id"], kind)
+            for kind in ("condition", "emo_vec"):
+                np.testing.assert_allclose(np.load(b[kind]), np.load(a[kind]), rtol=1e-5, atol=1e-6)
 
 
 def test_single_target_submits_only_its_job(slurm_demo):
