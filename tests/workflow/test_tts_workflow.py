@@ -138,28 +138,47 @@ def test_condition_vectors_separate_voices(demo, demo_copy):
 
 
 # ---------------------------------------------------------------------------
-# reruns, on a smaller corpus of its own (two voices) that uses the demo's models
+# two datasets (one voice each, one shard each) that use the demo's models
 # ---------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def small(tmp_path_factory, demo):
     work = tmp_path_factory.mktemp("tts_small")
-    audio = work / "audio"
     for rel, info in TRUTH["files"].items():
         if info.get("clean") and info["voice"] in ("us_male", "scottish"):
-            (audio / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy(DEMO / "audio" / rel, audio / rel)
+            (work / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(DEMO / "audio" / rel, work / rel)
     models = demo[0] / "resources" / "models"
     base = {"asr": {"model": str(models / "demo_asr.nemo")},
             "s2s": {k: str(models / f"demo_{n}") for k, n in (("hubert", "hubert_legacy.pt"), ("kmeans", "km.bin"),
                                                                ("vocoder", "vocoder.pt"), ("vocoder_config", "vocoder.json"))}}
 
     def configure(**tts):
-        write_config(work, {"small": {"audio_dir": str(audio), "shards": 2}}, **base,
-                     **({"tts": tts} if tts else {}))
+        write_config(work, {"a": {"audio_dir": str(work / "us_male"), "shards": 1, "language": "en"},
+                            "b": {"audio_dir": str(work / "scottish"), "shards": 1}},
+                     **base, **({"tts": tts} if tts else {}))
 
     configure()
     snakemake(work)
     return work, configure
+
+
+def test_two_datasets_one_tokenizer_and_a_combined_split(small):
+    work, _ = small
+    res = work / "results"
+    per = {ds: json.loads((res / ds / "tts" / "stats.json").read_text(encoding="utf-8")) for ds in ("a", "b")}
+    both = json.loads((res / "_all" / "tts" / "stats.json").read_text(encoding="utf-8"))
+    assert both["datasets"] == ["a", "b"] and per["a"]["tokenizer"] == per["b"]["tokenizer"] == both["tokenizer"]
+    for k in ("train", "val", "rejected"):
+        assert both["counts"][k] == per["a"]["counts"][k] + per["b"]["counts"][k]
+    for split in ("train", "val"):
+        combined = read_jsonl(res / "_all" / "tts" / f"{split}_manifest.jsonl")
+        assert combined == read_jsonl(res / "a" / "tts" / f"{split}_manifest.jsonl") + \
+            read_jsonl(res / "b" / "tts" / f"{split}_manifest.jsonl")
+        assert {x["dataset"] for x in combined} <= {"a", "b"}
+    lines = [x for ds in ("a", "b") for v in manifests(res / ds).values() for x in v]
+    assert {x["dataset"] for x in lines} == {"a", "b"}
+    assert all(x.get("language") == "en" for x in lines if x["dataset"] == "a")
+    assert all("language" not in x for x in lines if x["dataset"] == "b")
 
 
 def test_tokenizer_change_reruns_only_text_ids_and_manifests(small):
@@ -170,14 +189,14 @@ def test_tokenizer_change_reruns_only_text_ids_and_manifests(small):
     _, out = snakemake(work)
     ran = {rule: jobs_run(out, rule) for rule in ("tts_tokenizer", "tts_features", "tts_text", "tts_manifest",
                                                  "tts_combined", "asr", "s2s", "vad", "report_plots")}
-    assert len(ran["tts_text"]) == 2 and len(ran["tts_tokenizer"]) == 1, out[-3000:]
-    assert len(ran["tts_manifest"]) == len(ran["tts_combined"]) == 1
+    assert len(ran["tts_text"]) == 2 and len(ran["tts_tokenizer"]) == 1, out[-3000:]  # a shard per dataset
+    assert len(ran["tts_manifest"]) == 2 and len(ran["tts_combined"]) == 1
     assert not ran["tts_features"] and not ran["asr"] and not ran["s2s"] and not ran["vad"]
     assert not ran["report_plots"]
-    stats = json.loads((work / "results" / "small" / "tts" / "stats.json").read_text(encoding="utf-8"))
+    stats = json.loads((work / "results" / "a" / "tts" / "stats.json").read_text(encoding="utf-8"))
     assert stats["tokenizer"]["vocab_size"] <= 48
     decode = decoder(work / "results" / "_all" / "tts" / "tokenizer.vocab")
-    for x in read_jsonl(work / "results" / "small" / "tts" / "train_manifest.jsonl"):
+    for x in read_jsonl(work / "results" / "_all" / "tts" / "train_manifest.jsonl"):
         ids = np.load(x["text_ids"])
         assert len(ids) == x["text_ids_len"] and decode(ids.tolist()) == x["text"]
     _, out = snakemake(work, "--dry-run")
@@ -208,8 +227,8 @@ def test_killed_features_job_resumes_and_recomputes_a_truncated_array(small):
     subprocess.run([str(REPO / ".venvs" / "tts" / "bin" / "python"), str(work / "slow_encoder.py"), str(slow)],
                    check=True)
     configure(condition=f"torchscript:{slow}", cpu_batch_seconds=1.0)  # one segment a batch
-    res = work / "results" / "small" / "tts"
-    proc = start_snakemake(work, "results/small/tts/shard-0000.features.jsonl")
+    res = work / "results" / "a" / "tts"
+    proc = start_snakemake(work, "results/a/tts/shard-0000.features.jsonl")
     checkpoint = res / ".partial" / "shard-0000.jsonl"
     kill_when_checkpointed(proc, checkpoint, 2)
     done = [json.loads(x)["id"] for x in checkpoint.read_text(encoding="utf-8").splitlines()[1:] if x.endswith("}")]
@@ -218,9 +237,9 @@ def test_killed_features_job_resumes_and_recomputes_a_truncated_array(small):
 
     snakemake(work, "--unlock")
     _, out = snakemake(work)
-    assert len(jobs_run(out, "tts_features")) == 2  # the killed shard and the other one (new encoder)
-    log = (work / "results" / "small" / "logs" / "tts" / "shard-0000.log").read_text(encoding="utf-8")
-    n = len(read_jsonl(work / "results" / "small" / "asr" / "shard-0000.jsonl"))
+    assert len(jobs_run(out, "tts_features")) == 2  # the killed shard and b's (new encoder)
+    log = (work / "results" / "a" / "logs" / "tts" / "shard-0000.log").read_text(encoding="utf-8")
+    n = len(read_jsonl(work / "results" / "a" / "asr" / "shard-0000.jsonl"))
     assert f"{n} segments, {len(done) - 1} done or rejected" in log, log
     lines = {x["id"]: x for x in read_jsonl(res / "shard-0000.features.jsonl")}
     assert set(done) <= set(lines) and len(lines) == n

@@ -162,7 +162,7 @@ def test_other_corpus_from_configfile_manifest_and_plain_cores(tmp_path, demo):
     _, out = snakemake(tmp_path, "--cores", "2", profile=False)
     assert not jobs_run(out, "demo_asr_model")  # the given model is used, not rebuilt
     res = tmp_path / "results"
-    assert sorted(p.name for p in res.iterdir()) == ["mine"]
+    assert sorted(p.name for p in res.iterdir()) == ["_all", "mine"]  # _all: the TTS tokenizer, combined split
     ing = {r["reason"] for r in read_jsonl(res / "mine" / "rejects" / "ingest.jsonl")}
     assert ing == {"malformed_line", "bad_encoding", "missing"}
     vad_rejects = [r for p in (res / "mine" / "vad").glob("*.rejects.jsonl") for r in read_jsonl(p)]
