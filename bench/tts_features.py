@@ -36,12 +36,11 @@ import soundfile as sf
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+from speechprep.audio import demo_audio  # noqa: E402
 
 
 def make_segments(root: Path, n: int, seed: int = 0) -> list[dict]:
-    truth = json.loads((REPO / "resources/demo/truth.json").read_text(encoding="utf-8"))
-    pool = np.concatenate([sf.read(REPO / "resources/demo/audio" / rel, dtype="float32")[0]
-                           for rel, info in truth["files"].items() if info.get("clean")])
+    pool = np.concatenate(demo_audio(REPO / "resources/demo/truth.json"))
     sr = 16000
     lengths = np.random.default_rng(seed).uniform(1.0, 15.0, n)
     source = np.tile(pool, int(np.ceil(lengths.sum() * sr / len(pool))) + 1)

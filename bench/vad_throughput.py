@@ -14,7 +14,6 @@ on an idle 2-core machine).
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import tempfile
@@ -26,14 +25,13 @@ import soundfile as sf
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+from speechprep.audio import demo_audio  # noqa: E402
 from speechprep.jsonio import write_jsonl  # noqa: E402
 from speechprep.vad import VadParams, run_shard  # noqa: E402
 
 
 def make_corpus(root: Path, n: int, seconds: float) -> list[dict]:
-    truth = json.loads((REPO / "resources/demo/truth.json").read_text(encoding="utf-8"))
-    pool = np.concatenate([sf.read(REPO / "resources/demo/audio" / rel, dtype="float32")[0]
-                           for rel, info in truth["files"].items() if info.get("clean")])
+    pool = np.concatenate(demo_audio(REPO / "resources/demo/truth.json"))
     sr = 16000
     reps = int(np.ceil(seconds * sr / len(pool))) + 1
     pool = np.tile(pool, reps)

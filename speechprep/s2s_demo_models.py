@@ -19,6 +19,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from .audio import demo_audio  # noqa: F401 (tests and benches import it from here too)
+
 CONV_LAYERS = "[(32, 10, 5)] + [(32, 3, 2)] * 4 + [(32, 2, 2)] * 2"  # 320x: 50 Hz at 16 kHz
 LEGACY_PROBLEMS = ("pickles", "float_ints", "pos_conv")
 
@@ -153,17 +155,6 @@ def tiny_vocoder(out: Path, config_out: Path, n_units: int, seed: int = 0, dur_p
     out.parent.mkdir(parents=True, exist_ok=True)
     torch.save({"generator": gen.state_dict()}, out)
     config_out.write_text(json.dumps(cfg, indent=1) + "\n", encoding="utf-8")
-
-
-def demo_audio(truth_path: Path) -> list[np.ndarray]:
-    """The demo's clean clips, 16 kHz mono float32."""
-    import json
-
-    import soundfile as sf
-
-    truth = json.loads(truth_path.read_text(encoding="utf-8"))
-    return [sf.read(truth_path.parent / "audio" / rel, dtype="float32")[0]
-            for rel, info in sorted(truth["files"].items()) if info.get("clean")]
 
 
 def build_demo(truth_path: Path, out_dir: Path, n_units: int = 50, layer: int = 2, seed: int = 0,

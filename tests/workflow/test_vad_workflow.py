@@ -9,6 +9,8 @@ import numpy as np
 import pytest
 import soundfile as sf
 
+from speechprep.audio import demo_audio
+
 from conftest import (DEMO, REPO, TRUTH, jobs_run, kill_when_checkpointed, read_jsonl, snakemake,
                       start_snakemake, write_config)
 
@@ -175,8 +177,7 @@ def test_other_corpus_from_configfile_manifest_and_plain_cores(tmp_path, demo):
 def long_corpus(root, n=48, seconds=15.0):
     """``n`` files of demo speech, ``seconds`` long each."""
     sr = 16000
-    pool = np.concatenate([sf.read(DEMO / "audio" / rel, dtype="float32")[0]
-                           for rel, info in TRUTH["files"].items() if info.get("clean")])
+    pool = np.concatenate(demo_audio(DEMO / "truth.json"))
     root.mkdir(parents=True, exist_ok=True)
     for i in range(n):
         start = (i * 7919 * sr // 10) % (len(pool) - int(seconds * sr))
