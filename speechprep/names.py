@@ -1,0 +1,40 @@
+"""File names derived from ids (../shared/CONTRACT.md, "Ids as file names").
+
+An id can be any text: a 247-byte file name gives a longer segment id, and
+``<id>.npy`` plus a temp-file prefix would exceed the 255-byte limit of
+common file systems. :func:`file_stem` keeps short ids as they are and turns
+a long one into a readable prefix plus a hash of the whole id; the line that
+names the file always carries the full ``id``.
+"""
+from __future__ import annotations
+
+import hashlib
+
+# Bytes a stem may take: leaves room for a suffix (".wav", ".npy", ".rejects.jsonl")
+# and atomic_open's temp-file decoration within 255 bytes.
+MAX_STEM_BYTES = 160
+_HASH_CHARS = 16
+_UNSAFE = frozenset("/\0")
+
+
+def file_stem(id_: str) -> str:
+    """A file-name stem for ``id_``: the id itself when it is short enough and holds
+    nothing a file name cannot (``/``, NUL, a lone surrogate; not ``.``/``..``),
+    else a readable prefix (cut at a character boundary) + ``-`` + 16 hex digits
+    of the id's sha256, so different ids never share a name."""
+    raw = id_.encode("utf-8", "surrogatepass")
+    safe = not (_UNSAFE & set(id_)) and id_ not in ("", ".", "..") and _encodable(id_)
+    if safe and len(raw) <= MAX_STEM_BYTES:
+        return id_
+    digest = hashlib.sha256(raw).hexdigest()[:_HASH_CHARS]
+    readable = "".join("_" if c in _UNSAFE or not _encodable(c) else c for c in id_)
+    prefix = readable.encode("utf-8")[:MAX_STEM_BYTES - _HASH_CHARS - 1].decode("utf-8", "ignore")
+    return f"{prefix}-{digest}"
+
+
+def _encodable(s: str) -> bool:
+    try:
+        s.encode("utf-8")
+        return True
+    except UnicodeEncodeError:
+        return False
