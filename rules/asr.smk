@@ -10,7 +10,7 @@ rule asr:
         rejects=f"{RESULTS}/{{ds}}/asr/{{shard}}.rejects.jsonl",
     params:
         cmd=entry("asr", "asr.py"),
-        asr=lambda wc: stage_params("asr"),
+        asr=lambda wc: stage_params("asr", wc.ds),
         scratch=f"{RESULTS}/{{ds}}/asr/.partial/{{shard}}.jsonl",
     benchmark:
         f"{RESULTS}/{{ds}}/benchmarks/asr/{{shard}}.tsv"

@@ -82,11 +82,20 @@ def inventory(ds):
     return inventory_digest(d["audio_dir"]) if d.get("audio_dir") else ""
 
 
-def stage_params(stage):
-    """A stage's config minus its resource keys, as JSON (changing threads reruns nothing)."""
-    return json.dumps(
-        {k: v for k, v in config[stage].items() if k != "threads"}, sort_keys=True
-    )
+# Model sha256 digests, computed once per file version (speechprep.models.sha256_cached).
+HASH_CACHE = f"{RESULTS}/.cache/sha256"
+
+
+def stage_params(stage, ds=None):
+    """A stage's config minus its resource keys, as JSON (changing threads reruns
+    nothing), with the shared model-failure rule, the hash cache and, for `ds`,
+    the dataset's default language."""
+    p = {k: v for k, v in config[stage].items() if k != "threads"}
+    p["model_failure"] = config["model_failure"]
+    p["hash_cache"] = HASH_CACHE
+    if ds is not None:
+        p["dataset_language"] = config["datasets"][ds].get("language")
+    return json.dumps(p, sort_keys=True)
 
 
 def shards(ds):
@@ -152,6 +161,8 @@ def tts_params(part, ds=None):
         return json.dumps({k: t[k] for k in ("vocab_size", "languages")}, sort_keys=True)
     p = {k: v for k, v in t.items() if k not in TTS_TEXT_KEYS + ("threads",)}
     p["language"] = config["datasets"][ds].get("language")
+    p["model_failure"] = config["model_failure"]
+    p["hash_cache"] = HASH_CACHE
     return json.dumps(p, sort_keys=True)
 
 

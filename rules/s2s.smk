@@ -11,7 +11,7 @@ rule s2s:
         wavs=directory(f"{RESULTS}/{{ds}}/s2s/{{shard}}"),
     params:
         cmd=entry("s2s", "s2s.py"),
-        s2s=lambda wc: stage_params("s2s"),
+        s2s=lambda wc: stage_params("s2s", wc.ds),
         scratch=f"{RESULTS}/{{ds}}/s2s/.partial/{{shard}}.jsonl",
     benchmark:
         f"{RESULTS}/{{ds}}/benchmarks/s2s/{{shard}}.tsv"

@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
+from pathlib import Path
 
 
 MODEL_SUFFIXES = (".nemo", ".pt", ".ckpt", ".model", ".joblib", ".pkl", ".json")
@@ -21,3 +23,30 @@ def sha256_file(path: str | os.PathLike, chunk: int = 1 << 22) -> str:
         while block := f.read(chunk):
             h.update(block)
     return h.hexdigest()
+
+
+def sha256_cached(path: str | os.PathLike, cache_dir: str | os.PathLike | None) -> str:
+    """``sha256_file(path)``, computed once per file version: the digest is kept in
+    ``cache_dir`` under a key of the file's absolute path, size and mtime, so
+    hundreds of shard jobs reading one 2 GB model hash it once. Without a
+    ``cache_dir`` it is computed every time."""
+    if cache_dir is None:
+        return sha256_file(path)
+    path = os.path.abspath(path)
+    st = os.stat(path)
+    key = hashlib.sha256(f"{path}\0{st.st_size}\0{st.st_mtime_ns}".encode("utf-8", "surrogateescape"))
+    entry = Path(cache_dir) / f"{key.hexdigest()[:32]}.json"
+    try:
+        cached = json.loads(entry.read_text(encoding="utf-8"))
+        if cached.get("path") == path and cached.get("size") == st.st_size and \
+                cached.get("mtime_ns") == st.st_mtime_ns:
+            return cached["sha256"]
+    except (OSError, ValueError, KeyError, AttributeError):
+        pass
+    digest = sha256_file(path)
+    entry.parent.mkdir(parents=True, exist_ok=True)
+    tmp = entry.with_name(f".{entry.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps({"path": path, "size": st.st_size, "mtime_ns": st.st_mtime_ns,
+                               "sha256": digest}) + "\n", encoding="utf-8")
+    os.replace(tmp, entry)
+    return digest
