@@ -12,6 +12,7 @@
 """
 from __future__ import annotations
 
+import codecs
 import hashlib
 import json
 import math
@@ -47,6 +48,51 @@ def derive_id(rel: str) -> str:
 def printable_path(p: str) -> str:
     """A path as valid UTF-8 text, undecodable bytes shown as \\xNN."""
     return os.fsencode(p).decode("utf-8", "backslashreplace")
+
+
+def _absolute(path: str, base: str) -> str:
+    """A manifest's path, absolute (relative paths are relative to the manifest's directory)."""
+    return os.path.normpath(path if os.path.isabs(path) else os.path.join(base, path))
+
+
+def _short(e: object, limit: int = 200) -> str:
+    text = str(e)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _not_utf8(rec) -> str | None:
+    """Why a parsed line could never be written out as UTF-8 (a lone UTF-16 surrogate
+    from a ``\\ud83d`` escape), or ``None``."""
+    try:
+        json.dumps(rec, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError as e:
+        return f"holds {e.object[e.start:e.end]!r}, a lone UTF-16 surrogate, which UTF-8 cannot encode"
+    return None
+
+
+def _line_problem(rec) -> str | None:
+    """Why a parsed manifest line cannot be used, or ``None``."""
+    if not isinstance(rec, dict):
+        return f"expected a JSON object, got {type(rec).__name__}"
+    path = rec.get("audio_filepath")
+    if not isinstance(path, str) or not path.strip():
+        return "no audio_filepath (a non-empty string is required)"
+    if "\0" in path:
+        return "audio_filepath contains a NUL byte"
+    if "id" in rec:
+        i = rec["id"]
+        if not (isinstance(i, (str, int)) and not isinstance(i, bool) and str(i).strip()):
+            return f"id must be a non-empty string, got {_short(repr(i), 80)}"
+        if "\0" in str(i):
+            return "id contains a NUL byte"
+    d = rec.get("duration")
+    if d is not None and not (isinstance(d, (int, float)) and not isinstance(d, bool)
+                              and math.isfinite(d) and d > 0):
+        return f"duration must be a positive number, got {_short(repr(d), 80)}"
+    for k in PASSTHROUGH:
+        if k in rec and rec[k] is not None and not isinstance(rec[k], str):
+            return f"{k} must be a string, got {type(rec[k]).__name__}"
+    return None
 
 
 def _utf8_ok(s: str) -> bool:
@@ -96,6 +142,8 @@ class Ingest:
         base = os.path.dirname(manifest)
         with open(manifest, "rb") as f:
             for n, raw in enumerate(f, 1):
+                if n == 1 and raw.startswith(codecs.BOM_UTF8):
+                    raw = raw[len(codecs.BOM_UTF8):]  # a manifest saved on Windows
                 self._manifest_line(manifest, base, n, raw)
 
     def _manifest_line(self, manifest: str, base: str, n: int, raw: bytes) -> None:
@@ -112,36 +160,26 @@ class Ingest:
             return
         try:
             rec = json.loads(line)
-        except json.JSONDecodeError as e:
+        except (ValueError, RecursionError) as e:  # JSONDecodeError, too many digits, too deep
             self.warn(f"{where}: not valid JSON, skipped")
-            self.add_reject(n, None, "malformed_line", f"{where}: not valid JSON: {e}", line=n)
+            self.add_reject(n, None, "malformed_line", f"{where}: not valid JSON: {_short(e)}", line=n)
             return
-        problem = None
-        if not isinstance(rec, dict):
-            problem = f"expected a JSON object, got {type(rec).__name__}"
-        elif not isinstance(rec.get("audio_filepath"), str) or not rec["audio_filepath"].strip():
-            problem = "no audio_filepath (a non-empty string is required)"
-        elif "id" in rec and not (isinstance(rec["id"], (str, int)) and not isinstance(rec["id"], bool)
-                                  and str(rec["id"]).strip()):
-            problem = f"id must be a non-empty string, got {rec['id']!r}"
-        elif rec.get("duration") is not None and not (
-                isinstance(rec["duration"], (int, float)) and not isinstance(rec["duration"], bool)
-                and math.isfinite(rec["duration"]) and rec["duration"] > 0):
-            problem = f"duration must be a positive number, got {rec['duration']!r}"
-        else:
-            for k in PASSTHROUGH:
-                if k in rec and rec[k] is not None and not isinstance(rec[k], str):
-                    problem = f"{k} must be a string, got {type(rec[k]).__name__}"
+        bad = _not_utf8(rec)
+        if bad is not None:
+            self.warn(f"{where}: {bad}, skipped")
+            self.add_reject(n, None, "bad_encoding", f"{where}: {bad}", line=n)
+            return
+        problem = _line_problem(rec)
         if problem:
-            rid = rec.get("id", n) if isinstance(rec, dict) else n
+            rid = rec.get("id") if isinstance(rec, dict) else None
+            if not (isinstance(rid, (str, int)) and not isinstance(rid, bool) and "\0" not in str(rid)):
+                rid = n
             path = rec.get("audio_filepath") if isinstance(rec, dict) else None
+            path = _absolute(path, base) if isinstance(path, str) and path.strip() and "\0" not in path else None
             self.warn(f"{where}: {problem}, skipped")
-            self.add_reject(rid if isinstance(rid, (str, int)) else n,
-                            path if isinstance(path, str) else None,
-                            "malformed_line", f"{where}: {problem}", line=n)
+            self.add_reject(rid, path, "malformed_line", f"{where}: {problem}", line=n)
             return
-        path = rec["audio_filepath"]
-        path = os.path.normpath(path if os.path.isabs(path) else os.path.join(base, path))
+        path = _absolute(rec["audio_filepath"], base)
         explicit = "id" in rec
         if explicit:
             id_ = derive_id(str(rec["id"]))  # path separators would make ids into directories

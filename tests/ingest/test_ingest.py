@@ -159,3 +159,94 @@ def test_unchanged_shards_are_not_rewritten(tmp_path):
     changed = [k for k in before if before[k] != after[k]]
     new_shard = ingest.shard_name(ingest.shard_index("new", 3))
     assert changed == [f"{new_shard}.jsonl"]
+
+
+def test_surrogate_text_and_nul_path_rejected_good_lines_kept(tmp_path):
+    tone(tmp_path / "audio" / "a.wav")
+    tone(tmp_path / "audio" / "b.wav")
+    lines = [
+        b'{"audio_filepath": "audio/a.wav", "text": "ok"}',
+        b'{"audio_filepath": "audio/b.wav", "text": "\\ud83d"}',  # valid JSON, lone surrogate
+        b'{"audio_filepath": "audio/b\\u0000.wav"}',  # NUL byte in the path
+        b'{"audio_filepath": "audio/b.wav", "id": "x\\u0000y"}',
+        b'{"audio_filepath": "audio/b.wav", "id": "b", "speaker": "\\udfff"}',
+    ]
+    (tmp_path / "in.jsonl").write_bytes(b"\n".join(lines) + b"\n")
+    summary, manifest, rejects, _ = run(tmp_path, {"manifest": str(tmp_path / "in.jsonl"), "shards": 1})
+    assert [m["id"] for m in manifest] == ["audio__a"]
+    assert sorted((r["line"], r["reason"]) for r in rejects) == [
+        (2, "bad_encoding"), (3, "malformed_line"), (4, "malformed_line"), (5, "bad_encoding")]
+    assert "surrogate" in next(r for r in rejects if r["line"] == 2)["detail"]
+    assert "NUL" in next(r for r in rejects if r["line"] == 3)["detail"]
+    assert summary["inputs"] == 5
+
+
+def test_utf8_bom_at_the_start_of_a_manifest_is_accepted(tmp_path):
+    tone(tmp_path / "a.wav")
+    (tmp_path / "in.jsonl").write_bytes(b"\xef\xbb\xbf" + json.dumps({"audio_filepath": "a.wav"}).encode() + b"\r\n")
+    _, manifest, rejects, _ = run(tmp_path, {"manifest": str(tmp_path / "in.jsonl"), "shards": 1})
+    assert not rejects and [m["id"] for m in manifest] == ["a"]
+
+
+def test_every_path_in_rejects_is_absolute(tmp_path):
+    lines = [{"audio_filepath": "sub/x.wav", "duration": "3.0"},  # string duration: malformed
+             {"audio_filepath": "sub/missing.wav"}]
+    (tmp_path / "in.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines), encoding="utf-8")
+    _, _, rejects, _ = run(tmp_path, {"manifest": str(tmp_path / "in.jsonl"), "shards": 1})
+    assert [r["reason"] for r in rejects] == ["malformed_line", "missing"]
+    assert [r["audio_filepath"] for r in rejects] == [str(tmp_path / "sub" / "x.wav"),
+                                                      str(tmp_path / "sub" / "missing.wav")]
+
+
+def _fuzz_lines(rng, good):
+    """Lines of every kind a damaged or foreign manifest holds: random bytes, valid lines
+    with bytes flipped, cut or spliced in, JSON edge values, deep nesting."""
+    specials = [b"\x00", b"\xff", b"\xc3", b"\\ud83d", b"\\u0000", b"\xef\xbb\xbf", b"\r", b"NaN",
+                b"Infinity", b"1e400", b"-0", b"\"", b"\\", b"{", b"[", b"}", b"]", b"9" * 5000]
+    for _ in range(400):
+        kind = rng.integers(6)
+        base = bytearray(good[rng.integers(len(good))])
+        if kind == 0:
+            yield bytes(rng.integers(0, 256, rng.integers(1, 80), dtype=np.uint8)).replace(b"\n", b" ")
+        elif kind == 1:
+            for _ in range(rng.integers(1, 4)):
+                base[rng.integers(len(base))] = int(rng.integers(0, 256))
+            yield bytes(base).replace(b"\n", b" ")
+        elif kind == 2:
+            yield bytes(base[: rng.integers(1, len(base))])
+        elif kind == 3:
+            at = rng.integers(len(base))
+            yield bytes(base[:at]) + specials[rng.integers(len(specials))] + bytes(base[at:])
+        elif kind == 4:
+            yield b"[" * int(rng.integers(1, 100_000)) + b"]"
+        else:
+            key = [b"audio_filepath", b"id", b"duration", b"text", b"speaker", b"language"][rng.integers(6)]
+            val = [b"null", b"true", b"[]", b"{}", b"0", b"-1", b"1e308", b"\"\"", b"\"\\ud800x\"",
+                   b"99999999999999999999999"][rng.integers(10)]
+            yield bytes(base[:-1]) + b", \"" + key + b"\": " + val + b"}"
+
+
+def test_fuzzed_manifest_lines_end_accepted_or_rejected_never_crash(tmp_path):
+    """Any bytes on a line: the line ends in the manifest or in rejects; ingest never crashes."""
+    tone(tmp_path / "a.wav")
+    good = [json.dumps({"audio_filepath": "a.wav", "id": f"g{i}", "text": "héllo", "duration": 0.5}).encode()
+            for i in range(5)]
+    rng = np.random.default_rng(0)
+    lines = list(_fuzz_lines(rng, good))
+    (tmp_path / "in.jsonl").write_bytes(b"\n".join(lines) + b"\n")
+    summary, manifest, rejects, _ = run(tmp_path, {"manifest": str(tmp_path / "in.jsonl"), "shards": 2})
+
+    def blank(x):
+        try:
+            return not x.decode("utf-8").strip()
+        except UnicodeDecodeError:
+            return False
+
+    inputs = sum(1 for x in lines if not blank(x))
+    assert summary["inputs"] == inputs == len(manifest) + len(rejects)
+    assert len(manifest) >= 5 and len(rejects) > 300
+    for r in rejects:
+        assert r["reason"] in {"malformed_line", "bad_encoding", "duplicate_id", "missing", "unreadable", "empty"}
+        assert r["audio_filepath"] is None or os.path.isabs(r["audio_filepath"])
+    text = (tmp_path / "out" / "rejects.jsonl").read_text(encoding="utf-8")
+    assert all(json.loads(x) for x in text.splitlines())
