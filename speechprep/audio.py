@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Callable, Iterator
 
 import numpy as np
 import soundfile as sf
@@ -57,13 +57,19 @@ def probe(path: str) -> AudioInfo:
 
 
 def stream_mono(path: str, target_sr: int = SAMPLE_RATE, block_seconds: float = 60.0,
-                offset: float = 0.0, duration: float | None = None) -> Iterator[np.ndarray]:
+                offset: float = 0.0, duration: float | None = None,
+                on_damage: Callable[[float, str], None] | None = None) -> Iterator[np.ndarray]:
     """Decode ``path`` once, block by block: float32 mono at ``target_sr``.
 
     Multichannel audio is averaged to mono, other rates are resampled with a
     streaming soxr resampler, so memory stays bounded for hours-long files.
     Raises AudioError ``unreadable`` (decode failure) or ``non_finite`` (NaN/Inf
     sample, with its time).
+
+    With ``on_damage``, a file damaged mid-stream (a truncated download, bytes
+    lost in an archive) yields the audio that decodes before the damage, then
+    calls ``on_damage(seconds decoded, detail)`` and ends; it still raises
+    ``unreadable`` when nothing decodes.
     """
     import soxr
 
@@ -81,12 +87,22 @@ def stream_mono(path: str, target_sr: int = SAMPLE_RATE, block_seconds: float = 
         resampler = None if sr == target_sr else soxr.ResampleStream(sr, target_sr, 1, dtype="float32")
         block = max(1, int(block_seconds * sr))
         pos = start
+        damage = None
+        flushed = False
         while pos < stop:
             try:
                 x = f.read(min(block, stop - pos), dtype="float32", always_2d=True)
             except Exception as e:
-                raise AudioError("unreadable", f"decode failed at {pos / sr:.3f} s ({type(e).__name__}: {e})") from None
+                error = f"decode failed at {pos / sr:.3f} s ({type(e).__name__}: {e})"
+                if on_damage is None:
+                    raise AudioError("unreadable", error) from None
+                x = _decodable_part(path, start, pos, stop)  # what the failed block held before the damage
+                if pos == start and len(x) == 0:
+                    raise AudioError("unreadable", error) from None
+                damage = f"{type(e).__name__}: {e}"
             if len(x) == 0:
+                if damage is None and on_damage is not None and duration is None:
+                    damage = f"the file ends there; its header says {f.frames / sr:.3f} s"
                 break  # header promised more frames than the file holds
             finite = np.isfinite(x)
             if not finite.all():
@@ -95,13 +111,39 @@ def stream_mono(path: str, target_sr: int = SAMPLE_RATE, block_seconds: float = 
             pos += len(x)
             mono = x[:, 0] if x.shape[1] == 1 else x.mean(axis=1, dtype=np.float32)
             if resampler is not None:
-                mono = resampler.resample_chunk(mono, last=pos >= stop)
+                flushed = pos >= stop or damage is not None
+                mono = resampler.resample_chunk(mono, last=flushed)
             if len(mono):
                 yield mono
-        if resampler is not None and pos < stop:
+            if damage is not None:
+                break
+        if resampler is not None and not flushed:
             tail = resampler.resample_chunk(np.zeros(0, np.float32), last=True)
             if len(tail):
                 yield tail
+        if damage is not None:
+            on_damage((pos - start) / sr, f"decodes up to {pos / sr:.3f} s, then {damage}")
+
+
+def _decodable_part(path: str, start: int, pos: int, stop: int, step: int = 1024) -> np.ndarray:
+    """Frames ``[pos, damage)`` of a file whose read failed at ``pos``: decoded again
+    from ``start`` in small steps (seeking into a damaged stream is not reliable)."""
+    parts = []
+    with sf.SoundFile(path) as g:
+        if start:
+            g.seek(start)
+        at = start
+        while at < stop:
+            try:
+                y = g.read(min(step, stop - at), dtype="float32", always_2d=True)
+            except Exception:  # noqa: BLE001 (the damage: stop before it)
+                break
+            if len(y) == 0:
+                break
+            if at + len(y) > pos:
+                parts.append(y[max(0, pos - at):])
+            at += len(y)
+    return np.concatenate(parts) if parts else np.zeros((0, 1), np.float32)
 
 
 def read_segment(seg: dict, target_sr: int = SAMPLE_RATE, min_duration: float = 0.0,

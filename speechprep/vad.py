@@ -122,35 +122,45 @@ class _Seg:
         return self.end - self.start
 
 
-def _split(seg: _Seg, limit: float, min_piece: float, probs: np.ndarray, hop_s: float) -> list[_Seg]:
-    """Cut ``seg`` until no piece exceeds ``limit``: at its longest internal
-    silence, or, in continuous speech, at its least speech-like frame."""
+def _split(seg: _Seg, limit: float, min_piece: float, probs: np.ndarray, hop_s: float,
+           notes: list[str]) -> list[_Seg]:
+    """Cut ``seg`` until no piece exceeds ``limit``: at its longest internal silence
+    that leaves ``min_piece`` on both sides, or, without one, at its least
+    speech-like frame in the middle half, again ``min_piece`` from either end.
+    Only a segment shorter than two ``min_piece`` (possible when ``limit`` is) is
+    cut in its middle, which keeps both parts longest; ``notes`` says so."""
     if seg.length <= limit:
         return [seg]
     usable = [g for g in seg.gaps if g[0] - seg.start >= min_piece and seg.end - g[1] >= min_piece]
-    candidates = usable or seg.gaps
-    if candidates:
-        g = max(candidates, key=lambda g: (g[1] - g[0], -abs((g[0] + g[1]) / 2 - (seg.start + seg.end) / 2)))
-        left = _Seg(seg.start, g[0], [x for x in seg.gaps if x[1] <= g[0]])
-        right = _Seg(g[1], seg.end, [x for x in seg.gaps if x[0] >= g[1]])
+    if usable:
+        g = max(usable, key=lambda g: (g[1] - g[0], -abs((g[0] + g[1]) / 2 - (seg.start + seg.end) / 2)))
+        cut = g
     else:
-        # no pause at all: cut in the middle half, where the probability is lowest
-        lo = int((seg.start + seg.length / 4) / hop_s)
-        hi = max(lo + 1, int((seg.end - seg.length / 4) / hop_s))
-        window = probs[lo:hi] if hi <= len(probs) else np.zeros(0)
-        t = (lo + int(np.argmin(window))) * hop_s if len(window) else (seg.start + seg.end) / 2
-        t = min(max(t, seg.start + hop_s), seg.end - hop_s)
-        left, right = _Seg(seg.start, t, []), _Seg(t, seg.end, [])
-    return _split(left, limit, min_piece, probs, hop_s) + _split(right, limit, min_piece, probs, hop_s)
+        lo_t = seg.start + max(seg.length / 4, min_piece)
+        hi_t = seg.end - max(seg.length / 4, min_piece)
+        if hi_t < lo_t:
+            t = (seg.start + seg.end) / 2
+            notes.append(f"{seg.length:.2f} s of speech at {seg.start:.2f} s cut in the middle: no cut point "
+                         f"leaves min_speech ({min_piece} s) on both sides within max_segment")
+        else:
+            lo, hi = int(np.ceil(lo_t / hop_s)), min(int(hi_t / hop_s), len(probs) - 1)
+            t = (lo + int(np.argmin(probs[lo:hi + 1]))) * hop_s if lo <= hi else (lo_t + hi_t) / 2
+        cut = (t, t)
+    left = _Seg(seg.start, cut[0], [x for x in seg.gaps if x[1] <= cut[0]])
+    right = _Seg(cut[1], seg.end, [x for x in seg.gaps if x[0] >= cut[1]])
+    return (_split(left, limit, min_piece, probs, hop_s, notes)
+            + _split(right, limit, min_piece, probs, hop_s, notes))
 
 
-def make_segments(flags: np.ndarray, probs: np.ndarray, duration: float, p: VadParams) -> list[tuple[float, float]]:
+def make_segments(flags: np.ndarray, probs: np.ndarray, duration: float, p: VadParams,
+                  notes: list[str] | None = None) -> list[tuple[float, float]]:
     """Speech segments ``(start, end)`` in seconds.
 
     Gaps shorter than ``min_silence`` are merged, speech shorter than
     ``min_speech`` dropped, segments longer than ``max_segment`` cut at their
-    longest internal silences, then each end padded by ``pad`` (never beyond
-    the file, never into a neighbour: neighbours meet half way).
+    longest internal silences (see :func:`_split`), then each end padded by
+    ``pad`` (never beyond the file, never into a neighbour: neighbours meet half
+    way). ``notes`` collects what the log should say about unusual cuts.
     """
     hop_s = p.hop_s
     segs: list[_Seg] = []
@@ -163,7 +173,8 @@ def make_segments(flags: np.ndarray, probs: np.ndarray, duration: float, p: VadP
             segs.append(_Seg(s, e, []))
     segs = [s for s in segs if s.length >= p.min_speech]
     limit = max(p.max_segment - 2 * p.pad, hop_s * 2)
-    pieces = [x for s in segs for x in _split(s, limit, p.min_speech, probs, hop_s)]
+    notes = [] if notes is None else notes
+    pieces = [x for s in segs for x in _split(s, limit, p.min_speech, probs, hop_s, notes)]
     out = []
     for i, s in enumerate(pieces):
         lo = 0.0 if i == 0 else (pieces[i - 1].end + s.start) / 2
@@ -207,8 +218,10 @@ def analyze_file(entry: dict[str, Any], p: VadParams) -> dict[str, Any]:
     def rej(reason, detail):
         return {"id": fid, "reject": reject(fid, path, STAGE, reason, detail)}
 
+    damage: list[tuple[float, str]] = []
     try:
-        probs, flags, n = speech_flags(stream_mono(path, SAMPLE_RATE, p.block_seconds), p)
+        probs, flags, n = speech_flags(stream_mono(path, SAMPLE_RATE, p.block_seconds,
+                                                   on_damage=lambda t, d: damage.append((t, d))), p)
     except AudioError as e:
         return rej(e.reason, e.detail)
     except FileNotFoundError:
@@ -221,7 +234,10 @@ def analyze_file(entry: dict[str, Any], p: VadParams) -> dict[str, Any]:
     if n < p.hop_size:
         return rej("too_short", f"{duration * 1000:.1f} ms is shorter than one VAD frame "
                                 f"({p.hop_size / SAMPLE_RATE * 1000:.0f} ms)")
-    segments = make_segments(flags, probs, duration, p)
+    notes: list[str] = []
+    segments = make_segments(flags, probs, duration, p, notes)
+    if damage:
+        notes.append(f"damaged: {damage[0][1]}; the {duration:.3f} s before the damage are used")
     if not segments:
         return rej("no_speech", f"no speech in {duration:.2f} s (max speech probability "
                                 f"{float(probs.max()):.2f}, threshold {p.threshold})")
@@ -233,8 +249,13 @@ def analyze_file(entry: dict[str, Any], p: VadParams) -> dict[str, Any]:
             if entry.get(key) is not None:
                 line[key] = entry[key]
         seg_lines.append(line)
-    return {"id": fid, "stats": file_stats(fid, duration, segments), "segments": seg_lines,
-            "seconds": time.perf_counter() - t0}
+    stats = file_stats(fid, duration, segments)
+    if damage:
+        stats["truncated_at"] = round(damage[0][0], 4)
+    result = {"id": fid, "stats": stats, "segments": seg_lines, "seconds": time.perf_counter() - t0}
+    if notes:
+        result["notes"] = notes
+    return result
 
 
 # --------------------------------------------------------------------------
@@ -314,6 +335,8 @@ def run_shard(shard_path: str, segments_out: str, stats_out: str, rejects_out: s
     ck.start()
     try:
         def emit(result: dict) -> None:
+            for note in result.get("notes", ()):
+                print(f"vad[{name}]: {result['id']}: {note}", file=log, flush=True)
             ck.append(result)
             progress.update(audio_seconds=result.get("stats", {}).get("duration", 0.0))
 
@@ -347,7 +370,7 @@ def merge(stats_files: list[str], rejects_files: list[str], segments_files: list
 
     n_files = 0
     audio = speech = 0.0
-    n_segments = 0
+    n_segments = truncated = 0
     with atomic_open(csv_out) as f:
         w = csv.DictWriter(f, fieldnames=list(STATS_FIELDS), extrasaction="ignore", lineterminator="\n")
         w.writeheader()
@@ -355,6 +378,7 @@ def merge(stats_files: list[str], rejects_files: list[str], segments_files: list
             for r in read_jsonl(path):
                 w.writerow(r)
                 n_files += 1
+                truncated += "truncated_at" in r
                 audio += r["duration"]
                 speech += r["duration"] * r["speech_ratio"]
     for path in segments_files:
@@ -366,7 +390,7 @@ def merge(stats_files: list[str], rejects_files: list[str], segments_files: list
             reasons[r["reason"]] = reasons.get(r["reason"], 0) + 1
     summary = {"stage": STAGE, "shards": len(stats_files), "files": n_files,
                "rejected": sum(reasons.values()), "rejects_by_reason": dict(sorted(reasons.items())),
-               "segments": n_segments, "audio_hours": round(audio / 3600, 4),
+               "segments": n_segments, "truncated_files": truncated, "audio_hours": round(audio / 3600, 4),
                "speech_hours": round(speech / 3600, 4)}
     with atomic_open(summary_out) as f:
         f.write(json.dumps(summary, indent=1) + "\n")

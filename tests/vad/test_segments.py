@@ -90,3 +90,30 @@ def test_stats_of_segments():
     assert st["avg_silence"] == pytest.approx(7 / 3, abs=1e-4)
     st = file_stats("g", 2.0, [(0.0, 2.0)])
     assert st["speech_ratio"] == 1.0 and st["max_silence"] == 0.0
+
+
+def test_forced_cut_in_continuous_speech_respects_min_speech():
+    """90 s without a pause longer than a frame; the only gap is one frame right
+    after the start: no piece may be shorter than min_speech."""
+    duration = 92.0
+    f = flags_from([(0.5, 90.5)], duration)
+    f[int(0.55 / HOP)] = 0  # a 16 ms gap 50 ms after the start
+    probs = f.astype(np.float32) * 0.9
+    probs[int(0.55 / HOP)] = 0.0  # and the least speech-like frame of all
+    p = VadParams(pad=0.0, min_speech=0.25, max_segment=30.0)
+    notes = []
+    out = make_segments(f, probs, duration, p, notes)
+    assert all(e - s >= p.min_speech for s, e in out), out
+    assert all(e - s <= p.max_segment + 1e-9 for s, e in out)
+    assert sum(e - s for s, e in out) == pytest.approx(90.0, abs=0.05)
+    assert not notes
+
+
+def test_no_admissible_cut_keeps_both_parts_longest_and_says_so():
+    # max_segment below twice min_speech: no cut can leave min_speech on both sides
+    p = VadParams(pad=0.0, min_speech=1.0, max_segment=1.5)
+    notes = []
+    f = flags_from([(1.0, 2.8)], 4.0)
+    out = make_segments(f, f.astype(np.float32), 4.0, p, notes)
+    assert len(out) == 2 and out[0][1] - out[0][0] == pytest.approx(out[1][1] - out[1][0], abs=HOP)
+    assert notes and "no cut point leaves min_speech" in notes[0]

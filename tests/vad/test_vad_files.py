@@ -161,3 +161,61 @@ def test_worker_crash_rejects_only_the_guilty_file(tmp_path, monkeypatch):
     assert counts["files"] == 6 and counts["ok"] == 4 and counts["rejected"] == 2
     rejects = {json.loads(x)["id"]: json.loads(x)["reason"] for x in out["rejects"].splitlines()}
     assert rejects == {"edge_cases__silence": "worker_crash", "edge_cases__nan_float": "non_finite"}
+
+
+def _clips(seconds):
+    """Demo speech, clip after clip, for about ``seconds``."""
+    clips = [sf.read(DEMO / "audio" / rel, dtype="float32")[0]
+             for rel, info in sorted(TRUTH["files"].items()) if info.get("clean")]
+    out, total, i = [], 0, 0
+    while total < seconds * 16000:
+        out.append(clips[i % len(clips)])
+        total += len(clips[i % len(clips)])
+        i += 1
+    return np.concatenate(out)
+
+
+def _damage(path, at, how):
+    """Damage a file the way archives do: cut short (a download that stopped) or
+    ``n`` bytes overwritten with noise (a bad sector, a broken copy)."""
+    data = bytearray(path.read_bytes())
+    cut = int(len(data) * at)
+    if how == "truncated":
+        data = data[:cut]
+    else:
+        data[cut:cut + 4000] = np.random.default_rng(1).integers(0, 256, 4000, dtype=np.uint8).tobytes()
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("fmt", ["FLAC", "MP3"])
+@pytest.mark.parametrize("how", ["overwritten", "truncated"])
+def test_file_damaged_mid_stream_keeps_the_audio_before_the_damage(tmp_path, fmt, how):
+    """libFLAC's and LAME's own output (through libsndfile), then damaged: the part
+    before the damage is used and the file is marked truncated, not rejected whole."""
+    x = _clips(30)
+    path = tmp_path / f"long.{fmt.lower()}"
+    sf.write(path, x, 16000, format=fmt)
+    intact = analyze_file({"id": "f", "audio_filepath": str(path)}, VadParams())
+    _damage(path, 0.6, how)
+    r = analyze_file({"id": "f", "audio_filepath": str(path)}, VadParams())
+    assert "reject" not in r, r
+    t = r["stats"]["truncated_at"]
+    assert 0.4 * len(x) / 16000 < t < 0.7 * len(x) / 16000
+    assert r["stats"]["duration"] == pytest.approx(t, abs=0.05)
+    assert any("damaged" in n for n in r["notes"])
+    # the segments before the damage are those of the intact file
+    before = [s for s in intact["segments"] if s["offset"] + s["duration"] < t - 1.0]
+    assert len(before) >= 5
+    assert [(s["offset"], s["duration"]) for s in r["segments"][:len(before)]] == \
+        [(s["offset"], s["duration"]) for s in before]
+    assert "truncated_at" not in intact["stats"]
+
+
+def test_file_damaged_at_its_start_is_rejected_unreadable(tmp_path):
+    path = tmp_path / "early.flac"
+    sf.write(path, _clips(10), 16000, format="FLAC")
+    data = bytearray(path.read_bytes())
+    data[200:20000] = bytes(19800)  # the first frames after the header are gone
+    path.write_bytes(bytes(data))
+    r = analyze_file({"id": "e", "audio_filepath": str(path)}, VadParams())
+    assert r["reject"]["reason"] == "unreadable" and "decode failed at 0.000 s" in r["reject"]["detail"]
