@@ -14,6 +14,7 @@ report: "report/workflow.rst"
 include: "rules/common.smk"
 
 
+check_config(config)
 validate(config, "config/schema.yaml")
 
 

@@ -11,6 +11,7 @@ import yaml
 REPO = Path(workflow.basedir)
 SCRIPTS = REPO / "scripts"
 sys.path.insert(0, str(REPO))
+from speechprep.config import check as check_config  # noqa: E402
 from speechprep.inventory import inventory_digest  # noqa: E402
 from speechprep.models import is_local_model  # noqa: E402
 from speechprep.workflow import setup_env_modules  # noqa: E402

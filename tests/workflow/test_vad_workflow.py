@@ -221,3 +221,21 @@ def test_invalid_config_is_refused_at_load(tmp_path):
     write_config(tmp_path, {"d": {"audio_dir": "a"}}, vad={"threshold": 2.0})
     rc, out = snakemake(tmp_path, "--dry-run", check=False)
     assert rc != 0 and "threshold" in out
+
+
+@pytest.mark.parametrize("sections,expect", [
+    ({"vda": {"max_segment": 20}}, "'vda' was unexpected"),  # a misspelt top-level key
+    ({"vad": {"max_segmnet": 20}}, "'max_segmnet' was unexpected"),
+    ({"tts": {"languages": {"en": {"lowercse": True}}}}, "'lowercse' was unexpected"),
+])
+def test_unknown_keys_are_refused_at_every_level(tmp_path, sections, expect):
+    write_config(tmp_path, {"d": {"audio_dir": "a"}}, **sections)
+    rc, out = snakemake(tmp_path, "--dry-run", check=False)
+    assert rc != 0 and expect in out, out[-3000:]
+
+
+def test_dataset_without_input_names_both_keys(tmp_path):
+    write_config(tmp_path, {"d": {"shards": 2}})
+    rc, out = snakemake(tmp_path, "--dry-run", check=False)
+    assert rc != 0 and "neither `audio_dir`" in out and "nor `manifest`" in out, out[-3000:]
+    assert "not valid under any of the given schemas" not in out
