@@ -76,9 +76,15 @@ def main() -> None:
     elif a.cmd == "features":
         import torch
 
+        from speechprep.failures import EXIT_CODE, SystematicFailure
+
         torch.set_num_threads(max(1, a.threads))
-        tts.run_features(a.segments, a.units, a.s2s_rejects, a.index, a.rejects, a.out_dir,
-                         tts.TtsParams.from_dict(json.loads(a.params)), a.scratch, a.threads)
+        try:
+            tts.run_features(a.segments, a.units, a.s2s_rejects, a.index, a.rejects, a.out_dir,
+                             tts.TtsParams.from_dict(json.loads(a.params)), a.scratch, a.threads)
+        except SystematicFailure as e:
+            print(f"error: {e}", file=sys.stderr)
+            sys.exit(EXIT_CODE)
     elif a.cmd == "text":
         tts.run_text(a.index, a.tokenizer, a.out, a.ids_dir)
     elif a.cmd == "manifest":

@@ -19,6 +19,9 @@ import time
 from pathlib import Path
 
 LABELS = [" "] + [chr(c) for c in range(ord("a"), ord("z") + 1)] + ["'"]
+# Training always runs on this many threads, whatever the job was given: thread
+# count changes the order of float reductions, and with it the trained weights.
+TRAIN_THREADS = 2
 
 
 def training_manifest(truth_path: Path, out: Path, copies: int, jitter: float, seed: int = 0) -> list[dict]:
@@ -80,7 +83,9 @@ def build(truth_path: Path, out: Path, seconds: float | None = None, max_steps: 
     import torch
     from nemo.collections.asr.models import EncDecCTCModel
 
-    torch.manual_seed(seed)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(TRAIN_THREADS)
+    pl.seed_everything(seed, workers=True, verbose=False)
     random.seed(seed)
     with tempfile.TemporaryDirectory() as tmp:
         manifest = Path(tmp) / "train.jsonl"
@@ -93,7 +98,7 @@ def build(truth_path: Path, out: Path, seconds: float | None = None, max_steps: 
                 if seconds and time.monotonic() - t0 > seconds:
                     trainer.should_stop = True
 
-        trainer = pl.Trainer(accelerator="cpu", devices=1, max_steps=max_steps, logger=False,
+        trainer = pl.Trainer(accelerator="cpu", devices=1, max_steps=max_steps, logger=False, deterministic=True,
                              enable_checkpointing=False, enable_progress_bar=False,
                              enable_model_summary=False, callbacks=[TimeLimit()], default_root_dir=tmp)
         model = EncDecCTCModel(cfg=cfg, trainer=trainer)
@@ -108,6 +113,7 @@ def build(truth_path: Path, out: Path, seconds: float | None = None, max_steps: 
         tmp_out = out.with_name(f".{out.name}.tmp")
         model.save_to(str(tmp_out))
         os.replace(tmp_out, out)
+    torch.set_num_threads(threads)
     info = {"parameters": n_params, "steps": trainer.global_step, "train_seconds": round(train_s, 1)}
     print(f"demo ASR model saved to {out}: {info}", file=log, flush=True)
     return info

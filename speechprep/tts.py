@@ -41,8 +41,10 @@ import numpy as np
 
 from .audio import AudioError, read_segment
 from .checkpoint import Checkpoint, fingerprint
+from .failures import FailureRule, ModelFailures
 from .jsonio import atomic_open, read_jsonl, reject, write_jsonl
-from .models import sha256_file
+from .models import sha256_cached, sha256_file
+from .names import file_stem
 from .progress import Progress
 from .tts_text import TextNormalizer, load_npy, load_tokenizer, save_npy, text_ids, train_tokenizer
 
@@ -50,6 +52,8 @@ STAGE = "tts"
 ALGORITHM_VERSION = "1"
 SAMPLE_RATE = 16000
 FEATURES = ("codes", "condition", "emo_vec")
+# rejects that are the encoders' fault, not the audio's (speechprep.failures)
+MODEL_ERRORS = ("encoder_error", "non_finite")
 DTYPES = {"text_ids": np.int32, "codes": np.int32, "condition": np.float32, "emo_vec": np.float32}
 
 
@@ -65,6 +69,8 @@ class TtsParams:
     min_duration: float = 0.1
     languages: dict = field(default_factory=dict)  # normaliser options per language
     language: str | None = None          # the dataset's language, where segments have none
+    model_failure: dict = field(default_factory=lambda: {"first_errors": 10, "max_error_share": 0.5})
+    hash_cache: str | None = None        # directory of cached model-file digests
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "TtsParams":
@@ -92,9 +98,9 @@ def encoder_file(spec: str) -> Path:
     raise SystemExit(f"unknown encoder {spec!r}: use resemblyzer, egemaps or torchscript:<path>")
 
 
-def encoder_identity(spec: str) -> dict[str, str]:
+def encoder_identity(spec: str, hash_cache: str | None = None) -> dict[str, str]:
     path = encoder_file(spec)
-    ident = {"spec": spec, "path": str(path.resolve()), "sha256": sha256_file(path)}
+    ident = {"spec": spec, "path": str(path.resolve()), "sha256": sha256_cached(path, hash_cache)}
     if not spec.startswith("torchscript:"):
         package = "resemblyzer" if spec == "resemblyzer" else "opensmile"
         ident["package"] = f"{package}=={importlib.metadata.version(package)}"
@@ -232,7 +238,7 @@ class Encoders:
 # the audio-feature job of a shard
 # ---------------------------------------------------------------------------
 def artifact(root: Path, kind: str, seg_id: str) -> Path:
-    return root / kind / f"{seg_id}.npy"
+    return root / kind / f"{file_stem(seg_id)}.npy"
 
 
 def artifacts_ok(root: Path, seg_id: str, n_codes: int) -> bool:
@@ -264,9 +270,11 @@ def run_features(asr_path: str, units_path: str, s2s_rejects_path: str | None, i
     units, s2s_rejects = _units_and_s2s_rejects(units_path, s2s_rejects_path)
     name = Path(asr_path).name.split(".")[0]
     norm = TextNormalizer(p.languages)
-    ident = {"condition": encoder_identity(p.condition), "emotion": encoder_identity(p.emotion)}
+    ident = {"condition": encoder_identity(p.condition, p.hash_cache),
+             "emotion": encoder_identity(p.emotion, p.hash_cache)}
     root = Path(scratch).with_suffix("")  # arrays wait here until the shard is done
-    ck = Checkpoint(scratch, fingerprint(asr_path, {**asdict(p), **ident, "units": sha256_file(units_path)},
+    fp = {k: v for k, v in asdict(p).items() if k not in ("model_failure", "hash_cache")}
+    ck = Checkpoint(scratch, fingerprint(asr_path, {**fp, **ident, "units": sha256_file(units_path)},
                                          ALGORITHM_VERSION))
     done = ck.load()
     accepted: dict[str, dict] = {}
@@ -331,12 +339,19 @@ def run_features(asr_path: str, units_path: str, s2s_rejects_path: str | None, i
 
             runner = BatchRunner(budget=budget, duration=lambda it: float(it[0]["duration"]), infer=infer,
                                  logger=lambda m: print(f"tts[{name}]: {m}", file=log, flush=True))
+            failures = ModelFailures(STAGE, f"{p.condition} + {p.emotion}", FailureRule.from_dict(p.model_failure))
             for plan in runner.plan([(s, None) for s in todo]):
                 batch = [(s, load(s)) for s, _ in plan]
                 for o in runner.run(batch):
                     s, result = o.item[0], o.result
-                    ck.append(_finish(s, result, o.oom, units[s["id"]], root))
+                    line = _finish(s, result, o.oom, units[s["id"]], root)
+                    ck.append(line)
                     progress.update(audio_seconds=float(s["duration"]))
+                    if "reject" not in line:
+                        failures.success()
+                    elif line["reject"]["reason"] in MODEL_ERRORS:
+                        failures.error(s["id"], line["reject"]["detail"])
+            failures.finish()
     except BaseException:
         ck.close(remove=False)
         raise
@@ -407,7 +422,7 @@ def run_text(index_path: str, tokenizer: str, index_out: str, ids_dir: str, log=
         ids = text_ids(sp, seg["text"])
         if len(ids) == 0:
             raise SystemExit(f"{seg['id']}: tokenizer {tokenizer} gives no ids for {seg['text']!r}")
-        dest = out / f"{seg['id']}.npy"
+        dest = out / f"{file_stem(seg['id'])}.npy"
         save_npy(dest, ids)
         lines.append({"id": seg["id"], "text_ids": str(dest), "text_ids_len": len(ids)})
     write_jsonl(index_out, lines)

@@ -306,3 +306,60 @@ def test_manifests_stats_and_combined_agree(tmp_path, encoders):
                        str(out / "all_stats.json"))
     assert both["counts"]["train"] == 2 * len(train) == len(list(read_jsonl(out / "all_train.jsonl")))
     assert both["datasets"] == ["demo", "other"] and both["per_dataset"]["other"]["counts"] == stats["counts"]
+
+
+def test_encoder_failing_on_everything_fails_the_job(tmp_path, encoders):
+    from speechprep.failures import SystematicFailure
+
+    segs = [{k: v for k, v in s.items() if k != "voice"} for s in demo_segments()[:12]]
+    calls = []
+
+    def broken(clips):
+        calls.append(len(clips))
+        raise RuntimeError("Expected all tensors to be on the same device (injected)")
+
+    p = tts.TtsParams(device="cpu", model_failure={"first_errors": 5, "max_error_share": 0.5})
+    with pytest.raises(SystematicFailure, match=r"resemblyzer \+ egemaps fails systematically: the first 5 "
+                                                r"segments all failed.*same device"):
+        run(tmp_path, *shard(tmp_path, segs), p=p, encoders=broken)
+    assert not (tmp_path / "tts" / "shard-0000.features.jsonl").exists()
+    assert (tmp_path / "tts" / ".partial" / "shard-0000.jsonl").exists()  # kept, as on any failure
+
+
+def test_mostly_failing_encoder_fails_at_the_end_by_share(tmp_path, encoders):
+    from speechprep.failures import SystematicFailure
+
+    segs = [{k: v for k, v in s.items() if k != "voice"} for s in demo_segments()[:6]]
+    good = len(read_segment(segs[0]))
+
+    def mostly_broken(clips):
+        if any(len(c) != good for c in clips):
+            raise ValueError("bad input shape (injected)")
+        return encoders(clips)
+
+    with pytest.raises(SystematicFailure, match=r"5 of 6 segments failed"):
+        run(tmp_path, *shard(tmp_path, segs), encoders=mostly_broken)
+
+
+def test_ids_longer_than_a_file_name_get_a_safe_name(tmp_path, encoders):
+    """A 300+ byte id (a long file name's segment) beside ordinary ones: all succeed, each
+    array's name fits the file system, and the line keeps the full id."""
+    segs = [{k: v for k, v in s.items() if k != "voice"} for s in demo_segments()[:3]]
+    long_id = "é" * 160 + "_Ω" * 20 + "_0000"
+    assert len(long_id.encode("utf-8")) > 300
+    segs[1] = {**segs[1], "id": long_id}
+    counts, lines, rejects = run(tmp_path, *shard(tmp_path, segs), encoders=encoders)
+    assert counts["ok"] == 3 and not rejects
+    line = next(x for x in lines if x["id"] == long_id)
+    for kind in ("codes", "condition", "emo_vec"):
+        name = Path(line[kind]).name
+        assert len(name.encode("utf-8")) <= 200 and name.startswith("é" * 10)
+        assert load_npy(line[kind]) is not None
+    tok = tmp_path / "tok.model"
+    from speechprep.tts_text import train_tokenizer
+
+    train_tokenizer([s["text"] for s in demo_segments()], tok, 64)
+    tts.run_text(str(tmp_path / "tts" / "shard-0000.features.jsonl"), str(tok), str(tmp_path / "text.jsonl"),
+                 str(tmp_path / "text_ids"), log=io.StringIO())
+    ids = {x["id"]: x for x in read_jsonl(tmp_path / "text.jsonl")}
+    assert len(Path(ids[long_id]["text_ids"]).name.encode("utf-8")) <= 200
