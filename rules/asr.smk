@@ -9,9 +9,9 @@ rule asr:
         transcripts=f"{RESULTS}/{{ds}}/asr/{{shard}}.jsonl",
         rejects=f"{RESULTS}/{{ds}}/asr/{{shard}}.rejects.jsonl",
     params:
-        cmd=entry("asr", "asr.py"),
+        cmd=speechprep("asr"),
         asr=lambda wc: stage_params("asr", wc.ds),
-        scratch=f"{RESULTS}/{{ds}}/asr/.partial/{{shard}}.jsonl",
+        resume=f"{RESULTS}/{{ds}}/asr/.partial/{{shard}}.jsonl",
     benchmark:
         f"{RESULTS}/{{ds}}/benchmarks/asr/{{shard}}.tsv"
     log:
@@ -25,8 +25,8 @@ rule asr:
     envmodules:
         "speechprep/asr",
     shell:
-        "{params.cmd} --segments {input.segments:q} --params {params.asr:q} --threads {threads}"
-        " --scratch {params.scratch:q} --out {output.transcripts:q} --rejects {output.rejects:q}"
+        "{params.cmd} asr run --segments {input.segments:q} --params {params.asr:q} --threads {threads}"
+        " --resume {params.resume:q} --out {output.transcripts:q} --rejects {output.rejects:q}"
         " > {log:q} 2>&1"
 
 
@@ -38,7 +38,7 @@ rule asr_merge:
         manifest=f"{RESULTS}/{{ds}}/asr/manifest.jsonl",
         summary=f"{RESULTS}/{{ds}}/asr/summary.json",
     params:
-        cmd=entry("asr", "asr_merge.py"),
+        cmd=speechprep("asr"),
     log:
         f"{RESULTS}/{{ds}}/logs/asr_merge.log",
     threads: 1
@@ -50,5 +50,5 @@ rule asr_merge:
     envmodules:
         "speechprep/asr",
     shell:
-        "{params.cmd} --manifest {output.manifest:q} --summary {output.summary:q}"
+        "{params.cmd} asr merge --manifest {output.manifest:q} --summary {output.summary:q}"
         " --shards {input.shards:q} --rejects {input.rejects:q} > {log:q} 2>&1"

@@ -2,19 +2,18 @@
 # and the shard lists that the ingest checkpoint produces.
 import json
 import shlex
-import sys
 from functools import cache
 from pathlib import Path
 
 import yaml
 
+from speechprep.config import check as check_config
+from speechprep.config import digest as config_digest
+from speechprep.envmodules import setup_env_modules
+from speechprep.inventory import inventory_digest
+from speechprep.modelfiles import is_local_model
+
 REPO = Path(workflow.basedir)
-SCRIPTS = REPO / "scripts"
-sys.path.insert(0, str(REPO))
-from speechprep.config import check as check_config  # noqa: E402
-from speechprep.inventory import inventory_digest  # noqa: E402
-from speechprep.models import is_local_model  # noqa: E402
-from speechprep.workflow import setup_env_modules  # noqa: E402
 
 RESULTS = "results"
 # Outputs that span every dataset (the TTS tokenizer, combined manifests):
@@ -46,19 +45,19 @@ def _active_sdms():
     return {getattr(m, "name", str(m)).upper() for m in methods}
 
 
-def entry(stage, script):
-    """Command line of a stage's entry point, for a rule's `params`.
+def speechprep(env):
+    """`python -m speechprep` in environment `env`, for a rule's `params`.
 
     Under --sdm env-modules or conda, Snakemake supplies the environment and
     `python` is the stage's own. In a plain run (`snakemake --cores N`), the
-    stage's venv built by scripts/setup.sh is used directly.
+    venv built by scripts/setup.sh is used directly.
     """
     python = "python"
     if not _active_sdms() & {"ENV_MODULES", "CONDA"}:
-        venv_python = REPO / ".venvs" / stage / "bin" / "python"
+        venv_python = REPO / ".venvs" / env / "bin" / "python"
         if venv_python.exists():
             python = str(venv_python)
-    return f"{shlex.quote(python)} {shlex.quote(str(SCRIPTS / script))}"
+    return f"{shlex.quote(python)} -m speechprep"
 
 
 setup_env_modules(REPO / ".venvs", required="ENV_MODULES" in _active_sdms())
@@ -79,22 +78,22 @@ def dataset_languages():
 @cache
 def inventory(ds):
     """Digest of an audio_dir's files (names, sizes, mtimes): ingest reruns when it changes."""
-    d = config["datasets"][ds]
-    return inventory_digest(d["audio_dir"]) if d.get("audio_dir") else ""
+    d = dataset_cfg(ds)
+    return inventory_digest(d["audio_dir"], d["extensions"]) if d.get("audio_dir") else ""
 
 
 # Model sha256 digests, computed once per file version (speechprep.models.sha256_cached).
 HASH_CACHE = f"{RESULTS}/.cache/sha256"
 
 
-def stage_params(stage, ds=None):
-    """A stage's config minus its resource keys, as JSON (changing threads reruns
-    nothing), with the shared model-failure rule, the hash cache and, for `ds`,
-    the dataset's default language."""
-    p = {k: v for k, v in config[stage].items() if k != "threads"}
-    p["model_failure"] = config["model_failure"]
-    p["hash_cache"] = HASH_CACHE
+def stage_params(stage, ds=None, skip=()):
+    """A stage's config minus its resource keys (changing threads reruns nothing)
+    and `skip`, as JSON. For a model stage (`ds` given), with the shared
+    model-failure rule, the hash cache and the dataset's default language."""
+    p = {k: v for k, v in config[stage].items() if k != "threads" and k not in skip}
     if ds is not None:
+        p["model_failure"] = config["model_failure"]
+        p["hash_cache"] = HASH_CACHE
         p["dataset_language"] = config["datasets"][ds].get("language")
     return json.dumps(p, sort_keys=True)
 
@@ -139,6 +138,12 @@ def scaled(base, per_mb=0.0, of=None, cap=None):
     return f
 
 
+@cache
+def config_sha256():
+    """The config's digest (threads ignored): what tts/stats.json records."""
+    return config_digest(config)
+
+
 def asr_model_file(wildcards):
     """The ASR model as an input file when it is local (a hub name is not a file)."""
     spec = config["asr"]["model"]
@@ -155,16 +160,12 @@ def s2s_model_files(wildcards):
 TTS_TEXT_KEYS = ("tokenizer", "vocab_size", "val_ratio")
 
 
-def tts_params(part, ds=None):
-    """JSON of the tts settings the `tokenizer` or the `features` jobs read."""
-    t = config["tts"]
-    if part == "tokenizer":
-        return json.dumps({k: t[k] for k in ("vocab_size", "languages")}, sort_keys=True)
-    p = {k: v for k, v in t.items() if k not in TTS_TEXT_KEYS + ("threads",)}
-    p["language"] = config["datasets"][ds].get("language")
-    p["model_failure"] = config["model_failure"]
-    p["hash_cache"] = HASH_CACHE
-    return json.dumps(p, sort_keys=True)
+def tts_tokenizer_params():
+    return json.dumps({k: config["tts"][k] for k in ("vocab_size", "languages")}, sort_keys=True)
+
+
+def tts_encoders():
+    return json.dumps({k: config["tts"][k] for k in ("condition", "emotion")}, sort_keys=True)
 
 
 def tts_tokenizer_file(wildcards):

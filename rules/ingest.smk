@@ -14,7 +14,7 @@ checkpoint ingest:
         rejects=f"{RESULTS}/{{ds}}/rejects/ingest.jsonl",
         shards=directory(f"{RESULTS}/{{ds}}/shards"),
     params:
-        cmd=entry("ingest", "ingest.py"),
+        cmd=speechprep("ingest"),
         dataset=lambda wc: json.dumps(dataset_cfg(wc.ds), sort_keys=True),
         inventory=lambda wc: inventory(wc.ds),
     log:
@@ -28,6 +28,6 @@ checkpoint ingest:
     envmodules:
         "speechprep/ingest",
     shell:
-        "{params.cmd} --name {wildcards.ds:q} --dataset {params.dataset:q}"
+        "{params.cmd} ingest run --name {wildcards.ds:q} --dataset {params.dataset:q}"
         " --threads {threads} --manifest {output.manifest:q} --rejects {output.rejects:q}"
         " --shards-dir {output.shards:q} > {log:q} 2>&1"

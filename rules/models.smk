@@ -8,7 +8,7 @@ rule demo_asr_model:
     output:
         "resources/models/demo_asr.nemo",
     params:
-        cmd=entry("asr", "build_demo_asr.py"),
+        cmd=speechprep("asr"),
     log:
         "resources/models/logs/demo_asr.log",
     threads: 2
@@ -20,7 +20,7 @@ rule demo_asr_model:
     envmodules:
         "speechprep/asr",
     shell:
-        "{params.cmd} --truth {input.truth:q} --out {output:q} --threads {threads} > {log:q} 2>&1"
+        "{params.cmd} demo asr-model --truth {input.truth:q} --out {output:q} > {log:q} 2>&1"
 
 
 rule demo_s2s_models:
@@ -32,7 +32,7 @@ rule demo_s2s_models:
         vocoder="resources/models/demo_vocoder.pt",
         vocoder_config="resources/models/demo_vocoder.json",
     params:
-        cmd=entry("s2s", "build_demo_s2s.py"),
+        cmd=speechprep("s2s"),
     log:
         "resources/models/logs/demo_s2s.log",
     threads: 1
@@ -44,4 +44,4 @@ rule demo_s2s_models:
     envmodules:
         "speechprep/s2s",
     shell:
-        "{params.cmd} --truth {input.truth:q} --out-dir resources/models > {log:q} 2>&1"
+        "{params.cmd} demo s2s-models --truth {input.truth:q} --out-dir resources/models > {log:q} 2>&1"

@@ -16,7 +16,7 @@ rule report_plots:
             category="{ds}",
         ),
     params:
-        cmd=entry("report", "report_plots.py"),
+        cmd=speechprep("report"),
         stages=lambda wc: " ".join(config["stages"]),
         results=lambda wc: f"{RESULTS}/{wc.ds}",
         out_dir=lambda wc: f"{RESULTS}/{wc.ds}/report",
@@ -31,5 +31,5 @@ rule report_plots:
     envmodules:
         "speechprep/report",
     shell:
-        "{params.cmd} --results {params.results:q} --stages {params.stages}"
+        "{params.cmd} report plots --results {params.results:q} --stages {params.stages}"
         " --out-dir {params.out_dir:q} > {log:q} 2>&1"

@@ -10,9 +10,9 @@ rule s2s:
         rejects=f"{RESULTS}/{{ds}}/s2s/{{shard}}.rejects.jsonl",
         wavs=directory(f"{RESULTS}/{{ds}}/s2s/{{shard}}"),
     params:
-        cmd=entry("s2s", "s2s.py"),
+        cmd=speechprep("s2s"),
         s2s=lambda wc: stage_params("s2s", wc.ds),
-        scratch=f"{RESULTS}/{{ds}}/s2s/.partial/{{shard}}.jsonl",
+        resume=f"{RESULTS}/{{ds}}/s2s/.partial/{{shard}}.jsonl",
     benchmark:
         f"{RESULTS}/{{ds}}/benchmarks/s2s/{{shard}}.tsv"
     log:
@@ -26,6 +26,6 @@ rule s2s:
     envmodules:
         "speechprep/s2s",
     shell:
-        "{params.cmd} --segments {input.segments:q} --params {params.s2s:q} --threads {threads}"
-        " --scratch {params.scratch:q} --units {output.units:q} --wav-dir {output.wavs:q}"
+        "{params.cmd} s2s run --segments {input.segments:q} --params {params.s2s:q} --threads {threads}"
+        " --resume {params.resume:q} --units {output.units:q} --wav-dir {output.wavs:q}"
         " --rejects {output.rejects:q} > {log:q} 2>&1"

@@ -12,10 +12,10 @@ rule tts_tokenizer:
         model=f"{RESULTS}/{ALL}/tts/tokenizer.model",
         vocab=f"{RESULTS}/{ALL}/tts/tokenizer.vocab",
     params:
-        cmd=entry("tts", "tts.py"),
+        cmd=speechprep("tts"),
         manifests=lambda wc, input: json.dumps(dict(zip(config["datasets"], input.manifests))),
         languages=lambda wc: json.dumps(dataset_languages(), sort_keys=True),
-        tts=lambda wc: tts_params("tokenizer"),
+        tts=lambda wc: tts_tokenizer_params(),
     log:
         f"{RESULTS}/{ALL}/logs/tts_tokenizer.log",
     threads: 1
@@ -27,7 +27,7 @@ rule tts_tokenizer:
     envmodules:
         "speechprep/tts",
     shell:
-        "{params.cmd} tokenizer --manifests {params.manifests:q} --languages {params.languages:q}"
+        "{params.cmd} tts tokenizer --manifests {params.manifests:q} --languages {params.languages:q}"
         " --params {params.tts:q} --model {output.model:q} > {log:q} 2>&1"
 
 
@@ -44,9 +44,9 @@ rule tts_features:
         condition=directory(f"{RESULTS}/{{ds}}/tts/{{shard}}/condition"),
         emo_vec=directory(f"{RESULTS}/{{ds}}/tts/{{shard}}/emo_vec"),
     params:
-        cmd=entry("tts", "tts.py"),
-        tts=lambda wc: tts_params("features", wc.ds),
-        scratch=f"{RESULTS}/{{ds}}/tts/.partial/{{shard}}.jsonl",
+        cmd=speechprep("tts"),
+        tts=lambda wc: stage_params("tts", wc.ds, skip=TTS_TEXT_KEYS),
+        resume=f"{RESULTS}/{{ds}}/tts/.partial/{{shard}}.jsonl",
         out_dir=f"{RESULTS}/{{ds}}/tts/{{shard}}",
     benchmark:
         f"{RESULTS}/{{ds}}/benchmarks/tts/{{shard}}.tsv"
@@ -61,9 +61,9 @@ rule tts_features:
     envmodules:
         "speechprep/tts",
     shell:
-        "{params.cmd} features --segments {input.segments:q} --units {input.units:q}"
+        "{params.cmd} tts features --segments {input.segments:q} --units {input.units:q}"
         " --s2s-rejects {input.s2s_rejects:q} --params {params.tts:q} --threads {threads}"
-        " --scratch {params.scratch:q} --index {output.index:q} --rejects {output.rejects:q}"
+        " --resume {params.resume:q} --index {output.index:q} --rejects {output.rejects:q}"
         " --out-dir {params.out_dir:q} > {log:q} 2>&1"
 
 
@@ -75,7 +75,7 @@ rule tts_text:
         index=f"{RESULTS}/{{ds}}/tts/{{shard}}.text.jsonl",
         ids=directory(f"{RESULTS}/{{ds}}/tts/{{shard}}/text_ids"),
     params:
-        cmd=entry("tts", "tts.py"),
+        cmd=speechprep("tts"),
     benchmark:
         f"{RESULTS}/{{ds}}/benchmarks/tts_text/{{shard}}.tsv"
     log:
@@ -89,7 +89,7 @@ rule tts_text:
     envmodules:
         "speechprep/tts",
     shell:
-        "{params.cmd} text --index {input.index:q} --tokenizer {input.tokenizer:q}"
+        "{params.cmd} tts text --index {input.index:q} --tokenizer {input.tokenizer:q}"
         " --out {output.index:q} --ids-dir {output.ids:q} > {log:q} 2>&1"
 
 
@@ -98,14 +98,19 @@ rule tts_manifest:
         features=per_shard(f"{RESULTS}/{{ds}}/tts/{{shard}}.features.jsonl"),
         texts=per_shard(f"{RESULTS}/{{ds}}/tts/{{shard}}.text.jsonl"),
         rejects=per_shard(f"{RESULTS}/{{ds}}/tts/{{shard}}.rejects.jsonl"),
+        asr=per_shard(f"{RESULTS}/{{ds}}/asr/{{shard}}.jsonl"),
+        units=per_shard(f"{RESULTS}/{{ds}}/s2s/{{shard}}.units.jsonl"),
         tokenizer=tts_tokenizer_file,
     output:
         train=f"{RESULTS}/{{ds}}/tts/train_manifest.jsonl",
         val=f"{RESULTS}/{{ds}}/tts/val_manifest.jsonl",
         stats=f"{RESULTS}/{{ds}}/tts/stats.json",
     params:
-        cmd=entry("tts", "tts.py"),
-        config=lambda wc: json.dumps(config, sort_keys=True),
+        cmd=speechprep("tts"),
+        val_ratio=lambda wc: config["tts"]["val_ratio"],
+        config_sha256=lambda wc: config_sha256(),
+        encoders=lambda wc: tts_encoders(),
+        hash_cache=HASH_CACHE,
     log:
         f"{RESULTS}/{{ds}}/logs/tts_manifest.log",
     threads: 1
@@ -117,9 +122,11 @@ rule tts_manifest:
     envmodules:
         "speechprep/tts",
     shell:
-        "{params.cmd} manifest --dataset {wildcards.ds:q} --config {params.config:q}"
-        " --tokenizer {input.tokenizer:q} --features {input.features:q} --texts {input.texts:q}"
-        " --rejects {input.rejects:q} --train {output.train:q} --val {output.val:q}"
+        "{params.cmd} tts manifest --dataset {wildcards.ds:q} --val-ratio {params.val_ratio}"
+        " --config-sha256 {params.config_sha256} --encoders {params.encoders:q}"
+        " --hash-cache {params.hash_cache:q} --tokenizer {input.tokenizer:q}"
+        " --features {input.features:q} --texts {input.texts:q} --rejects {input.rejects:q}"
+        " --asr {input.asr:q} --units {input.units:q} --train {output.train:q} --val {output.val:q}"
         " --stats {output.stats:q} > {log:q} 2>&1"
 
 
@@ -133,7 +140,7 @@ rule tts_combined:
         val=f"{RESULTS}/{ALL}/tts/val_manifest.jsonl",
         stats=f"{RESULTS}/{ALL}/tts/stats.json",
     params:
-        cmd=entry("tts", "tts.py"),
+        cmd=speechprep("tts"),
     log:
         f"{RESULTS}/{ALL}/logs/tts_combined.log",
     threads: 1
@@ -145,6 +152,6 @@ rule tts_combined:
     envmodules:
         "speechprep/tts",
     shell:
-        "{params.cmd} combined --stats-in {input.stats:q} --train-in {input.train:q}"
+        "{params.cmd} tts combined --stats-in {input.stats:q} --train-in {input.train:q}"
         " --val-in {input.val:q} --train {output.train:q} --val {output.val:q}"
         " --stats {output.stats:q} > {log:q} 2>&1"

@@ -10,9 +10,9 @@ rule vad:
         stats=f"{RESULTS}/{{ds}}/vad/{{shard}}.stats.jsonl",
         rejects=f"{RESULTS}/{{ds}}/vad/{{shard}}.rejects.jsonl",
     params:
-        cmd=entry("vad", "vad.py"),
+        cmd=speechprep("vad"),
         vad=lambda wc: stage_params("vad"),
-        scratch=f"{RESULTS}/{{ds}}/vad/.partial/{{shard}}.jsonl",
+        resume=f"{RESULTS}/{{ds}}/vad/.partial/{{shard}}.jsonl",
     benchmark:
         f"{RESULTS}/{{ds}}/benchmarks/vad/{{shard}}.tsv"
     log:
@@ -26,8 +26,8 @@ rule vad:
     envmodules:
         "speechprep/vad",
     shell:
-        "{params.cmd} --shard {input.shard:q} --params {params.vad:q}"
-        " --workers {threads} --scratch {params.scratch:q} --segments {output.segments:q}"
+        "{params.cmd} vad run --shard {input.shard:q} --params {params.vad:q}"
+        " --threads {threads} --resume {params.resume:q} --segments {output.segments:q}"
         " --stats {output.stats:q} --rejects {output.rejects:q} > {log:q} 2>&1"
 
 
@@ -37,7 +37,7 @@ rule vad_merge:
         rejects=per_shard(f"{RESULTS}/{{ds}}/vad/{{shard}}.rejects.jsonl"),
         segments=per_shard(f"{RESULTS}/{{ds}}/vad/{{shard}}.segments.jsonl"),
     params:
-        cmd=entry("vad", "vad_merge.py"),
+        cmd=speechprep("vad"),
     output:
         csv=f"{RESULTS}/{{ds}}/vad/stats.csv",
         summary=f"{RESULTS}/{{ds}}/vad/summary.json",
@@ -52,5 +52,5 @@ rule vad_merge:
     envmodules:
         "speechprep/vad",
     shell:
-        "{params.cmd} --out-csv {output.csv:q} --out-summary {output.summary:q}"
+        "{params.cmd} vad merge --csv {output.csv:q} --summary {output.summary:q}"
         " --stats {input.stats:q} --rejects {input.rejects:q} --segments {input.segments:q} > {log:q} 2>&1"

@@ -10,6 +10,8 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENVS="$ROOT/.venvs"
+# each env's pip list ends with speechprep itself: --editable=${SPEECHPREP_REPO}
+export SPEECHPREP_REPO="$ROOT"
 PY="${SPEECHPREP_PYTHON:-python3}"
 DEBIAN_PACKAGES=(libc++1 environment-modules)
 # Test-only tool installed next to each stage's pins so its unit tests run in it.
@@ -62,7 +64,7 @@ for stage in "${stages[@]}"; do
   spec="$ROOT/envs/$stage.yaml"
   [ -f "$spec" ] || die "no env file $spec"
   venv="$VENVS/$stage"
-  reqs="$(cd "$ROOT" && "$PY" -m speechprep.envspec "$spec")"
+  reqs="$(cd "$ROOT" && "$PY" -m speechprep.envspec "$spec" --plain)"
   stamp="$({ printf '%s\n%s\n' "$pyver" "${TEST_TOOLS[*]}"; cat "$spec"; } | sha256sum | cut -c1-16)"
   if [ -f "$venv/.speechprep-stamp" ] && [ "$(cat "$venv/.speechprep-stamp")" = "$stamp" ] \
      && "$venv/bin/python" -c 'pass' 2>/dev/null; then
@@ -95,9 +97,12 @@ for stage in "${stages[@]}"; do
       pip_q uninstall -y torchaudio
     fi
     rm -f "$reqfile" "$confile"
-    (cd "$ROOT" && "$venv/bin/python" -c "import sys; from speechprep.envspec import check_stage_env as c; p = c('$stage'); print(*p, sep='\n', file=sys.stderr); sys.exit(1 if p else 0)") \
+    (cd / && "$venv/bin/python" -c "import sys; from speechprep.envspec import check_stage_env as c; p = c('$stage'); print(*p, sep='\n', file=sys.stderr); sys.exit(1 if p else 0)") \
       || die "env '$stage' does not satisfy envs/$stage.yaml after install"
     echo "$stamp" > "$venv/.speechprep-stamp"
+  elif ! (cd / && "$venv/bin/python" -c "import sys, speechprep; sys.exit(speechprep.__file__ != '$ROOT/speechprep/__init__.py')"); then
+    say "  speechprep -> $ROOT (editable)"
+    pip_q install --no-deps --editable="$ROOT"
   fi
   cat > "$VENVS/modulefiles/speechprep/$stage" <<EOF
 #%Module1.0

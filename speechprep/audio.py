@@ -164,17 +164,6 @@ def read_segment(seg: dict, target_sr: int = SAMPLE_RATE, min_duration: float = 
     return x
 
 
-def demo_audio(truth_path: str | os.PathLike) -> list[np.ndarray]:
-    """The demo corpus' clean clips (``truth.json`` beside ``audio/``), 16 kHz mono float32."""
-    import json
-    from pathlib import Path
-
-    truth_path = Path(truth_path)
-    truth = json.loads(truth_path.read_text(encoding="utf-8"))
-    return [sf.read(truth_path.parent / "audio" / rel, dtype="float32")[0]
-            for rel, info in sorted(truth["files"].items()) if info.get("clean")]
-
-
 def to_int16(x: np.ndarray) -> np.ndarray:
     """float32 in [-1, 1] -> contiguous int16 (clipped)."""
     return np.ascontiguousarray(np.round(np.clip(x, -1.0, 1.0) * 32767.0).astype(np.int16))

@@ -41,7 +41,9 @@ def resolve_device(device: str) -> str:
     if device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     if device.startswith("cuda") and not torch.cuda.is_available():
-        raise SystemExit(f"device {device!r} was asked for, but no CUDA device is visible to this job")
+        from .errors import UsageError
+
+        raise UsageError(f"device {device!r} was asked for, but no CUDA device is visible to this job")
     return device
 
 
@@ -80,7 +82,7 @@ class BatchRunner:
     duration: Callable[[Any], float]
     infer: Callable[[list], Sequence[Any]]
     free_cache: Callable[[], None] = free_device_cache
-    logger: Callable[[str], None] = field(default=lambda msg: log.warning(msg))
+    logger: Callable[[str], None] = field(default=lambda msg: log.info(msg))
     on_batch_start: Callable[[list], None] = field(default=lambda batch: None)
     ooms: int = 0
 

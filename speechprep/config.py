@@ -1,16 +1,32 @@
-"""Checks of the workflow config that the JSON schema cannot word clearly (stdlib only).
+"""The workflow config: its defaults, the checks the schema cannot word, stage parameters.
 
-``config/schema.yaml`` checks types, ranges and unknown keys; what it would
-report as "not valid under any of the given schemas" is checked here first,
-with a message that names the keys.
+* ``config/config.yaml`` holds every default, once (:func:`defaults`);
+  ``config/schema.yaml`` holds types, ranges and ``additionalProperties: false``.
+* :func:`check` words what the schema would report as "not valid under any of
+  the given schemas" (the Snakefile calls it before validating).
+* :class:`StageParams`: each stage's parameters, a dataclass without defaults
+  built strictly from its config section.
+
+Importable without PyYAML (the Snakefile's driver env has it; :func:`defaults`
+imports it when called).
 """
 from __future__ import annotations
 
-from typing import Any
+import hashlib
+import json
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any, ClassVar, Self
+
+from .errors import UsageError
 
 
-class ConfigError(ValueError):
+class ConfigError(UsageError):
     pass
+
+
+# keys of a stage's section that are resources (the rules pass them as flags), not parameters
+RESOURCE_KEYS = ("threads",)
 
 
 def check(config: dict[str, Any]) -> None:
@@ -29,3 +45,53 @@ def check(config: dict[str, Any]) -> None:
                 problems.append(f"dataset {name!r} has both `audio_dir` and `manifest`: give one")
     if problems:
         raise ConfigError("invalid config: " + "; ".join(problems))
+
+
+def _without_resources(cfg: Any) -> Any:
+    if isinstance(cfg, dict):
+        return {k: _without_resources(v) for k, v in cfg.items() if k not in RESOURCE_KEYS}
+    return cfg
+
+
+def digest(cfg: dict[str, Any]) -> str:
+    """sha256 of the config (as JSON, keys sorted), without the resource-only ``threads`` keys."""
+    return hashlib.sha256(json.dumps(_without_resources(cfg), sort_keys=True).encode("utf-8")).hexdigest()
+
+
+DEFAULTS_FILE = Path(__file__).resolve().parent.parent / "config" / "config.yaml"
+
+
+def defaults() -> dict[str, Any]:
+    """``config/config.yaml``: the one place every default is written."""
+    import yaml
+
+    with open(DEFAULTS_FILE, encoding="utf-8") as f:
+        return yaml.safe_load(f)
+
+
+@dataclass(frozen=True)
+class StageParams:
+    """Base of each stage's parameters: a dataclass without defaults, built from its
+    config section (:meth:`from_dict` refuses unknown and missing keys)."""
+
+    SECTION: ClassVar[str] = ""
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Self:
+        names = [f.name for f in fields(cls)]
+        unknown = sorted(set(d) - set(names) - set(RESOURCE_KEYS))
+        missing = [n for n in names if n not in d]
+        if unknown or missing:
+            raise ConfigError(f"{cls.SECTION} settings: " + "; ".join(
+                ([f"unknown {', '.join(unknown)}"] if unknown else [])
+                + ([f"missing {', '.join(missing)}"] if missing else [])))
+        return cls(**{n: d[n] for n in names})
+
+    @classmethod
+    def defaults(cls, **overrides: Any) -> Self:
+        """The parameters of ``config/config.yaml`` with ``overrides`` (tests, benchmarks)."""
+        cfg = defaults()
+        d = {**cfg[cls.SECTION], "model_failure": cfg["model_failure"], "hash_cache": None,
+             "dataset_language": None, **overrides}
+        names = {f.name for f in fields(cls)}
+        return cls.from_dict({k: v for k, v in d.items() if k in names or k in overrides})

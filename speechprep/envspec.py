@@ -16,6 +16,8 @@ say "wrong environment" from any Python, including one without PyYAML.
 from __future__ import annotations
 
 import importlib.metadata
+import logging
+import os
 import re
 import sys
 from pathlib import Path
@@ -78,6 +80,11 @@ def setup_options(path: Path) -> dict[str, str]:
     return opts
 
 
+# The entry that installs speechprep itself (editable, from the checkout the
+# Snakefile sets SPEECHPREP_REPO to): not a pin.
+SELF = "--editable=${SPEECHPREP_REPO}"
+
+
 def pinned_packages(path: Path) -> dict[str, str]:
     """``{distribution name: version}`` for every ``name==version`` pin.
 
@@ -86,6 +93,8 @@ def pinned_packages(path: Path) -> dict[str, str]:
     """
     pins = {}
     for req in pip_requirements(path):
+        if req == SELF:
+            continue
         m = _PIN.match(req)
         if not m:
             raise EnvSpecError(f"{path}: {req!r} is not an exact pin (name==version)")
@@ -116,28 +125,20 @@ def check_stage_env(stage: str) -> list[str]:
     return problems
 
 
-def require_stage_env(stage: str, log=None) -> None:
-    """Exit with status 3 and a clear message unless we run in ``stage``'s env."""
+def require_stage_env(stage: str) -> None:
+    """Raise :class:`EnvironmentMismatch` (exit 3) unless we run in ``stage``'s env."""
+    from .errors import EnvironmentMismatch
+
     problems = check_stage_env(stage)
-    out = log or sys.stderr
     if problems:
-        print(
-            f"speechprep: the '{stage}' stage is running outside its environment "
-            f"(interpreter {sys.executable}, prefix {sys.prefix}).\n"
-            f"  It needs the pins of {env_file(stage)}:\n    "
-            + "\n    ".join(problems)
-            + "\n  With env-modules: run scripts/setup.sh and check that "
-            f"`module load speechprep/{stage}` works in a job's shell.\n"
-            "  With conda: run snakemake with --sdm conda.",
-            file=out,
-            flush=True,
-        )
-        sys.exit(3)
-    print(
-        f"speechprep: stage '{stage}' env ok: prefix={sys.prefix} python={sys.executable}",
-        file=out,
-        flush=True,
-    )
+        raise EnvironmentMismatch(
+            f"the '{stage}' stage is running outside its environment "
+            f"(interpreter {sys.executable}, prefix {sys.prefix}); it needs the pins of {env_file(stage)}: "
+            + "; ".join(problems)
+            + f". With env-modules: run scripts/setup.sh and check that `module load speechprep/{stage}` "
+            "works in a job's shell. With conda: run snakemake with --sdm conda.")
+    logging.getLogger("speechprep.envspec").info("stage '%s' env ok: prefix=%s python=%s", stage, sys.prefix,
+                                                 sys.executable)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -159,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
         elif args[1] == "--plain" and req not in special:
             print(req)
         elif args[1] == "--setup" and req in special:
-            print(f"{req}\t{special[req]}")
+            print(f"{os.path.expandvars(req)}\t{special[req]}")
     return 0
 
 

@@ -18,11 +18,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .errors import SpeechprepError
+
 EXIT_CODE = 4
 
 
-class SystematicFailure(RuntimeError):
+class SystematicFailure(SpeechprepError):
     """The model failed on too much of the shard: the job must fail."""
+
+    exit_code = EXIT_CODE
 
 
 @dataclass(frozen=True)

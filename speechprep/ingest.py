@@ -16,15 +16,18 @@ import codecs
 import hashlib
 import json
 import math
+import logging
 import os
-import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from .inventory import DEFAULT_EXTENSIONS, walk_audio
-from .jsonio import dumps, reject, write_jsonl, write_text_if_changed
+from .inventory import walk_audio
+from .errors import UsageError
+from .jsonio import dumps, write_jsonl, write_text_if_changed
+from .rejects import reject
 
+log = logging.getLogger("speechprep.ingest")
 STAGE = "ingest"
 PASSTHROUGH = ("text", "speaker", "language")
 
@@ -106,24 +109,23 @@ def _utf8_ok(s: str) -> bool:
 class Ingest:
     """Collects candidates and rejects for one dataset."""
 
-    def __init__(self, name: str, log=sys.stderr):
+    def __init__(self, name: str):
         self.name = name
-        self.log = log
         self.entries: list[dict[str, Any]] = []  # each has _source, _explicit
         self.rejects: list[dict[str, Any]] = []
         self.ignored = 0
 
     def warn(self, msg: str) -> None:
-        print(f"ingest[{self.name}] WARNING: {msg}", file=self.log, flush=True)
+        log.warning("%s", msg)
 
     def add_reject(self, id_, path, reason, detail, **extra) -> None:
         self.rejects.append(reject(id_, path, STAGE, reason, detail, **extra))
 
     # -- sources ---------------------------------------------------------------
-    def scan_dir(self, root: str, extensions=DEFAULT_EXTENSIONS) -> None:
+    def scan_dir(self, root: str, extensions: list[str]) -> None:
         root = os.path.abspath(root)
         if not os.path.isdir(root):
-            raise SystemExit(f"ingest[{self.name}]: audio_dir {root!r} is not a directory")
+            raise UsageError(f"dataset {self.name!r}: audio_dir {root!r} is not a directory")
         for rel, st in walk_audio(root, extensions):
             path = os.path.join(root, rel)
             if not _utf8_ok(rel):
@@ -274,8 +276,8 @@ def shard_count(entries: list[dict], shards: int | None, shard_hours: float | No
         return 1
     missing = sum(1 for e in entries if e.get("duration") is None)
     if missing:
-        raise SystemExit(
-            f"ingest: shard_hours needs every file's duration, but {missing} entries have none; "
+        raise UsageError(
+            f"shard_hours needs every file's duration, but {missing} entries have none; "
             "turn probing on (probe: true), give `duration` in the input manifest, or set a fixed `shards`")
     hours = sum(e["duration"] for e in entries) / 3600.0
     return max(1, math.ceil(hours / float(shard_hours)))
@@ -292,16 +294,16 @@ def public(e: dict) -> dict:
 
 
 def run(name: str, ds: dict, manifest_out: str, rejects_out: str, shards_dir: str,
-        threads: int = 1, log=sys.stderr) -> dict:
+        threads: int = 1) -> dict:
     """Ingest dataset ``name`` (its config ``ds``); returns a summary."""
-    ing = Ingest(name, log)
+    ing = Ingest(name)
     if ds.get("audio_dir"):
-        ing.scan_dir(ds["audio_dir"], ds.get("extensions") or DEFAULT_EXTENSIONS)
+        ing.scan_dir(ds["audio_dir"], ds["extensions"])
     else:
         ing.read_manifest(ds["manifest"])
     n_inputs = len(ing.entries) + len(ing.rejects)
     ing.resolve_ids()
-    if ds.get("probe", True):
+    if ds["probe"]:
         ing.probe(threads)
     else:
         ing.drop_missing_unprobed()
@@ -322,5 +324,5 @@ def run(name: str, ds: dict, manifest_out: str, rejects_out: str, shards_dir: st
     hours = sum(e.get("duration") or 0.0 for e in entries) / 3600.0
     summary = {"dataset": name, "inputs": n_inputs, "accepted": len(entries),
                "rejected": len(ing.rejects), "shards": n, "hours": round(hours, 4)}
-    print(f"ingest[{name}]: {summary}", file=log, flush=True)
+    log.info("%s", summary)
     return summary

@@ -8,12 +8,9 @@ from __future__ import annotations
 
 import hashlib
 import os
-from typing import Iterator
+from typing import Iterable, Iterator
 
-DEFAULT_EXTENSIONS = ("wav", "flac", "ogg", "opus", "mp3", "aif", "aiff", "au", "w64", "caf")
-
-
-def walk_audio(root: str, extensions=DEFAULT_EXTENSIONS) -> Iterator[tuple[str, os.stat_result]]:
+def walk_audio(root: str, extensions: Iterable[str]) -> Iterator[tuple[str, os.stat_result | None]]:
     """``(path relative to root, stat)`` of every audio file below ``root``, sorted.
 
     Follows directory links (corpora are often assembled from links), never
@@ -46,7 +43,7 @@ def walk_audio(root: str, extensions=DEFAULT_EXTENSIONS) -> Iterator[tuple[str, 
     yield from walk("")
 
 
-def inventory_digest(root: str, extensions=DEFAULT_EXTENSIONS) -> str:
+def inventory_digest(root: str, extensions: Iterable[str]) -> str:
     """A digest of the audio files below ``root``: names, sizes, modification times."""
     h = hashlib.sha1()
     for rel, st in walk_audio(root, extensions):

@@ -1,4 +1,4 @@
-"""JSONL reading, atomic writing and the rejects format (../shared/CONTRACT.md).
+"""JSON(L) reading and atomic writing.
 
 Every output is written to a temporary file in the target's directory and
 renamed over the target, so a killed job never leaves a truncated output that
@@ -84,10 +84,7 @@ def read_jsonl(path: str | os.PathLike) -> Iterator[dict[str, Any]]:
                     raise ValueError(f"{path}:{n}: not valid JSON: {e}") from None
 
 
-def reject(id_: Any, audio_filepath: str | None, stage: str, reason: str, detail: str,
-           **extra: Any) -> dict[str, Any]:
-    """A rejects line: ``id`` (or the input line number), ``audio_filepath``, ``stage``, ``reason``, ``detail``."""
-    rec = {"id": id_, "audio_filepath": audio_filepath, "stage": stage,
-           "reason": reason, "detail": detail}
-    rec.update(extra)
-    return rec
+def write_json(path: str | os.PathLike, obj: Any, indent: int = 1) -> None:
+    """Atomically write ``obj`` as indented JSON (a summary, stats)."""
+    with atomic_open(path) as f:
+        f.write(json.dumps(obj, indent=indent, ensure_ascii=False) + "\n")

@@ -1,8 +1,10 @@
-"""Progress lines for a rule's log: items done, rate, audio speed, ETA."""
+"""Progress lines for a job's log: items done, rate, audio speed, ETA."""
 from __future__ import annotations
 
-import sys
+import logging
 import time
+
+log = logging.getLogger("speechprep.progress")
 
 
 def _hms(seconds: float) -> str:
@@ -11,8 +13,8 @@ def _hms(seconds: float) -> str:
 
 
 class Progress:
-    def __init__(self, label: str, total: int, every: float = 5.0, log=sys.stderr, unit: str = "files"):
-        self.label, self.total, self.every, self.log, self.unit = label, total, every, log, unit
+    def __init__(self, total: int, unit: str, every: float = 5.0):
+        self.total, self.unit, self.every = total, unit, every
         self.done = 0
         self.audio = 0.0
         self.t0 = time.monotonic()
@@ -24,7 +26,7 @@ class Progress:
         pct = 100.0 * self.done / self.total if self.total else 100.0
         eta = (self.total - self.done) / rate if rate > 0 else float("nan")
         eta_s = _hms(eta) if eta == eta else "?"
-        return (f"{self.label}: {self.done}/{self.total} {self.unit} ({pct:.1f}%) | "
+        return (f"{self.done}/{self.total} {self.unit} ({pct:.1f}%) | "
                 f"{rate:.2f} {self.unit}/s, {self.audio / dt:.1f}x realtime | "
                 f"elapsed {_hms(dt)} ETA {eta_s}")
 
@@ -34,7 +36,7 @@ class Progress:
         now = time.monotonic()
         if now - self._last >= self.every:
             self._last = now
-            print(self.line(), file=self.log, flush=True)
+            log.info(self.line())
 
     def finish(self) -> None:
-        print(self.line(), file=self.log, flush=True)
+        log.info(self.line())

@@ -2,29 +2,29 @@
 
 The pure parts (:func:`speech_runs`, :func:`make_segments`, :func:`file_stats`)
 work on frame flags and are unit-tested without audio. :func:`analyze_file`
-runs one file; :func:`run_shard` runs a shard in a process pool with a
-per-file checkpoint so a killed job resumes where it stopped.
+runs one file; :func:`run_shard` runs a shard's files in a process pool on a
+:class:`~speechprep.shardjob.ShardJob` (resumable per file).
 """
 from __future__ import annotations
 
-import json
-import os
-import sys
+import logging
 import time
 from collections import deque
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any, Callable, Iterable
 
 import numpy as np
 
 from .audio import SAMPLE_RATE, AudioError, stream_mono, to_int16
-from .checkpoint import Checkpoint, fingerprint
-from .jsonio import atomic_open, read_jsonl, reject, write_jsonl
-from .progress import Progress
+from .config import StageParams
+from .errors import UsageError
+from .jsonio import atomic_open, read_jsonl, write_json
+from .rejects import count_reasons
+from .shardjob import Accepted, Outcome, Rejected, ShardJob
 
+log = logging.getLogger("speechprep.vad")
 STAGE = "vad"
 # Bump when a change to this module changes results, so stale checkpoints are not reused.
 ALGORITHM_VERSION = "1"
@@ -34,19 +34,17 @@ PASSTHROUGH = ("speaker", "language")
 
 
 @dataclass(frozen=True)
-class VadParams:
-    threshold: float = 0.5      # TEN-VAD speech probability threshold
-    hop_size: int = 256         # samples per TEN-VAD frame at 16 kHz (16 ms)
-    min_silence: float = 0.3    # gaps shorter than this are merged (s)
-    min_speech: float = 0.25    # speech shorter than this is dropped (s)
-    pad: float = 0.03           # padding added to both ends of a segment (s)
-    max_segment: float = 30.0   # no segment is longer than this (s)
-    block_seconds: float = 60.0  # decode block: bounds memory on hours-long files
+class VadParams(StageParams):
+    """``vad`` in config/config.yaml (what each means is written there)."""
 
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "VadParams":
-        known = {k: v for k, v in d.items() if k in cls.__dataclass_fields__}
-        return cls(**known)
+    SECTION = "vad"
+    threshold: float
+    hop_size: int
+    min_silence: float
+    min_speech: float
+    pad: float
+    max_segment: float
+    block_seconds: float
 
     @property
     def hop_s(self) -> float:
@@ -97,8 +95,8 @@ def check_ten_vad(params: VadParams) -> None:
     try:
         speech_flags([np.zeros(params.hop_size, np.float32)], params)
     except OSError as e:
-        raise SystemExit(f"vad: TEN-VAD's library cannot be loaded: {e}\n"
-                         "  Debian: apt-get install libc++1   conda: libcxx (envs/vad.yaml)") from None
+        raise UsageError(f"TEN-VAD's library cannot be loaded: {e}. "
+                         "Debian: apt-get install libc++1; conda: libcxx (envs/vad.yaml)") from None
 
 
 # --------------------------------------------------------------------------
@@ -210,37 +208,33 @@ def file_stats(file_id: str, duration: float, segments: list[tuple[float, float]
 # --------------------------------------------------------------------------
 # one file
 # --------------------------------------------------------------------------
-def analyze_file(entry: dict[str, Any], p: VadParams) -> dict[str, Any]:
-    """VAD for one manifest entry -> ``{"id", "stats", "segments"}`` or ``{"id", "reject"}``."""
+def analyze_file(entry: dict[str, Any], p: VadParams) -> Outcome:
+    """VAD for one manifest entry: accepted with its ``stats`` and ``segments``
+    (and ``notes`` for the log), or rejected."""
     fid, path = entry["id"], entry["audio_filepath"]
-    t0 = time.perf_counter()
-
-    def rej(reason, detail):
-        return {"id": fid, "reject": reject(fid, path, STAGE, reason, detail)}
-
     damage: list[tuple[float, str]] = []
     try:
         probs, flags, n = speech_flags(stream_mono(path, SAMPLE_RATE, p.block_seconds,
                                                    on_damage=lambda t, d: damage.append((t, d))), p)
     except AudioError as e:
-        return rej(e.reason, e.detail)
+        return Rejected(e.reason, e.detail)
     except FileNotFoundError:
-        return rej("missing", "file does not exist")
+        return Rejected("missing", "file does not exist")
     except Exception as e:  # never let one file abort the shard
-        return rej("error", f"{type(e).__name__}: {e}")
+        return Rejected("error", f"{type(e).__name__}: {e}")
     if n == 0:
-        return rej("empty", "no samples decoded")
+        return Rejected("empty", "no samples decoded")
     duration = n / SAMPLE_RATE
     if n < p.hop_size:
-        return rej("too_short", f"{duration * 1000:.1f} ms is shorter than one VAD frame "
-                                f"({p.hop_size / SAMPLE_RATE * 1000:.0f} ms)")
+        return Rejected("too_short", f"{duration * 1000:.1f} ms is shorter than one VAD frame "
+                                     f"({p.hop_size / SAMPLE_RATE * 1000:.0f} ms)")
     notes: list[str] = []
     segments = make_segments(flags, probs, duration, p, notes)
     if damage:
         notes.append(f"damaged: {damage[0][1]}; the {duration:.3f} s before the damage are used")
     if not segments:
-        return rej("no_speech", f"no speech in {duration:.2f} s (max speech probability "
-                                f"{float(probs.max()):.2f}, threshold {p.threshold})")
+        return Rejected("no_speech", f"no speech in {duration:.2f} s (max speech probability "
+                                     f"{float(probs.max()):.2f}, threshold {p.threshold})")
     seg_lines = []
     for k, (s, e) in enumerate(segments):
         line = {"id": f"{fid}_{k:04d}", "file_id": fid, "audio_filepath": path,
@@ -252,10 +246,10 @@ def analyze_file(entry: dict[str, Any], p: VadParams) -> dict[str, Any]:
     stats = file_stats(fid, duration, segments)
     if damage:
         stats["truncated_at"] = round(damage[0][0], 4)
-    result = {"id": fid, "stats": stats, "segments": seg_lines, "seconds": time.perf_counter() - t0}
+    data = {"stats": stats, "segments": seg_lines}
     if notes:
-        result["notes"] = notes
-    return result
+        data["notes"] = notes
+    return Accepted(data)
 
 
 # --------------------------------------------------------------------------
@@ -271,12 +265,14 @@ def _init_worker(params: VadParams) -> None:
     import ten_vad  # noqa: F401  (loads the shared library once per worker)
 
 
-def _work(entry: dict[str, Any]) -> dict[str, Any]:
+def _work(entry: dict[str, Any]) -> Outcome:
     return analyze_file(entry, _WORKER_PARAMS)
 
 
-def _run_pool(items: list[dict], params: VadParams, workers: int,
-              emit: Callable[[dict], None]) -> tuple[list[dict], list[dict]]:
+Emit = Callable[[dict, Outcome], None]
+
+
+def _run_pool(items: list[dict], params: VadParams, workers: int, emit: Emit) -> tuple[list[dict], list[dict]]:
     """Run ``items``; returns ``(in flight when a worker died, not yet started)``."""
     queue = deque(items)
     with ProcessPoolExecutor(workers, initializer=_init_worker, initargs=(params,)) as pool:
@@ -289,15 +285,14 @@ def _run_pool(items: list[dict], params: VadParams, workers: int,
             for fut in done:
                 e = inflight.pop(fut)
                 try:
-                    emit(fut.result())
+                    emit(e, fut.result())
                 except BrokenProcessPool:
                     return [e, *inflight.values()], list(queue)
     return [], []
 
 
-def execute(todo: list[dict], params: VadParams, workers: int, emit: Callable[[dict], None],
-            log=sys.stderr) -> None:
-    """Analyse every entry, emitting one result each, whatever crashes.
+def execute(todo: list[dict], params: VadParams, workers: int, emit: Emit) -> None:
+    """Analyse every entry, emitting one outcome each, whatever crashes.
 
     A worker that dies (a segfault in native code, the OOM killer) breaks the
     pool; the files in flight then are rerun one at a time in their own pool,
@@ -307,60 +302,35 @@ def execute(todo: list[dict], params: VadParams, workers: int, emit: Callable[[d
     while rest:
         suspects, rest = _run_pool(rest, params, workers, emit)
         if suspects:
-            print(f"vad: a worker died with {len(suspects)} files in flight; "
-                  "rerunning them one at a time", file=log, flush=True)
+            log.warning("a worker died with %d files in flight; rerunning them one at a time", len(suspects))
         for e in suspects:
             again, _ = _run_pool([e], params, 1, emit)
             if again:
-                print(f"vad: {e['id']} kills its worker: rejected", file=log, flush=True)
-                emit({"id": e["id"], "reject": reject(e["id"], e["audio_filepath"], STAGE, "worker_crash",
-                                                      "the VAD worker process died while analysing this file")})
+                log.warning("%s kills its worker: rejected", e["id"])
+                emit(e, Rejected("worker_crash", "the VAD worker process died while analysing this file"))
 
 
 def run_shard(shard_path: str, segments_out: str, stats_out: str, rejects_out: str,
-              params: VadParams, workers: int, scratch: str, log=sys.stderr) -> dict[str, int]:
-    """VAD over every file of a shard; returns counts. Resumes from ``scratch``."""
-    entries = list(read_jsonl(shard_path))
-    name = Path(shard_path).stem
+              params: VadParams, workers: int, resume: str) -> dict[str, Any]:
+    """VAD over every file of a shard; returns counts. Resumes from ``resume``."""
     check_ten_vad(params)
-    ck = Checkpoint(scratch, fingerprint(shard_path, asdict(params), ALGORITHM_VERSION))
-    done = ck.load()
-    ids = {e["id"] for e in entries}
-    for stale in set(done) - ids:
-        del done[stale]
-    todo = [e for e in entries if e["id"] not in done]
-    print(f"vad[{name}]: {len(entries)} files, {len(done)} already done (checkpoint {scratch}), "
-          f"{len(todo)} to analyse with {workers} workers", file=log, flush=True)
-    progress = Progress(f"vad[{name}]", len(todo), log=log)
-    ck.start()
-    try:
-        def emit(result: dict) -> None:
-            for note in result.get("notes", ()):
-                print(f"vad[{name}]: {result['id']}: {note}", file=log, flush=True)
-            ck.append(result)
-            progress.update(audio_seconds=result.get("stats", {}).get("duration", 0.0))
+    job = ShardJob(STAGE, shard_path, resume, asdict(params), ALGORITHM_VERSION, unit="files")
+    todo = job.todo()
 
-        execute(todo, params, workers, emit, log)
-    except BaseException:
-        ck.close(remove=False)
-        raise
-    progress.finish()
+    def emit(entry: dict, outcome: Outcome) -> None:
+        if isinstance(outcome, Accepted):
+            for note in outcome.data.get("notes", ()):
+                log.info("%s: %s", entry["id"], note)
+        job.emit(entry, outcome, audio_seconds=outcome.data["stats"]["duration"]
+                 if isinstance(outcome, Accepted) else 0.0)
 
-    stats, segments, rejects = [], [], []
-    for e in entries:
-        r = done[e["id"]]
-        if "reject" in r:
-            rejects.append(r["reject"])
-        else:
-            stats.append(r["stats"])
-            segments.extend(r["segments"])
-    write_jsonl(stats_out, stats)
-    write_jsonl(segments_out, segments)
-    write_jsonl(rejects_out, rejects)
-    ck.close(remove=True)
-    counts = {"files": len(entries), "ok": len(stats), "rejected": len(rejects), "segments": len(segments)}
-    print(f"vad[{name}]: done {counts}", file=log, flush=True)
-    return counts
+    with job.running(todo):
+        log.info("%d files to analyse with %d workers", len(todo), workers)
+        execute(todo, params, workers, emit)
+    done = list(job.accepted())
+    return job.commit({stats_out: [d["stats"] for _, d in done],
+                       segments_out: [s for _, d in done for s in d["segments"]]},
+                      rejects_out, segments=sum(len(d["segments"]) for _, d in done))
 
 
 def merge(stats_files: list[str], rejects_files: list[str], segments_files: list[str],
@@ -384,14 +354,10 @@ def merge(stats_files: list[str], rejects_files: list[str], segments_files: list
     for path in segments_files:
         with open(path, encoding="utf-8") as f:
             n_segments += sum(1 for line in f if line.strip())
-    reasons: dict[str, int] = {}
-    for path in rejects_files:
-        for r in read_jsonl(path):
-            reasons[r["reason"]] = reasons.get(r["reason"], 0) + 1
+    reasons = count_reasons(rejects_files)
     summary = {"stage": STAGE, "shards": len(stats_files), "files": n_files,
-               "rejected": sum(reasons.values()), "rejects_by_reason": dict(sorted(reasons.items())),
+               "rejected": sum(reasons.values()), "rejects_by_reason": reasons,
                "segments": n_segments, "truncated_files": truncated, "audio_hours": round(audio / 3600, 4),
                "speech_hours": round(speech / 3600, 4)}
-    with atomic_open(summary_out) as f:
-        f.write(json.dumps(summary, indent=1) + "\n")
+    write_json(summary_out, summary)
     return summary

@@ -9,6 +9,7 @@ with :data:`EXIT_CODE` when a batch runs longer than ``timeout``.
 from __future__ import annotations
 
 import faulthandler
+import logging
 import os
 import sys
 import threading
@@ -17,10 +18,12 @@ import time
 EXIT_CODE = 124  # what timeout(1) uses
 
 
+log = logging.getLogger("speechprep.watchdog")
+
+
 class Watchdog:
-    def __init__(self, timeout: float, log=None, label: str = "batch"):
+    def __init__(self, timeout: float, label: str = "batch"):
         self.timeout = float(timeout)
-        self.log = log or sys.stderr
         self.label = label
         self._desc: str | None = None
         self._since = time.monotonic()
@@ -57,10 +60,10 @@ class Watchdog:
     def _fire(self, desc: str, stalled: float) -> None:
         msg = (f"WATCHDOG: no progress for {stalled:.0f} s (limit {self.timeout:.0f} s) on {self.label} "
                f"{desc}; stacks of every thread follow, then the job fails (exit {EXIT_CODE})")
-        print(msg, file=self.log, flush=True)
-        try:
-            faulthandler.dump_traceback(file=self.log, all_threads=True)
-        except (ValueError, OSError, AttributeError):  # a log without a file descriptor
-            faulthandler.dump_traceback(file=sys.__stderr__, all_threads=True)
-        print(msg.split(";")[0] + ": job failed", file=self.log, flush=True)
+        log.error("%s", msg)
+        sys.stderr.flush()
+        faulthandler.dump_traceback(file=sys.__stderr__, all_threads=True)
+        log.error("%s: job failed", msg.split(";")[0])
+        for h in logging.getLogger("speechprep").handlers:
+            h.flush()
         os._exit(EXIT_CODE)

@@ -9,16 +9,18 @@ import pytest
 import soundfile as sf
 
 from speechprep import ingest
+from speechprep.config import defaults
+from speechprep.errors import UsageError
 from speechprep.jsonio import read_jsonl
+from tests.support import DEMO, TRUTH
 
-REPO = Path(__file__).resolve().parents[2]
-DEMO = REPO / "resources" / "demo"
-TRUTH = json.loads((DEMO / "truth.json").read_text(encoding="utf-8"))
+INGEST = {k: v for k, v in defaults()["ingest"].items() if k != "threads"}
 
 
 def run(tmp_path, ds, name="t"):
+    """Ingest ``ds`` (its keys over the ingest defaults, as the workflow merges them)."""
     out = tmp_path / "out"
-    summary = ingest.run(name, ds, str(out / "manifest.jsonl"), str(out / "rejects.jsonl"),
+    summary = ingest.run(name, {**INGEST, **ds}, str(out / "manifest.jsonl"), str(out / "rejects.jsonl"),
                          str(out / "shards"), threads=2)
     manifest = list(read_jsonl(out / "manifest.jsonl"))
     rejects = list(read_jsonl(out / "rejects.jsonl"))
@@ -84,7 +86,7 @@ def test_shard_count_from_hours_or_fixed():
     entries = [{"duration": 1800.0}] * 5  # 2.5 h
     assert ingest.shard_count(entries, None, 1.0) == 3
     assert ingest.shard_count(entries, 4, 1.0) == 4
-    with pytest.raises(SystemExit, match="shard_hours needs"):
+    with pytest.raises(UsageError, match="shard_hours needs"):
         ingest.shard_count([{"duration": None}], None, 1.0)
 
 

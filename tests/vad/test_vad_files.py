@@ -1,8 +1,7 @@
 """TEN-VAD on real audio: the demo corpus, a 3-minute file, resume, crashes."""
-import io
 import json
-from dataclasses import asdict
 import os
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -11,31 +10,25 @@ import soundfile as sf
 
 from speechprep import vad
 from speechprep.jsonio import read_jsonl, write_jsonl
-from speechprep.checkpoint import Checkpoint, fingerprint
+from speechprep.resume import ResumeFile, fingerprint
+from speechprep.shardjob import Accepted, Rejected, outcome_line
 from speechprep.vad import VadParams, analyze_file, run_shard
+from tests.support import DEMO, TRUTH, demo_file
 
-REPO = Path(__file__).resolve().parents[2]
-DEMO = REPO / "resources" / "demo"
-TRUTH = json.loads((DEMO / "truth.json").read_text(encoding="utf-8"))
-
-
-def entry(rel):
-    return {"id": rel.replace("/", "__").rsplit(".", 1)[0], "audio_filepath": str(DEMO / "audio" / rel)}
+P = VadParams.defaults()
 
 
 @pytest.mark.parametrize("rel,info", [(k, v) for k, v in TRUTH["files"].items() if v["expect"] != "ok"])
 def test_bad_files_rejected_with_reason(rel, info):
-    r = analyze_file(entry(rel), VadParams())
-    assert "reject" in r, r
-    rec = r["reject"]
-    assert rec["stage"] == "vad" and rec["detail"]
+    r = analyze_file(demo_file(rel), P)
+    assert isinstance(r, Rejected) and r.detail, r
     # files ingest rejects are also caught by VAD alone (ingest with probing off)
-    assert rec["reason"] == info["reason"]
+    assert r.reason == info["reason"]
 
 
 @pytest.mark.parametrize("rel", ["edge_cases/stereo_8k.wav", "edge_cases/rate_44k.wav"])
 def test_multichannel_and_other_rates_are_handled(rel):
-    r = analyze_file(entry(rel), VadParams())
+    r = analyze_file(demo_file(rel), P).data
     truth = TRUTH["files"][rel]
     assert "segments" in r and len(r["segments"]) == len(truth["speech"])
     assert r["stats"]["duration"] == pytest.approx(truth["duration"], abs=0.02)
@@ -73,8 +66,8 @@ def three_minute_file(path):
 def test_max_segment_honoured_on_three_minute_file(tmp_path):
     path = tmp_path / "long.flac"
     spans, pauses = three_minute_file(path)
-    p = VadParams(max_segment=30.0, pad=0.03)
-    r = analyze_file({"id": "long", "audio_filepath": str(path)}, p)
+    p = VadParams.defaults(max_segment=30.0, pad=0.03)
+    r = analyze_file({"id": "long", "audio_filepath": str(path)}, p).data
     segs = [(s["offset"], s["offset"] + s["duration"]) for s in r["segments"]]
     assert r["stats"]["duration"] > 180
     assert all(e - s <= 30.0 + 1e-6 for s, e in segs)
@@ -91,16 +84,16 @@ def test_max_segment_honoured_on_three_minute_file(tmp_path):
 
 def make_shard(tmp_path, rels):
     shard = tmp_path / "shard-0000.jsonl"
-    write_jsonl(shard, [entry(r) for r in rels])
+    write_jsonl(shard, [demo_file(r) for r in rels])
     return shard
 
 
-def run(workdir, shard, workers=1, log=None):
+def run(workdir, shard, workers=1):
     """run_shard into ``workdir``; returns its counts and its three outputs' text."""
     workdir.mkdir(exist_ok=True)
     o = {k: str(workdir / f"out.{k}.jsonl") for k in ("segments", "stats", "rejects")}
-    counts = run_shard(str(shard), o["segments"], o["stats"], o["rejects"], VadParams(), workers,
-                       str(workdir / "scratch" / "shard-0000.jsonl"), **({"log": log} if log else {}))
+    counts = run_shard(str(shard), o["segments"], o["stats"], o["rejects"], P, workers,
+                       str(workdir / "resume" / "shard-0000.jsonl"))
     return counts, {k: Path(v).read_text(encoding="utf-8") for k, v in o.items()}
 
 
@@ -120,35 +113,34 @@ def test_shard_accounts_for_every_file(tmp_path):
     assert seg_files == stats_ids
 
 
-def test_shard_resumes_from_checkpoint_with_identical_outputs(tmp_path):
+def test_shard_resumes_from_its_resume_file_with_identical_outputs(tmp_path, caplog):
     shard = make_shard(tmp_path, CLIPS)
     counts, full = run(tmp_path / "uninterrupted", shard)
-    # a checkpoint as a killed job leaves it: three files done, a line cut short
+    # a resume file as a killed job leaves it: three files done, a line cut short
     resumed_dir = tmp_path / "resumed"
-    ck = resumed_dir / "scratch" / "shard-0000.jsonl"
+    ck = resumed_dir / "resume" / "shard-0000.jsonl"
     ck.parent.mkdir(parents=True)
-    done = [analyze_file(e, VadParams()) for e in list(read_jsonl(shard))[:3]]
-    ck.write_text(json.dumps({"fingerprint": fingerprint(str(shard), asdict(VadParams()), vad.ALGORITHM_VERSION)}) + "\n"
+    done = [outcome_line(e["id"], analyze_file(e, P)) for e in list(read_jsonl(shard))[:3]]
+    ck.write_text(json.dumps({"fingerprint": fingerprint(str(shard), asdict(P), vad.ALGORITHM_VERSION)}) + "\n"
                   + "".join(json.dumps(d) + "\n" for d in done)
                   + '{"id": "caribbean__clip04", "stats": {"dur', encoding="utf-8")
-    log = io.StringIO()
-    counts2, resumed = run(resumed_dir, shard, log=log)
-    assert "6 files, 3 already done" in log.getvalue() and "3 to analyse" in log.getvalue()
+    caplog.set_level("INFO")
+    counts2, resumed = run(resumed_dir, shard)
+    assert "6 files, 3 already done or screened out" in caplog.text and "3 files to analyse" in caplog.text
     assert counts2 == counts
     assert resumed == full
     assert not ck.exists()  # removed once the outputs are written
 
 
-def test_checkpoint_for_other_input_is_not_reused(tmp_path):
-    ck = Checkpoint(tmp_path / "c.jsonl", "abc")
-    ck.start()
-    ck.append({"id": "x", "reject": {}})
+def test_resume_file_for_other_input_is_not_reused(tmp_path):
+    ck = ResumeFile(tmp_path / "c.jsonl", "abc")
+    ck.start([outcome_line("x", Rejected("empty", "d"))])
     ck.close(remove=False)
-    assert set(Checkpoint(tmp_path / "c.jsonl", "abc").load()) == {"x"}
-    assert Checkpoint(tmp_path / "c.jsonl", "other").load() == {}
+    assert set(ResumeFile(tmp_path / "c.jsonl", "abc").load()) == {"x"}
+    assert ResumeFile(tmp_path / "c.jsonl", "other").load() == {}
 
 
-def _crash_on_silence(e, p, _real=vad.analyze_file):
+def _crash_on_silence(e, p, _real=vad.analyze_file):  # noqa: B008
     if e["id"].endswith("silence"):
         os._exit(9)  # what a segfault in native code looks like to the pool
     return _real(e, p)
@@ -195,10 +187,11 @@ def test_file_damaged_mid_stream_keeps_the_audio_before_the_damage(tmp_path, fmt
     x = _clips(30)
     path = tmp_path / f"long.{fmt.lower()}"
     sf.write(path, x, 16000, format=fmt)
-    intact = analyze_file({"id": "f", "audio_filepath": str(path)}, VadParams())
+    intact = analyze_file({"id": "f", "audio_filepath": str(path)}, P).data
     _damage(path, 0.6, how)
-    r = analyze_file({"id": "f", "audio_filepath": str(path)}, VadParams())
-    assert "reject" not in r, r
+    r = analyze_file({"id": "f", "audio_filepath": str(path)}, P)
+    assert isinstance(r, Accepted), r
+    r = r.data
     t = r["stats"]["truncated_at"]
     assert 0.4 * len(x) / 16000 < t < 0.7 * len(x) / 16000
     assert r["stats"]["duration"] == pytest.approx(t, abs=0.05)
@@ -217,5 +210,5 @@ def test_file_damaged_at_its_start_is_rejected_unreadable(tmp_path):
     data = bytearray(path.read_bytes())
     data[200:20000] = bytes(19800)  # the first frames after the header are gone
     path.write_bytes(bytes(data))
-    r = analyze_file({"id": "e", "audio_filepath": str(path)}, VadParams())
-    assert r["reject"]["reason"] == "unreadable" and "decode failed at 0.000 s" in r["reject"]["detail"]
+    r = analyze_file({"id": "e", "audio_filepath": str(path)}, P)
+    assert r.reason == "unreadable" and "decode failed at 0.000 s" in r.detail

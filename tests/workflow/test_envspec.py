@@ -32,8 +32,9 @@ def test_check_passes_in_own_env_and_names_what_is_wrong_elsewhere():
     assert importlib.metadata.version("numpy") == "2.4.6"  # shared pins are fine
 
 
-def test_require_exits_3_outside_its_env(capsys):
-    with pytest.raises(SystemExit) as e:
+def test_require_refuses_outside_its_env_with_exit_3():
+    from speechprep.errors import EnvironmentMismatch
+
+    with pytest.raises(EnvironmentMismatch, match="running outside its environment") as e:
         envspec.require_stage_env("vad")
-    assert e.value.code == 3
-    assert "running outside its environment" in capsys.readouterr().err
+    assert e.value.exit_code == 3 and "ten-vad==1.0.6.9 is not installed" in str(e.value)

@@ -1,15 +1,10 @@
-"""TTS text: normalisation, SentencePiece, atomic .npy."""
-import json
-from pathlib import Path
-
+"""TTS text: normalisation, SentencePiece; atomic .npy."""
 import numpy as np
 import pytest
 
-from speechprep.tts_text import (TextNormalizer, load_npy, load_tokenizer, save_npy, text_ids,
-                                 train_tokenizer)
-
-REPO = Path(__file__).resolve().parents[2]
-TRUTH = json.loads((REPO / "resources" / "demo" / "truth.json").read_text(encoding="utf-8"))
+from speechprep.npyio import load_npy, save_npy
+from speechprep.tts.text import TextNormalizer, load_tokenizer, text_ids, train_tokenizer
+from tests.support import TRUTH
 
 
 def test_normalisation_nfkc_punctuation_whitespace():

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import logging
 import os
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .audio import demo_audio  # noqa: F401 (tests and benches import it from here too)
+from . import demo_audio
 
 CONV_LAYERS = "[(32, 10, 5)] + [(32, 3, 2)] * 4 + [(32, 2, 2)] * 2"  # 320x: 50 Hz at 16 kHz
 LEGACY_PROBLEMS = ("pickles", "float_ints", "pos_conv")
@@ -157,8 +158,7 @@ def tiny_vocoder(out: Path, config_out: Path, n_units: int, seed: int = 0, dur_p
     config_out.write_text(json.dumps(cfg, indent=1) + "\n", encoding="utf-8")
 
 
-def build_demo(truth_path: Path, out_dir: Path, n_units: int = 50, layer: int = 2, seed: int = 0,
-               log=None) -> dict[str, str]:
+def build_demo(truth_path: Path, out_dir: Path, n_units: int = 50, layer: int = 2, seed: int = 0) -> dict[str, str]:
     """The demo S2S models in ``out_dir``: a 2021-style legacy HuBERT checkpoint, a k-means
     fitted on its layer-``layer`` features of the demo corpus, a random unit HiFi-GAN."""
     import tempfile
@@ -166,7 +166,7 @@ def build_demo(truth_path: Path, out_dir: Path, n_units: int = 50, layer: int = 
     import joblib
     from sklearn.cluster import MiniBatchKMeans
 
-    from .s2s import dense_features
+    from ..s2s import dense_features
 
     out_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
@@ -180,7 +180,6 @@ def build_demo(truth_path: Path, out_dir: Path, n_units: int = 50, layer: int = 
     tiny_vocoder(out_dir / "demo_vocoder.pt", out_dir / "demo_vocoder.json", n_units, seed)
     paths = {"hubert": str(hubert), "kmeans": str(km_path), "vocoder": str(out_dir / "demo_vocoder.pt"),
              "vocoder_config": str(out_dir / "demo_vocoder.json")}
-    if log:
-        print(f"demo S2S models ({len(feats)} feature frames, {n_units} units, layer {layer}): {paths}",
-              file=log, flush=True)
+    logging.getLogger("speechprep.demo").info("demo S2S models (%d feature frames, %d units, layer %d): %s",
+                                              len(feats), n_units, layer, paths)
     return paths

@@ -1,7 +1,7 @@
-"""Per-item checkpoints of a shard job in progress, so a killed job resumes.
+"""The resume file of a shard job in progress, so a killed job resumes.
 
-Results are appended (one JSON line each) as they complete; the first line
-fingerprints the shard's input and the stage's parameters, so a checkpoint
+Outcomes are appended (one JSON line each) as they complete; the first line
+fingerprints the shard's input and the stage's parameters, so a resume file
 left by a different input is discarded, not reused. A line cut short by a kill
 is ignored (that item is simply redone).
 """
@@ -11,7 +11,7 @@ import hashlib
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 from .jsonio import atomic_open, dumps
 
@@ -24,49 +24,51 @@ def fingerprint(input_path: str | os.PathLike, params: Any, version: str) -> str
     return h.hexdigest()
 
 
-class Checkpoint:
-    """Results keyed by ``id``, appended as they complete."""
+class ResumeFile:
+    """Saved lines keyed by ``id``, appended as they complete."""
 
     def __init__(self, path: str | os.PathLike, fingerprint: str):
         self.path = Path(path)
         self.fingerprint = fingerprint
-        self.done: dict[str, dict] = {}
         self._f = None
 
     def load(self) -> dict[str, dict]:
+        """The saved lines of a resume file with this fingerprint (none otherwise)."""
         try:
             with open(self.path, encoding="utf-8") as f:
                 lines = f.read().split("\n")
         except FileNotFoundError:
-            return self.done
+            return {}
         try:
             if json.loads(lines[0]).get("fingerprint") != self.fingerprint:
-                return self.done
+                return {}
         except (json.JSONDecodeError, AttributeError):
-            return self.done
+            return {}
+        saved = {}
         for line in lines[1:]:
             try:
                 r = json.loads(line)
             except json.JSONDecodeError:
                 break  # the tail a kill cut short
-            self.done[r["id"]] = r
-        return self.done
+            saved[r["id"]] = r
+        return saved
 
-    def start(self) -> None:
+    def start(self, lines: Iterable[dict]) -> None:
+        """Rewrite the file with ``lines`` (dropping a truncated tail), then append."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        with atomic_open(self.path) as f:  # rewrite: drops a truncated tail
+        with atomic_open(self.path) as f:
             f.write(json.dumps({"fingerprint": self.fingerprint}) + "\n")
-            for r in self.done.values():
+            for r in lines:
                 f.write(dumps(r) + "\n")
         self._f = open(self.path, "a", encoding="utf-8")
 
-    def append(self, result: dict) -> None:
-        self.done[result["id"]] = result
-        self._f.write(dumps(result) + "\n")
+    def append(self, line: dict) -> None:
+        self._f.write(dumps(line) + "\n")
         self._f.flush()
 
     def close(self, remove: bool) -> None:
         if self._f:
             self._f.close()
+            self._f = None
         if remove:
             self.path.unlink(missing_ok=True)

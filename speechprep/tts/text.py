@@ -1,19 +1,17 @@
-"""TTS text features: normalisation, a SentencePiece tokenizer, int32 text ids.
-
-The text side of the TTS feature stage (:mod:`speechprep.tts` is the rest).
+"""TTS text: normalisation, a SentencePiece tokenizer, the text-id job of a shard.
 
 * :class:`TextNormalizer`: Unicode NFKC, typographic punctuation mapped to
   ASCII, whitespace collapsed, then per-language options (config
   ``tts.languages``): ``lowercase``, ``space_before_punct`` (French
   typography keeps a space before ``; : ! ?``), ``strip_punct``.
 * :func:`train_tokenizer`: the real SentencePiece trainer (BPE) on the corpus'
-  normalised transcripts; the model is written atomically.
-* :func:`save_npy` / :func:`load_npy`: atomic ``.npy`` writes, and a loader
-  that treats a truncated or wrong-typed file as absent, so a killed job never
-  leaves a file that later counts as done.
+  normalised transcripts (rule ``tts_tokenizer``: :func:`train_corpus_tokenizer`).
+* :func:`run_text` (rule ``tts_text``): int32 ids of each accepted segment's
+  normalised text.
 """
 from __future__ import annotations
 
+import logging
 import os
 import re
 import unicodedata
@@ -23,7 +21,12 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from .jsonio import atomic_open
+from ..errors import UsageError
+from ..jsonio import read_jsonl, write_jsonl
+from ..names import file_stem
+from ..npyio import save_npy
+
+log = logging.getLogger("speechprep.tts")
 
 PUNCT_MAP = str.maketrans({
     "\u2018": "'", "\u2019": "'", "\u201a": "'", "\u2032": "'", "\u00b4": "'",
@@ -108,19 +111,37 @@ def text_ids(sp, text: str) -> np.ndarray:
     return np.asarray(sp.encode(text, out_type=int), dtype=np.int32)
 
 
-def save_npy(path: str | os.PathLike, array: np.ndarray) -> None:
-    with atomic_open(path, "wb") as f:
-        np.save(f, array, allow_pickle=False)
+def run_text(index_path: str, tokenizer: str, index_out: str, ids_dir: str) -> int:
+    """int32 SentencePiece ids of every accepted segment's normalised text."""
+    sp = load_tokenizer(tokenizer)
+    out = Path(ids_dir).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    lines = []
+    for seg in read_jsonl(index_path):
+        ids = text_ids(sp, seg["text"])
+        if len(ids) == 0:
+            raise UsageError(f"{seg['id']}: tokenizer {tokenizer} gives no ids for {seg['text']!r}")
+        dest = out / f"{file_stem(seg['id'])}.npy"
+        save_npy(dest, ids)
+        lines.append({"id": seg["id"], "text_ids": str(dest), "text_ids_len": len(ids)})
+    write_jsonl(index_out, lines)
+    log.info("text ids: %d segments from %s with %s (%d pieces)", len(lines), index_path, tokenizer,
+             sp.get_piece_size())
+    return len(lines)
 
 
-def load_npy(path: str | os.PathLike, dtype=None, ndim: int | None = None) -> np.ndarray | None:
-    """The array, or ``None`` when the file is missing, truncated or not of ``dtype``/``ndim``."""
-    try:
-        a = np.load(path, allow_pickle=False)
-    except (OSError, ValueError, EOFError):
-        return None
-    if dtype is not None and a.dtype != np.dtype(dtype):
-        return None
-    if ndim is not None and a.ndim != ndim:
-        return None
-    return a
+def train_corpus_tokenizer(asr_manifests: dict[str, str], languages: dict[str, str | None],
+                           options: dict, vocab_size: int, model_out: str) -> None:
+    """Train the tokenizer on the normalised transcripts of every dataset
+    (``asr_manifests``: dataset -> asr/manifest.jsonl; ``languages``: dataset -> default)."""
+    norm = TextNormalizer(options)
+    texts = [norm(s.get("text") or "", s.get("language") or languages.get(ds))
+             for ds, path in asr_manifests.items() for s in read_jsonl(path)]
+    texts = [t for t in texts if t]
+    if not texts:
+        raise UsageError("no transcript has text: nothing to train the tokenizer on "
+                         "(set tts.tokenizer to an existing SentencePiece model)")
+    train_tokenizer(texts, model_out, vocab_size)
+    sp = load_tokenizer(model_out)
+    log.info("tokenizer: %s (%d pieces, asked %d) from %d transcripts", model_out, sp.get_piece_size(),
+             vocab_size, len(texts))

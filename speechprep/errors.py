@@ -1,0 +1,29 @@
+"""Typed errors: what a job can fail with, and the exit code the CLI turns each into.
+
+Code in the package raises these (never ``SystemExit``); :mod:`speechprep.cli`
+prints the message as one line and exits with the error's code, so a rule's
+log ends with what to fix rather than a traceback.
+"""
+from __future__ import annotations
+
+
+class SpeechprepError(Exception):
+    """A failure with a message meant for the user; ``exit_code`` for the CLI."""
+
+    exit_code = 1
+
+
+class UsageError(SpeechprepError):
+    """A setting, an argument or an input file that cannot work as given."""
+
+    exit_code = 2
+
+
+class ModelFileError(UsageError):
+    """A model file (checkpoint, .nemo, k-means, vocoder, tokenizer) that cannot be used."""
+
+
+class EnvironmentMismatch(SpeechprepError):
+    """The job runs outside its stage's pinned environment."""
+
+    exit_code = 3

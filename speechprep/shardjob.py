@@ -1,0 +1,170 @@
+"""The resumable shard job: what every per-shard stage runs on.
+
+A stage supplies only what is its own: which items the manifest alone rejects
+(``screen``), whether a saved outcome still holds (``keep``), how to process
+the items (calling :meth:`ShardJob.emit` with one :class:`Accepted` or
+:class:`Rejected` per item, in any order), and the lines it writes. The job
+owns the rest:
+
+* the resume file (:mod:`speechprep.resume`): outcomes are appended as they
+  complete, so a job killed even with SIGKILL restarts with only the
+  unfinished items; a resume file of another input or other parameters is
+  ignored;
+* progress lines with rate and ETA, and the closing counts;
+* the systematic-failure rule (:mod:`speechprep.failures`) over the
+  outcomes a stage marks ``model_error``;
+* results in input order, every item either accepted or rejected (the
+  rejects format of ``docs/outputs.md``), and the atomic writes of the
+  outputs, after which the resume file goes.
+"""
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator
+
+from .failures import FailureRule, ModelFailures
+from .jsonio import read_jsonl, write_jsonl
+from .rejects import reject
+from .progress import Progress
+from .resume import ResumeFile, fingerprint
+
+log = logging.getLogger("speechprep.shardjob")
+
+
+@dataclass(frozen=True)
+class Accepted:
+    """An item the stage could use: ``data`` is what it keeps (JSON, saved for resume)."""
+
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Rejected:
+    """An item the stage could not use, with a stable ``reason`` code and a ``detail``.
+    ``model_error``: the model's fault, not the input's (counts for the failure rule)."""
+
+    reason: str
+    detail: str
+    model_error: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+Outcome = Accepted | Rejected
+
+
+def shard_name(path: str | os.PathLike) -> str:
+    """``shard-0001`` from ``.../shard-0001.segments.jsonl`` (the name before the first dot)."""
+    return Path(path).name.split(".")[0]
+
+
+def outcome_line(item_id: str, o: Outcome) -> dict:
+    """An outcome as a resume-file line."""
+    if isinstance(o, Accepted):
+        return {"id": item_id, **o.data}
+    return {"id": item_id, "reject": o.reason, "detail": o.detail, "model_error": o.model_error,
+            "extra": o.extra}
+
+
+def outcome_from_line(line: dict) -> Outcome:
+    if isinstance(line.get("reject"), str):
+        return Rejected(line["reject"], line["detail"], line["model_error"], line["extra"])
+    return Accepted({k: v for k, v in line.items() if k != "id"})
+
+
+class ShardJob:
+    """One shard of one stage: items from a JSONL file, each ending accepted or rejected."""
+
+    def __init__(self, stage: str, items_path: str | os.PathLike, resume_path: str | os.PathLike,
+                 params: Any, version: str, unit: str = "segments",
+                 failure_rule: FailureRule | None = None, model: str | None = None):
+        self.stage, self.unit = stage, unit
+        self.name = shard_name(items_path)
+        self.items = list(read_jsonl(items_path))
+        self.resume = ResumeFile(resume_path, fingerprint(items_path, params, version))
+        ids = {item["id"] for item in self.items}
+        self.outcomes: dict[str, Outcome] = {
+            k: outcome_from_line(v) for k, v in self.resume.load().items() if k in ids}
+        self.failures = ModelFailures(stage, model or "?", failure_rule) if failure_rule else None
+        self.progress: Progress | None = None
+
+    # -- before ----------------------------------------------------------------
+    def todo(self, screen: Callable[[dict], Rejected | None] | None = None,
+             keep: Callable[[dict, Outcome], bool] | None = None) -> list[dict]:
+        """The items still to process. A saved outcome is kept unless ``keep(item,
+        outcome)`` says it no longer holds (say, its file is gone); ``screen(item)``
+        rejects an item from the manifest alone, before any processing."""
+        todo = []
+        for item in self.items:
+            saved = self.outcomes.get(item["id"])
+            if saved is not None and (keep is None or keep(item, saved)):
+                continue
+            self.outcomes.pop(item["id"], None)
+            screened = screen(item) if screen else None
+            if screened is not None:
+                self.outcomes[item["id"]] = screened
+            else:
+                todo.append(item)
+        log.info("%d %s, %d already done or screened out (resume file %s), %d to process",
+                 len(self.items), self.unit, len(self.items) - len(todo), self.resume.path, len(todo))
+        return todo
+
+    # -- during ----------------------------------------------------------------
+    @contextlib.contextmanager
+    def running(self, todo: list[dict]) -> Iterator["ShardJob"]:
+        """Process ``todo`` inside this block, calling :meth:`emit` per item. On any
+        exception the resume file is kept for the next attempt."""
+        self.progress = Progress(len(todo), self.unit)
+        self.resume.start(outcome_line(k, o) for k, o in self.outcomes.items())
+        try:
+            yield self
+            if self.failures:
+                self.failures.finish()
+        except BaseException:
+            self.resume.close(remove=False)
+            raise
+        self.progress.finish()
+
+    def emit(self, item: dict, outcome: Outcome, audio_seconds: float | None = None) -> None:
+        """Record one item's outcome (saved at once for resume)."""
+        self.outcomes[item["id"]] = outcome
+        self.resume.append(outcome_line(item["id"], outcome))
+        if audio_seconds is None:
+            audio_seconds = float(item.get("duration") or 0.0)
+        self.progress.update(audio_seconds=audio_seconds)
+        if self.failures:
+            if isinstance(outcome, Accepted):
+                self.failures.success()
+            elif outcome.model_error:
+                self.failures.error(item["id"], outcome.detail)
+
+    # -- after -----------------------------------------------------------------
+    def accepted(self) -> Iterator[tuple[dict, dict]]:
+        """``(item, data)`` of every accepted item, in input order."""
+        for item in self.items:
+            o = self.outcomes[item["id"]]
+            if isinstance(o, Accepted):
+                yield item, o.data
+
+    def reject_lines(self) -> list[dict]:
+        """The rejects lines, in input order."""
+        out = []
+        for item in self.items:
+            o = self.outcomes[item["id"]]
+            if isinstance(o, Rejected):
+                out.append(reject(item["id"], item.get("audio_filepath"), self.stage, o.reason, o.detail,
+                                  **o.extra))
+        return out
+
+    def commit(self, outputs: dict[str | os.PathLike, Iterable[dict]], rejects_path: str | os.PathLike,
+               **counts: Any) -> dict[str, Any]:
+        """Write ``outputs`` and the rejects atomically, drop the resume file, log the counts."""
+        written = {Path(p).name: write_jsonl(p, lines) for p, lines in outputs.items()}
+        rejected = write_jsonl(rejects_path, self.reject_lines())
+        self.resume.close(remove=True)
+        summary = {self.unit: len(self.items), "ok": len(self.items) - rejected, "rejected": rejected, **counts}
+        log.info("done %s; wrote %s", summary, written)
+        return summary

@@ -1,0 +1,193 @@
+"""The audio-feature job of a shard (rule ``tts_features``).
+
+For every ASR segment with text: its S2S units as int32 ``codes``, a
+``condition`` vector and an ``emo_vec`` (float32), from the encoders of
+:mod:`.encoders`. Segments run in batches from
+:class:`~speechprep.batching.BatchRunner` (seconds budget from free GPU
+memory, OOM halves and retries, then rejects ``oom``); an encoder exception
+reruns the batch clip by clip and rejects only the guilty clip
+(``encoder_error``). Arrays wait in the job's scratch directory until the
+shard is done (Snakemake empties a directory output before rerunning its
+job); a segment counts as done only when its resume line exists and its
+three arrays load.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from ..audio import SAMPLE_RATE, AudioError, read_segment
+from ..batching import BatchRunner, is_oom, resolve_device, seconds_budget
+from ..config import StageParams
+from ..failures import FailureRule
+from ..jsonio import read_jsonl
+from ..modelfiles import sha256_file
+from ..names import file_stem
+from ..npyio import load_npy, save_npy
+from ..shardjob import Accepted, Outcome, Rejected, ShardJob
+from .encoders import Encoders, encoder_identity
+from .text import TextNormalizer
+
+log = logging.getLogger("speechprep.tts")
+STAGE = "tts"
+ALGORITHM_VERSION = "1"
+FEATURES = ("codes", "condition", "emo_vec")
+LENGTHS = ("codes_len", "condition_dim", "emo_vec_dim")
+# rejects that are the encoders' fault, not the audio's (speechprep.failures)
+MODEL_ERRORS = ("encoder_error", "non_finite")
+
+
+@dataclass(frozen=True)
+class TtsParams(StageParams):
+    """The audio-side settings of ``tts`` in config/config.yaml (rules pass only these,
+    so a tokenizer or split change does not rerun the features)."""
+
+    SECTION = "tts"
+    condition: str
+    emotion: str
+    device: str
+    cpu_batch_seconds: float
+    seconds_per_gib: float
+    gpu_reserve_gib: float
+    max_batch_seconds: float
+    min_duration: float
+    languages: dict
+    dataset_language: str | None
+    model_failure: dict
+    hash_cache: str | None
+
+
+def artifact(root: Path, kind: str, seg_id: str) -> Path:
+    return root / kind / f"{file_stem(seg_id)}.npy"
+
+
+def artifacts_ok(root: Path, seg_id: str, n_codes: int) -> bool:
+    """All three feature arrays load with their dtype and shape (a truncated file does not)."""
+    codes = load_npy(artifact(root, "codes", seg_id), np.int32, 1)
+    if codes is None or len(codes) != n_codes:
+        return False
+    return all(load_npy(artifact(root, k, seg_id), np.float32, 1) is not None for k in ("condition", "emo_vec"))
+
+
+def _finish(s: dict, result: Any, oom: bool, units: list[int], root: Path) -> Outcome:
+    """Check one segment's vectors and write its three arrays to scratch."""
+    sid = s["id"]
+    if oom:
+        return Rejected("oom", "out of memory even as a single segment")
+    if isinstance(result, AudioError):
+        return Rejected(result.reason, result.detail, model_error=result.reason in MODEL_ERRORS)
+    cond, emo = result
+    for what, v in (("condition", cond), ("emotion", emo)):
+        if isinstance(v, AudioError):
+            return Rejected(v.reason, f"{what} encoder: {v.detail}")
+        if v.size == 0 or not np.isfinite(v).all():
+            return Rejected("non_finite", f"the {what} vector is not finite (silent or degenerate audio?)",
+                            model_error=True)
+    save_npy(artifact(root, "codes", sid), np.asarray(units, dtype=np.int32))
+    save_npy(artifact(root, "condition", sid), cond.astype(np.float32))
+    save_npy(artifact(root, "emo_vec", sid), emo.astype(np.float32))
+    return Accepted({"codes_len": len(units), "condition_dim": int(cond.size), "emo_vec_dim": int(emo.size)})
+
+
+def _encode_isolating(encoders: Callable, clips: list[np.ndarray]) -> list:
+    """Vectors per clip; a clip the encoders fail on (other than OOM, which
+    BatchRunner handles) becomes an ``encoder_error``, the rest still run."""
+    try:
+        return encoders(clips)
+    except Exception as e:  # noqa: BLE001
+        if is_oom(e):
+            raise
+        if len(clips) == 1:
+            return [AudioError("encoder_error", f"{type(e).__name__}: {e}")]
+        return [v for c in clips for v in _encode_isolating(encoders, [c])]
+
+
+def run_features(asr_path: str, units_path: str, s2s_rejects_path: str, index_out: str, rejects_out: str,
+                 out_dir: str, p: TtsParams, resume: str, threads: int = 1,
+                 encoders: Callable | None = None) -> dict[str, Any]:
+    """Codes, condition and emotion vectors for every segment of a shard (resumable).
+
+    Writes ``out_dir/{codes,condition,emo_vec}/<id>.npy``, the index ``index_out``
+    (one line per accepted segment: its fields, the normalised text, feature paths
+    and lengths) and ``rejects_out``.
+    """
+    units = {u["id"]: u["units"] for u in read_jsonl(units_path)}
+    s2s_rejects = {r["id"]: r for r in read_jsonl(s2s_rejects_path)}
+    norm = TextNormalizer(p.languages)
+    ident = {"condition": encoder_identity(p.condition, p.hash_cache),
+             "emotion": encoder_identity(p.emotion, p.hash_cache)}
+    root = Path(resume).with_suffix("")  # arrays wait here until the shard is done
+    fp = {k: v for k, v in asdict(p).items() if k not in ("model_failure", "hash_cache", "dataset_language")}
+    fp["language"] = p.dataset_language
+    job = ShardJob(STAGE, asr_path, resume, {**fp, **ident, "units": sha256_file(units_path)},
+                   ALGORITHM_VERSION, failure_rule=FailureRule.from_dict(p.model_failure),
+                   model=f"{p.condition} + {p.emotion}")
+    texts = {s["id"]: norm(s.get("text") or "", s.get("language") or p.dataset_language) for s in job.items}
+
+    def screen(s: dict) -> Rejected | None:
+        if not texts[s["id"]]:
+            return Rejected("no_text", f"no text after normalisation (transcript: {s.get('text')!r})")
+        if s["id"] not in units:
+            why = s2s_rejects.get(s["id"])
+            return Rejected("no_codes", f"S2S rejected it ({why['reason']}: {why['detail']})" if why
+                            else "no S2S units for this segment")
+        return None
+
+    def keep(s: dict, saved: Outcome) -> bool:
+        return isinstance(saved, Rejected) or artifacts_ok(root, s["id"], len(units[s["id"]]))
+
+    todo = job.todo(screen, keep)
+    with job.running(todo):
+        if todo:
+            device = resolve_device(p.device)
+            encoders = encoders or Encoders(p.condition, p.emotion, device, threads)
+            budget = seconds_budget(device, p.cpu_batch_seconds, p.seconds_per_gib, p.gpu_reserve_gib,
+                                    p.max_batch_seconds)
+
+            def infer(batch: list[tuple[dict, Any]]) -> list:
+                ok = [i for i, (_, a) in enumerate(batch) if not isinstance(a, AudioError)]
+                vecs = _encode_isolating(encoders, [batch[i][1] for i in ok]) if ok else []
+                out: list[Any] = [a for _, a in batch]
+                for i, v in zip(ok, vecs):
+                    out[i] = v
+                return out
+
+            def load(s: dict) -> np.ndarray | AudioError:
+                try:
+                    return read_segment(s, SAMPLE_RATE, p.min_duration, "tts.min_duration")
+                except AudioError as e:
+                    return e
+
+            runner = BatchRunner(budget=budget, duration=lambda it: float(it[0]["duration"]), infer=infer)
+            for plan in runner.plan([(s, None) for s in todo]):
+                for o in runner.run([(s, load(s)) for s, _ in plan]):
+                    s = o.item[0]
+                    job.emit(s, _finish(s, o.result, o.oom, units[s["id"]], root))
+
+    out = Path(out_dir).resolve()
+    lines = []
+    for s, data in job.accepted():
+        seg = {**s, "text": texts[s["id"]]}
+        line = {k: seg[k] for k in ("id", "text", "audio_filepath", "offset", "duration") if k in seg}
+        for k in ("speaker", "language"):
+            if s.get(k) is not None:
+                line[k] = s[k]
+        if "language" not in line and p.dataset_language:
+            line["language"] = p.dataset_language
+        for kind, length in zip(FEATURES, LENGTHS):
+            line[kind] = str(artifact(out, kind, s["id"]))
+            line[length] = data[length]
+        lines.append(line)
+    for kind in FEATURES:
+        (out / kind).mkdir(parents=True, exist_ok=True)
+        for line in lines:
+            os.replace(artifact(root, kind, line["id"]), line[kind])
+    counts = job.commit({index_out: lines}, rejects_out)
+    shutil.rmtree(root, ignore_errors=True)
+    return counts

@@ -1,0 +1,139 @@
+"""Train/val manifests and ``stats.json`` with provenance (rules ``tts_manifest``, ``tts_combined``).
+
+Provenance is read from where it was recorded: the ASR model from the ASR
+lines (``asr_model``, ``asr_model_sha256``), the S2S models from the units
+lines, the encoders and the tokenizer from their files; nothing upstream is
+hashed again. The config digest is computed when the workflow loads
+(:func:`speechprep.config.digest`, which ignores ``threads``).
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import json
+import logging
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+from ..envspec import env_file, pinned_packages
+from ..errors import UsageError
+from ..jsonio import read_jsonl, write_json, write_jsonl
+from ..modelfiles import sha256_file
+from ..rejects import count_reasons
+from .encoders import encoder_identity
+from .text import load_tokenizer
+
+log = logging.getLogger("speechprep.tts")
+S2S_MODELS = ("hubert", "kmeans", "vocoder", "vocoder_config")
+PACKAGES = ("torch", "numpy", "sentencepiece", "resemblyzer", "opensmile", "soundfile", "soxr")
+
+
+def is_val(seg_id: str, val_ratio: float) -> bool:
+    """Deterministic split by a hash of the id: an id keeps its split when the corpus grows."""
+    h = int.from_bytes(hashlib.sha256(seg_id.encode("utf-8")).digest()[:8], "big")
+    return h / 2**64 < val_ratio
+
+
+def _first_line(paths: list[str]) -> dict:
+    return next((line for p in paths for line in read_jsonl(p)), {})
+
+
+def model_files(asr_paths: list[str], units_paths: list[str], tokenizer: str, encoders: dict[str, str],
+                hash_cache: str | None) -> list[dict[str, Any]]:
+    """Every model file the chain read: ASR, S2S, tokenizer, the two encoders."""
+    asr = _first_line(asr_paths)
+    files = [{"role": "asr", "path": asr.get("asr_model"), "sha256": asr.get("asr_model_sha256")}]
+    s2s = _first_line(units_paths)
+    files += [{"role": f"s2s.{k}", "path": s2s.get(k), "sha256": s2s.get(f"{k}_sha256")} for k in S2S_MODELS]
+    files.append({"role": "tts.tokenizer", "path": str(Path(tokenizer).resolve()),
+                  "sha256": sha256_file(tokenizer)})
+    for role in ("condition", "emotion"):
+        ident = encoder_identity(encoders[role], hash_cache)
+        files.append({"role": f"tts.{role}", "path": ident["path"], "sha256": ident["sha256"]})
+    return files
+
+
+def package_versions() -> dict[str, Any]:
+    """Versions in this (tts) environment, and the pins of the stages before it."""
+    here = {}
+    for name in PACKAGES:
+        try:
+            here[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            here[name] = None
+    pins = {}
+    for stage, names in (("vad", ("ten-vad",)), ("asr", ("nemo-toolkit", "torch")),
+                         ("s2s", ("fairseq-fixed", "torch"))):
+        pinned = {re.sub(r"[-_.]+", "-", k).lower(): v for k, v in pinned_packages(env_file(stage)).items()}
+        pins[stage] = {n: pinned.get(n) for n in names}
+    return {"tts": here, "pinned": pins, "python": sys.version.split()[0]}
+
+
+def build_manifests(ds: str, features: list[str], texts: list[str], rejects: list[str], asr: list[str],
+                    units: list[str], tokenizer: str, encoders: dict[str, str], hash_cache: str | None,
+                    val_ratio: float, config_sha256: str, train_out: str, val_out: str,
+                    stats_out: str) -> dict[str, Any]:
+    """Train/val manifests of a dataset and its ``stats.json``."""
+    ids = {t["id"]: t for path in texts for t in read_jsonl(path)}
+    split: dict[str, list[dict]] = {"train": [], "val": []}
+    for path in features:
+        for f in read_jsonl(path):
+            t = ids.pop(f["id"], None)
+            if t is None:
+                raise UsageError(f"{f['id']} has audio features but no text ids: rerun tts_text for {path}")
+            line = {"id": f["id"], "dataset": ds, **{k: v for k, v in f.items() if k != "id"}, **t}
+            split["val" if is_val(f["id"], val_ratio) else "train"].append(line)
+    if ids:
+        raise UsageError(f"text ids without audio features: {sorted(ids)[:5]}")
+    for lines in split.values():
+        lines.sort(key=lambda x: x["id"])
+    write_jsonl(train_out, split["train"])
+    write_jsonl(val_out, split["val"])
+
+    reasons = count_reasons(rejects)
+    sp = load_tokenizer(tokenizer)
+    stats = {
+        "dataset": ds,
+        "counts": {"train": len(split["train"]), "val": len(split["val"]), "rejected": sum(reasons.values())},
+        "hours": {k: round(sum(x["duration"] for x in v) / 3600, 6) for k, v in split.items()},
+        "rejects_by_reason": reasons,
+        "val_ratio": val_ratio,
+        "manifests": {"train": str(Path(train_out).resolve()), "val": str(Path(val_out).resolve())},
+        "tokenizer": {"path": str(Path(tokenizer).resolve()), "sha256": sha256_file(tokenizer),
+                      "vocab_size": sp.get_piece_size()},
+        "models": model_files(asr, units, tokenizer, encoders, hash_cache),
+        "packages": package_versions(),
+        "config_sha256": config_sha256,
+    }
+    write_json(stats_out, stats, indent=2)
+    log.info("%s: %s, hours %s", ds, stats["counts"], stats["hours"])
+    return stats
+
+
+def combine(stats_paths: list[str], train_paths: list[str], val_paths: list[str], train_out: str,
+            val_out: str, stats_out: str) -> dict[str, Any]:
+    """One train/val pair across datasets (lines keep their ``dataset``)."""
+    for paths, out in ((train_paths, train_out), (val_paths, val_out)):
+        write_jsonl(out, (line for p in paths for line in read_jsonl(p)))
+    per = [json.loads(Path(p).read_text(encoding="utf-8")) for p in stats_paths]
+    reasons: dict[str, int] = {}
+    for s in per:
+        for k, v in s["rejects_by_reason"].items():
+            reasons[k] = reasons.get(k, 0) + v
+    first = per[0]
+    stats = {
+        "datasets": [s["dataset"] for s in per],
+        "counts": {k: sum(s["counts"][k] for s in per) for k in ("train", "val", "rejected")},
+        "hours": {k: round(sum(s["hours"][k] for s in per), 6) for k in ("train", "val")},
+        "rejects_by_reason": dict(sorted(reasons.items())),
+        "val_ratio": first["val_ratio"],
+        "manifests": {"train": str(Path(train_out).resolve()), "val": str(Path(val_out).resolve())},
+        "tokenizer": first["tokenizer"], "models": first["models"], "packages": first["packages"],
+        "config_sha256": first["config_sha256"],
+        "per_dataset": {s["dataset"]: {"counts": s["counts"], "hours": s["hours"]} for s in per},
+    }
+    write_json(stats_out, stats, indent=2)
+    log.info("all datasets: %s, hours %s", stats["counts"], stats["hours"])
+    return stats

@@ -1,0 +1,39 @@
+"""What the tests of every stage share: the demo corpus and its truth, segments of it,
+stage parameters from config/config.yaml. Importable from any stage's venv."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+DEMO = REPO / "resources" / "demo"
+TRUTH = json.loads((DEMO / "truth.json").read_text(encoding="utf-8"))
+
+
+def file_id(rel: str) -> str:
+    """The id ingest derives from a demo path (``us_male/clip01.wav`` -> ``us_male__clip01``)."""
+    return rel.replace("/", "__").rsplit(".", 1)[0]
+
+
+def demo_file(rel: str) -> dict:
+    """A manifest entry of a demo file."""
+    return {"id": file_id(rel), "audio_filepath": str(DEMO / "audio" / rel)}
+
+
+def demo_segments(n: int | None = None, pad: float = 0.0, text: bool = False, voice: bool = False) -> list[dict]:
+    """The clean demo clips' spoken phrases as VAD segments (``pad`` s added on each
+    side), optionally with their true ``text`` and the ``voice``."""
+    segs = []
+    for rel, info in sorted(TRUTH["files"].items()):
+        if not info.get("clean"):
+            continue
+        for k, sp in enumerate(info["speech"]):
+            seg = {"id": f"{file_id(rel)}_{k:04d}", "file_id": file_id(rel),
+                   "audio_filepath": str(DEMO / "audio" / rel),
+                   "offset": round(sp["start"] - pad, 3), "duration": round(sp["end"] - sp["start"] + 2 * pad, 3)}
+            if text:
+                seg["text"] = sp["text"]
+            if voice:
+                seg["voice"] = info["voice"]
+            segs.append(seg)
+    return segs[:n] if n else segs

@@ -1,0 +1,53 @@
+"""Shared by the TTS tests: demo ASR lines, a shard's files, the real encoders."""
+import warnings
+
+import pytest
+
+from speechprep.audio import read_segment
+from speechprep.jsonio import read_jsonl, write_jsonl
+from speechprep.tts import encoders as enc
+from speechprep.tts import features
+from tests.support import demo_segments as _segments
+
+warnings.simplefilter("ignore")
+P = features.TtsParams.defaults(device="cpu")
+
+
+def demo_segments():
+    """The clean demo clips' spoken phrases, as ASR lines (with their true text)."""
+    return [{k: v for k, v in s.items() if k != "file_id"} for s in _segments(text=True, voice=True)]
+
+
+def fake_units(seg):
+    return [(i * 7 + len(seg["id"])) % 50 for i in range(int(seg["duration"] * 50))]
+
+
+def shard(tmp_path, segs, units=None, s2s_rejects=()):
+    """Write a shard's ASR lines and S2S units; return the paths run_features takes."""
+    asr = tmp_path / "asr" / "shard-0000.jsonl"
+    write_jsonl(asr, segs)
+    units = units if units is not None else {s["id"]: fake_units(s) for s in segs}
+    u = tmp_path / "s2s" / "shard-0000.units.jsonl"
+    write_jsonl(u, [{"id": k, "units": v, "frame_rate": 50.0} for k, v in units.items()])
+    r = tmp_path / "s2s" / "shard-0000.rejects.jsonl"
+    write_jsonl(r, list(s2s_rejects))
+    return asr, u, r
+
+
+def run(tmp_path, asr, units, s2s_rejects, p=P, **kw):
+    out = tmp_path / "tts"
+    counts = features.run_features(str(asr), str(units), str(s2s_rejects), str(out / "shard-0000.features.jsonl"),
+                                   str(out / "shard-0000.rejects.jsonl"), str(out / "shard-0000"), p,
+                                   str(out / ".partial" / "shard-0000.jsonl"), **kw)
+    return (counts, list(read_jsonl(out / "shard-0000.features.jsonl")),
+            list(read_jsonl(out / "shard-0000.rejects.jsonl")))
+
+
+@pytest.fixture(scope="module")
+def encoders():
+    return enc.Encoders(P.condition, P.emotion, "cpu", threads=2)
+
+
+@pytest.fixture(scope="module")
+def clips():
+    return [read_segment(s) for s in demo_segments()[:6]]
