@@ -9,9 +9,9 @@ and openSMILE eGeMAPSv02 functionals per segment as .npy files.
 
 * loop: one segment at a time: read, ``preprocess_wav`` + ``embed_utterance``,
   ``Smile.process_signal``, three ``np.save`` (what a hand-written script does);
-* stage: ``speechprep.tts.run_features`` (batches from the seconds budget,
+* stage: ``speechprep.tts.features.run_features`` (batches from the seconds budget,
   Resemblyzer partials of a whole batch in one forward, openSMILE in a thread
-  pool beside it, checkpointed, atomic writes), ``tts.threads`` = 2.
+  pool beside it, resumable, atomic writes), ``tts.threads`` = 2.
 
 Each variant runs in its own process, models loaded before the clock starts;
 prints segments per second (median of interleaved repeats), the ratio, and
@@ -35,8 +35,7 @@ import numpy as np
 import soundfile as sf
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-from speechprep.audio import demo_audio  # noqa: E402
+from speechprep.demo import demo_audio  # noqa: E402
 
 
 def make_segments(root: Path, n: int, seed: int = 0) -> list[dict]:
@@ -57,21 +56,23 @@ def make_segments(root: Path, n: int, seed: int = 0) -> list[dict]:
 def run_variant(variant: str, segs_path: Path, units_path: Path, out: Path, device: str) -> dict:
     import torch
 
-    from speechprep import tts
     from speechprep.audio import read_segment
-    from speechprep.jsonio import read_jsonl
-    from speechprep.tts_text import save_npy
+    from speechprep.jsonio import read_jsonl, write_jsonl
+    from speechprep.npyio import save_npy
+    from speechprep.tts.encoders import Encoders
+    from speechprep.tts.features import TtsParams, run_features
 
     torch.set_num_threads(2)
     segs = list(read_jsonl(segs_path))
     units = {u["id"]: u["units"] for u in read_jsonl(units_path)}
     if variant == "stage":
-        p = tts.TtsParams(device=device)
-        enc = tts.Encoders(p, device, threads=2, log=io.StringIO())
+        p = TtsParams.defaults(device=device)
+        enc = Encoders(p.condition, p.emotion, device, threads=2)
+        write_jsonl(out / "s2s_rejects.jsonl", [])
         t = time.perf_counter()
-        tts.run_features(str(segs_path), str(units_path), None, str(out / "index.jsonl"), str(out / "rejects.jsonl"),
-                         str(out / "shard"), p, str(out / ".partial" / "shard.jsonl"), threads=2, encoders=enc,
-                         log=io.StringIO())
+        run_features(str(segs_path), str(units_path), str(out / "s2s_rejects.jsonl"), str(out / "index.jsonl"),
+                     str(out / "rejects.jsonl"), str(out / "shard"), p, str(out / ".partial" / "shard.jsonl"),
+                     threads=2, encoders=enc)
     else:
         import opensmile
         from resemblyzer import VoiceEncoder, preprocess_wav

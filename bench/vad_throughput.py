@@ -23,11 +23,11 @@ from pathlib import Path
 import numpy as np
 import soundfile as sf
 
+from speechprep.demo import demo_audio
+from speechprep.jsonio import write_jsonl
+from speechprep.vad import VadParams, run_shard
+
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-from speechprep.audio import demo_audio  # noqa: E402
-from speechprep.jsonio import write_jsonl  # noqa: E402
-from speechprep.vad import VadParams, run_shard  # noqa: E402
 
 
 def make_corpus(root: Path, n: int, seconds: float) -> list[dict]:
@@ -59,9 +59,8 @@ def bare_loop(entries: list[dict], hop: int = 256, threshold: float = 0.5) -> fl
 def stage(entries: list[dict], shard: Path, out: Path, workers: int) -> float:
     out.mkdir(parents=True, exist_ok=True)
     t = time.perf_counter()
-    with open(out / "log.txt", "w", encoding="utf-8") as log:
-        run_shard(str(shard), str(out / "seg.jsonl"), str(out / "stats.jsonl"), str(out / "rej.jsonl"),
-                  VadParams(), workers, str(out / "scratch.jsonl"), log=log)
+    run_shard(str(shard), str(out / "seg.jsonl"), str(out / "stats.jsonl"), str(out / "rej.jsonl"),
+              VadParams.defaults(), workers, str(out / "resume.jsonl"))
     return time.perf_counter() - t
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from speechprep.tts_text import TextNormalizer
+from speechprep.tts.text import TextNormalizer
 
 from conftest import (DEMO, REPO, TRUTH, jobs_run, kill_when_checkpointed, read_jsonl, snakemake,
                       start_snakemake, write_config)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from speechprep.audio import demo_audio
+from speechprep.demo import demo_audio
 
 from conftest import (DEMO, REPO, TRUTH, jobs_run, kill_when_checkpointed, read_jsonl, snakemake,
                       start_snakemake, write_config)
@@ -55,8 +55,8 @@ def test_rules_ran_in_their_own_environments(demo):
 
 def test_wrong_environment_fails_loudly(tmp_path):
     """What a job does when `module load` silently failed: exit 3, say why."""
-    p = subprocess.run([sys.executable, str(REPO / "scripts" / "vad.py"), "--shard", "x", "--scratch", "x",
-                        "--segments", "x", "--stats", "x", "--rejects", "x"],
+    p = subprocess.run([sys.executable, "-m", "speechprep", "vad", "run", "--shard", "x", "--params", "{}",
+                        "--resume", "x", "--segments", "x", "--stats", "x", "--rejects", "x"],
                        capture_output=True, text=True, encoding="utf-8")
     assert p.returncode == 3
     assert "'vad' stage is running outside its environment" in p.stderr
