@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Run the test suite: each stage's unit tests inside that stage's own venv,
-# then the workflow tests (real snakemake runs) in the driver venv.
+# then the shared pieces' and the workflow tests (real snakemake runs) in the
+# driver venv. `make test-fast` passes -m "not slow".
 # Prints one closing line "N passed, N failed" over all of them.
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -17,12 +18,15 @@ run() {  # run ENV TESTDIR
   if [ $rc -ne 0 ] && [ $rc -ne 5 ]; then status=1; fi
 }
 PYTEST_ARGS=("$@")
+# tests/<stage> runs in .venvs/<stage>; tests/core (shared pieces) and
+# tests/workflow (real snakemake runs) in the driver env
 for d in tests/*/; do
   d="${d%/}"; name="$(basename "$d")"
-  [ "$name" = workflow ] && continue
+  case "$name" in core|workflow|__pycache__) continue ;; esac
   [ -d ".venvs/$name" ] || { echo "no .venvs/$name for $d: run scripts/setup.sh"; status=1; continue; }
   run "$name" "$d"
 done
+run workflow tests/core
 run workflow tests/workflow
 python3 - "$reports" <<'PY'
 import glob, sys, xml.etree.ElementTree as ET

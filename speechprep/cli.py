@@ -210,12 +210,15 @@ def _demo_s2s(a):
 
 
 def parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="python -m speechprep", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m speechprep",
+                                 description="Run one job of the speechprep workflow (each rule runs one).")
     stages = ap.add_subparsers(dest="stage", required=True, metavar="stage")
     subs: dict[str, Any] = {}
     for (stage, name), (env, help, args, _) in JOBS.items():
         if stage not in subs:
-            subs[stage] = stages.add_parser(stage).add_subparsers(dest="job", required=True, metavar="job")
+            jobs = ", ".join(n for s, n in JOBS if s == stage)
+            subs[stage] = stages.add_parser(stage, help=f"jobs: {jobs}").add_subparsers(
+                dest="job", required=True, metavar="job")
         p = subs[stage].add_parser(name, help=help, description=f"{help} (environment: {env})")
         for flag, kw in args:
             p.add_argument(flag, **kw)

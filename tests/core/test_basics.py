@@ -1,0 +1,59 @@
+"""Small shared pieces: file names from ids, stage parameters from the one config,
+the cached model digest, the CLI's exit codes."""
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+
+import pytest
+
+from speechprep.config import ConfigError, StageParams, defaults
+from speechprep.modelfiles import sha256_cached, sha256_file
+from speechprep.names import MAX_STEM_BYTES, file_stem
+from tests.support import REPO
+
+
+def test_file_stem_keeps_ordinary_ids_and_shortens_long_ones():
+    assert file_stem("us_male__clip01_0000") == "us_male__clip01_0000"
+    long_id = "é" * 200 + "_0001"
+    stem = file_stem(long_id)
+    assert len(stem.encode("utf-8")) <= MAX_STEM_BYTES and stem.startswith("é" * 50)
+    assert file_stem("é" * 200 + "_0002") != stem  # the hash keeps ids apart
+    for odd in ("a/b", "..", ".", "x\0y", "bad\ud83d"):
+        s = file_stem(odd)
+        assert "/" not in s and "\0" not in s and s not in (".", "..")
+        s.encode("utf-8")  # always a valid name
+
+
+@dataclass(frozen=True)
+class _Params(StageParams):
+    SECTION = "vad"
+    threshold: float
+    pad: float
+
+
+def test_stage_params_refuse_unknown_and_missing_keys():
+    assert _Params.from_dict({"threshold": 0.5, "pad": 0.1, "threads": 4}) == _Params(0.5, 0.1)
+    with pytest.raises(ConfigError, match="vad settings: unknown treshold; missing threshold"):
+        _Params.from_dict({"treshold": 0.5, "pad": 0.1})
+    assert _Params.defaults().threshold == defaults()["vad"]["threshold"]
+
+
+def test_model_digest_is_cached_per_file_version(tmp_path):
+    model, cache = tmp_path / "m.nemo", tmp_path / "cache"
+    model.write_bytes(b"weights" * 1000)
+    assert sha256_cached(model, cache) == sha256_file(model)
+    entry = next(cache.iterdir())
+    entry.write_text(entry.read_text(encoding="utf-8").replace(sha256_file(model), "f" * 64), encoding="utf-8")
+    assert sha256_cached(model, cache) == "f" * 64  # read from the cache, not recomputed
+    model.write_bytes(b"other weights")  # a new version: size and mtime change
+    assert sha256_cached(model, cache) == sha256_file(model)
+
+
+def test_cli_lists_every_job_and_exits_2_on_bad_arguments():
+    run = lambda *a: subprocess.run([sys.executable, "-m", "speechprep", *a], capture_output=True, text=True,
+                                    encoding="utf-8", cwd=REPO, env={**os.environ, "PYTHONWARNINGS": "ignore"})
+    p = run("--help")
+    assert p.returncode == 0 and all(s in p.stdout for s in ("ingest", "vad", "asr", "s2s", "tts", "report"))
+    p = run("vad", "run", "--shard", "x")
+    assert p.returncode == 2 and "the following arguments are required" in p.stderr
