@@ -81,9 +81,9 @@ def _legacy_pos_conv(sd: dict[str, torch.Tensor], layout: str) -> dict[str, torc
     return sd
 
 
-def save_checkpoint(model, task, task_cfg, model_cfg, out: Path, problems: tuple[str, ...] = (),
-                    pos_conv_layout: str = "dim0", args_style: bool = False) -> Path:
-    """Save ``model`` modern (no problems) or with the listed legacy problems.
+def checkpoint_state(model, task, task_cfg, model_cfg, problems: tuple[str, ...] = (),
+                     pos_conv_layout: str = "dim0", args_style: bool = False) -> dict[str, Any]:
+    """The checkpoint of ``model``, modern (no problems) or with the listed legacy problems.
 
     ``args_style`` stores an argparse Namespace (2021 HuBERT checkpoints), which
     is itself a pickled class, so it implies ``pickles``.
@@ -125,7 +125,16 @@ def save_checkpoint(model, task, task_cfg, model_cfg, out: Path, problems: tuple
         state["args"] = None
     if "pickles" in problems or args_style:
         state["task_state"] = {"dictionaries": task.dictionaries}  # fairseq Dictionary objects
-        state["extra_state"]["best_loss"] = np.float64(1.2345)  # numpy scalar, as old trainers left
+        # numpy values, as old trainers left them
+        state["extra_state"]["best_loss"] = np.float64(1.2345)
+        state["extra_state"]["val_losses"] = np.array([2.5, 1.75, 1.2345])
+    return state
+
+
+def save_checkpoint(model, task, task_cfg, model_cfg, out: Path, problems: tuple[str, ...] = (),
+                    pos_conv_layout: str = "dim0", args_style: bool = False) -> Path:
+    """Save :func:`checkpoint_state` to ``out`` with this stack's torch and numpy."""
+    state = checkpoint_state(model, task, task_cfg, model_cfg, problems, pos_conv_layout, args_style)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.tmp")
     torch.save(state, tmp)
