@@ -1,18 +1,22 @@
 """The legacy fairseq checkpoint layer: each problem alone, all at once, a hostile pickle."""
-import os
+import importlib
+import inspect
 import pickle
 import subprocess
 import sys
 import warnings
+import zipfile
 from pathlib import Path
 
 import pytest
 import torch
 from fairseq import checkpoint_utils
 from omegaconf.errors import ValidationError
+from s2s_helpers import Hostile, checkpoint_naming
 
 from speechprep import fairseq_legacy as legacy
-from speechprep.s2s_demo_models import save_checkpoint, tiny_hubert
+from speechprep import safe_pickle
+from speechprep.s2s_demo_models import LEGACY_PROBLEMS, checkpoint_state, save_checkpoint, tiny_hubert
 
 warnings.simplefilter("ignore")
 REPO = Path(__file__).resolve().parents[2]
@@ -36,7 +40,11 @@ def features(model, wav, layer=None):
 
 def check(hubert, name, plain_error, plain_match, **kw):
     tmp, parts, wav, reference = hubert
-    path = save_checkpoint(*parts, tmp / f"{name}.pt", **kw)
+    return check_path(hubert, save_checkpoint(*parts, tmp / f"{name}.pt", **kw), plain_error, plain_match)
+
+
+def check_path(hubert, path, plain_error, plain_match):
+    tmp, parts, wav, reference = hubert
     with pytest.raises(plain_error, match=plain_match):  # the original failure
         checkpoint_utils.load_model_ensemble_and_task([str(path)])
     model, cfg, task, report = legacy.load(path)
@@ -112,18 +120,87 @@ def test_modern_copy_loads_with_plain_fairseq_and_gives_the_same_features(hubert
     assert (features(models[0].eval(), wav) - reference).abs().max() <= 1e-5
 
 
-class _Evil:
-    def __reduce__(self):
-        return (os.system, (f"touch {_Evil.marker}",))
-
-
-def test_disallowed_global_refused_and_nothing_executed(tmp_path):
-    _Evil.marker = tmp_path / "pwned"
+@pytest.mark.parametrize("legacy_format", [False, True], ids=["zip", "legacy_format"])
+def test_disallowed_global_refused_and_nothing_executed(tmp_path, legacy_format):
+    marker = tmp_path / "pwned"
     path = tmp_path / "evil.pt"
-    torch.save({"model": {}, "args": None, "cfg": {}, "x": _Evil()}, path)
+    torch.save({"model": {}, "args": None, "cfg": {}, "x": Hostile(marker)}, path,
+               _use_new_zipfile_serialization=not legacy_format)
     with pytest.raises(legacy.LegacyCheckpointError, match=r"refusing to load .*posix\.system"):
         legacy.load(path)
-    assert not _Evil.marker.exists()
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("style", ["cfg", "args"])
+def test_checkpoint_pickled_by_a_2021_stack(hubert, write_legacy, style):
+    """numpy 1.x scalars and arrays, an OmegaConf 2.0 DictConfig (or argparse args),
+    a Dictionary: pickled by numpy 1.26 / omegaconf 2.0.6, not by this stack."""
+    tmp, parts, wav, reference = hubert
+    state = checkpoint_state(*parts, problems=LEGACY_PROBLEMS, args_style=(style == "args"))
+    path = write_legacy(state, tmp / f"2021_{style}.pt")
+    rep = check_path(hubert, path, pickle.UnpicklingError, "Weights only load failed")
+    assert {"numpy.core.multiarray.scalar", "numpy.core.multiarray._reconstruct",
+            "fairseq.data.dictionary.Dictionary"} <= set(rep.allowed_globals)
+    assert ("omegaconf.dictconfig.DictConfig" if style == "cfg" else "argparse.Namespace") in rep.allowed_globals
+    assert rep.int_casts and rep.pos_conv
+    state, _ = legacy.safe_load(path)
+    assert float(state["extra_state"]["best_loss"]) == 1.2345
+    assert state["extra_state"]["val_losses"].tolist() == [2.5, 1.75, 1.2345]
+    assert state["task_state"]["dictionaries"][0].symbols == parts[1].dictionaries[0].symbols
+
+
+def test_pre_1_6_torch_format_loads_safely(hubert, write_legacy):
+    tmp, parts, wav, reference = hubert
+    state = checkpoint_state(*parts, problems=LEGACY_PROBLEMS, args_style=True)
+    path = write_legacy(state, tmp / "2021_legacy_format.pt", legacy_format=True)
+    assert not zipfile.is_zipfile(path)
+    rep = check_path(hubert, path, pickle.UnpicklingError, "Weights only load failed")
+    assert "argparse.Namespace" in rep.allowed_globals and "numpy.core.multiarray.scalar" in rep.allowed_globals
+
+
+def test_fp16_pos_conv_converted_in_float64(hubert):
+    tmp = hubert[0]
+    model, task, tcfg, mcfg = tiny_hubert(tmp / "labels_fp16")
+    path = save_checkpoint(model.half(), task, tcfg, mcfg, tmp / "fp16.pt", problems=("pos_conv",))
+    stored = torch.load(path, weights_only=True)["model"]
+    g, v = stored["encoder.pos_conv.0.weight_g"].double(), stored["encoder.pos_conv.0.weight_v"].double()
+    assert legacy._norm_dim(g) == 0 and stored["encoder.pos_conv.0.weight_v"].dtype == torch.float16
+    weight = torch._weight_norm(v, g, 0)  # the true conv weight: torch's own weight norm
+    converted, rep = legacy.load_state(path)
+    assert rep.pos_conv == ["encoder.pos_conv.0: legacy g over dim 0 -> legacy g over dim 2"]
+    # what the installed layout stores for that weight, rounded once to fp16
+    assert torch.equal(converted["model"]["encoder.pos_conv.0.weight_v"], weight.half())
+    assert torch.equal(converted["model"]["encoder.pos_conv.0.weight_g"],
+                       torch.norm_except_dim(weight, 2, 2).half())
+
+
+def _a_function_of(module: str) -> str:
+    """A function (not a class) defined in or exported by ``module`` that ALLOWED does not name."""
+    mod = importlib.import_module(safe_pickle._MOVED.get(module, module))
+    names = sorted(n for n, v in vars(mod).items()
+                   if callable(v) and not isinstance(v, type) and n not in legacy.ALLOWED[module])
+    assert names, f"{module} has no functions"
+    return f"{module}.{names[0]}"
+
+
+@pytest.mark.parametrize("module", sorted(legacy.ALLOWED))
+def test_a_function_from_any_allowed_module_is_refused(tmp_path, module):
+    name = _a_function_of(module)
+    path = checkpoint_naming(tmp_path / "f.pt", name)
+    assert legacy.checkpoint_globals(path) == [name]
+    with pytest.raises(legacy.LegacyCheckpointError, match=f"refusing to load .*{name}"):
+        legacy.safe_load(path)
+
+
+def test_only_classes_are_allowed_but_numpy_reconstruction(tmp_path):
+    for module, names in legacy.ALLOWED.items():
+        for name in names:
+            obj = safe_pickle.resolve(module, name)
+            assert isinstance(obj, type) or f"{module}.{name}" in safe_pickle.NUMPY_FUNCTIONS, (module, name)
+    assert all(inspect.isclass(safe_pickle.resolve("numpy.dtypes", c)) for c in legacy.DTYPE_CLASSES)
+    path = checkpoint_naming(tmp_path / "dtype_helper.pt", "numpy.dtypes._add_dtype_helper")
+    with pytest.raises(legacy.LegacyCheckpointError, match="numpy.dtypes._add_dtype_helper"):
+        legacy.safe_load(path)
 
 
 def test_inspect_command_reports_and_writes_a_modern_copy(hubert):
