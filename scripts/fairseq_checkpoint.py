@@ -29,6 +29,8 @@ def main() -> None:
             else legacy.inspect_checkpoint(a.checkpoint)
     except legacy.LegacyCheckpointError as e:
         sys.exit(f"error: {e}")
+    except Exception as e:  # noqa: BLE001 (fairseq failing to build it, an unwritable OUT: one line, no traceback)
+        sys.exit(f"error: {a.checkpoint}: {type(e).__name__}: {legacy.first_line(e)}")
     print("\n".join(rep.lines()))
     print("legacy: " + ("yes" if rep.legacy else "no"))
     if a.write_modern:

@@ -113,7 +113,7 @@ def checkpoint_globals(path: str | os.PathLike) -> list[str]:
         try:
             return sorted(torch.serialization.get_unsafe_globals_in_checkpoint(str(path)))
         except Exception as e:  # noqa: BLE001 (a damaged archive: torch says what is wrong)
-            raise LegacyCheckpointError(f"{path}: damaged torch checkpoint: {_first_line(e)}") from None
+            raise LegacyCheckpointError(f"{path}: damaged torch checkpoint: {first_line(e)}") from None
     with open(path, "rb") as f:
         if f.read(2) == b"PK":
             raise LegacyCheckpointError(f"{path}: truncated or damaged zip file, not a readable torch checkpoint")
@@ -149,7 +149,8 @@ def _legacy_format_globals(path: Path) -> list[str]:
     return sorted(names - set(torch._weights_only_unpickler._get_allowed_globals()))
 
 
-def _first_line(e: BaseException) -> str:
+def first_line(e: BaseException) -> str:
+    """An exception's message as one line (its first)."""
     return (str(e).strip().splitlines() or [type(e).__name__])[0]
 
 
@@ -369,6 +370,9 @@ def _plain(obj: Any) -> Any:
 def load_state(path: str | os.PathLike) -> tuple[dict, Report]:
     """The checkpoint's state, repaired for the installed fairseq, and a report."""
     state, allowed = safe_load(path)
+    if "model" not in state or (state.get("args") is None and state.get("cfg") is None):
+        raise LegacyCheckpointError(f"{path}: not a fairseq model checkpoint (it has no model with cfg or args; "
+                                    f"keys: {', '.join(map(str, state))})")
     rep = Report(str(path), allowed_globals=allowed)
     if state.get("args") is not None:
         rep.style = "args"

@@ -2,6 +2,7 @@
 import importlib
 import inspect
 import pickle
+import re
 import subprocess
 import sys
 import warnings
@@ -214,3 +215,40 @@ def test_inspect_command_reports_and_writes_a_modern_copy(hubert):
     assert "config style: args" in p.stdout and "args.sample_rate: 16000.0 -> 16000" in p.stdout
     assert "legacy g over dim 0 -> legacy g over dim 2" in p.stdout and "argparse.Namespace" in p.stdout
     assert out.exists() and f"modern copy written to {out}" in p.stdout
+
+
+def test_missing_file_is_named_as_missing(tmp_path):
+    with pytest.raises(legacy.LegacyCheckpointError, match=r"nope\.pt: no such file"):
+        legacy.load(tmp_path / "nope.pt")
+
+
+def _bad_inputs(hubert, tmp_path):
+    tmp, parts, wav, reference = hubert
+    text = tmp_path / "notes.pt"
+    text.write_text("not a checkpoint\n", encoding="utf-8")
+    modern = (tmp / "modern.pt").read_bytes()
+    truncated = tmp_path / "truncated.pt"
+    truncated.write_bytes(modern[:len(modern) // 2])
+    old = tmp_path / "old_format.pt"
+    torch.save(checkpoint_state(*parts), old, _use_new_zipfile_serialization=False)
+    truncated_old = tmp_path / "truncated_old_format.pt"
+    truncated_old.write_bytes(old.read_bytes()[:3000])
+    hostile = tmp_path / "hostile.pt"
+    torch.save({"model": {}, "args": None, "cfg": {}, "x": Hostile(tmp_path / "pwned")}, hostile)
+    return {"missing": (tmp_path / "missing.pt", "missing.pt: no such file"),
+            "text": (text, "notes.pt: not a torch checkpoint"),
+            "truncated": (truncated, "truncated.pt: truncated or damaged zip file"),
+            "truncated_old_format": (truncated_old, "truncated_old_format.pt: truncated or damaged legacy"),
+            "hostile": (hostile, "refusing to load .*hostile.pt: its pickle names posix.system"),
+            "directory": (tmp_path, "is a directory")}
+
+
+def test_inspect_command_says_one_line_on_bad_input(hubert, tmp_path):
+    for what, (path, message) in _bad_inputs(hubert, tmp_path).items():
+        p = subprocess.run([sys.executable, str(REPO / "scripts" / "fairseq_checkpoint.py"), str(path)],
+                           capture_output=True, text=True, encoding="utf-8")
+        errors = [ln for ln in p.stderr.splitlines() if ln.startswith("error: ")]
+        assert p.returncode != 0 and "Traceback" not in p.stderr, (what, p.stderr[-3000:])
+        assert len(errors) == 1 and re.search(message, errors[0]), (what, p.stderr[-3000:])
+        assert not p.stdout, (what, p.stdout)
+    assert not (tmp_path / "pwned").exists()
