@@ -7,10 +7,12 @@ textlesslib's dense model -> quantizer -> vocoder chain, on fairseq directly:
   says so, long segments chunked as fairseq's feature reader does, segments
   batched with padding masks; :func:`dense_features` gives the same features as
   one segment at a time;
-* a textlesslib k-means (joblib-pickled scikit-learn model) read without
-  importing scikit-learn and applied as nearest centroid in torch;
-* fairseq's ``CodeHiFiGANVocoder`` from a checkpoint + config JSON, with or
-  without duration prediction, writing 16 kHz WAVs.
+* a textlesslib k-means (joblib-pickled scikit-learn model, compressed or
+  not) read through an explicit allowlist without importing scikit-learn and
+  applied as nearest centroid in torch;
+* fairseq's ``CodeHiFiGANVocoder`` from a checkpoint (loaded as strictly as
+  the HuBERT one) + config JSON, with or without duration prediction, writing
+  16 kHz WAVs.
 """
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from . import safe_pickle
 from .audio import AudioError, read_segment
 from .checkpoint import Checkpoint, fingerprint
 from .jsonio import atomic_open, read_jsonl, reject, write_jsonl
@@ -97,6 +100,24 @@ def dense_features(model, wavs: list, layer: int, normalize: bool) -> list:
 # ---------------------------------------------------------------------------
 # quantizer
 # ---------------------------------------------------------------------------
+class KmeansError(ValueError):
+    """A k-means file that cannot or must not be loaded."""
+
+
+# What a textlesslib k-means file (joblib.dump of a scikit-learn KMeans or
+# MiniBatchKMeans, compressed or not) holds: the estimator, read as an inert
+# state holder without importing scikit-learn; numpy arrays, through joblib's
+# NumpyArrayWrapper; numpy scalars and dtypes; builtin containers.
+_SKLEARN_KMEANS = frozenset({"KMeans", "MiniBatchKMeans"})
+KMEANS_ALLOWED: safe_pickle.Allowlist = {
+    "sklearn.cluster._kmeans": _SKLEARN_KMEANS,   # scikit-learn >= 0.22
+    "sklearn.cluster.k_means_": _SKLEARN_KMEANS,  # older
+    "joblib.numpy_pickle": frozenset({"NumpyArrayWrapper"}),
+    "builtins": frozenset({"dict", "list", "tuple", "set", "frozenset"}),
+    **safe_pickle.NUMPY,
+}
+
+
 class _Estimator:
     """Stands in for a pickled scikit-learn estimator: keeps its state, runs nothing."""
 
@@ -106,25 +127,39 @@ class _Estimator:
 
 def load_kmeans_centers(path: str | os.PathLike) -> np.ndarray:
     """Cluster centres of a textlesslib k-means (``joblib.dump`` of a scikit-learn
-    KMeans/MiniBatchKMeans) without importing scikit-learn: no version coupling."""
+    KMeans/MiniBatchKMeans, uncompressed or with any compressor joblib reads)
+    without importing scikit-learn: no version coupling. The pickle may name
+    only what :data:`KMEANS_ALLOWED` lists; anything else is refused, naming it,
+    before it is looked up, so nothing in the file runs."""
     import joblib.numpy_pickle as jnp
+    from joblib.numpy_pickle_utils import _validate_fileobject_and_memmap
+
+    path = Path(path)
 
     class Unpickler(jnp.NumpyUnpickler):
+        # joblib routes the nested pickle of an object array through this too
         def find_class(self, module, name):
-            if module.split(".")[0] == "sklearn":
+            if not safe_pickle.allowed(KMEANS_ALLOWED, module, name):
+                raise KmeansError(f"refusing to load {path}: its pickle names {module}.{name}, which "
+                                  "speechprep.s2s.KMEANS_ALLOWED does not allow (nothing of it was run)")
+            if module.startswith("sklearn."):
                 return _Estimator
-            return super().find_class(module, name)
+            return safe_pickle.resolve(module, name)
 
-    import inspect
-
-    with open(path, "rb") as f:
-        # joblib >= 1.5 takes ensure_native_byte_order; older versions do not
-        extra = {"ensure_native_byte_order": True} if "ensure_native_byte_order" in \
-            inspect.signature(jnp.NumpyUnpickler.__init__).parameters else {}
-        obj = Unpickler(str(path), f, **extra).load()
+    if not path.is_file():
+        raise KmeansError(f"{path}: no such file" if not path.exists() else f"{path}: not a file")
+    try:
+        with open(path, "rb") as f, _validate_fileobject_and_memmap(f, str(path)) as (fobj, _):
+            if isinstance(fobj, str):
+                raise KmeansError(f"{path}: written by joblib < 0.10, a format this loader does not read")
+            obj = Unpickler(str(path), fobj, ensure_native_byte_order=True).load()
+    except KmeansError:
+        raise
+    except Exception as e:  # noqa: BLE001 (truncated, not a pickle, a compressor not installed)
+        raise KmeansError(f"{path}: not a readable joblib k-means file ({type(e).__name__}: {e})") from None
     centers = getattr(obj, "cluster_centers_", None)
     if centers is None:
-        raise ValueError(f"{path}: no cluster_centers_ in the pickled object ({type(obj).__name__})")
+        raise KmeansError(f"{path}: no cluster_centers_ in the pickled object ({type(obj).__name__})")
     return np.asarray(centers, dtype=np.float32)
 
 
@@ -157,11 +192,27 @@ def dedup(units: list[int]) -> tuple[list[int], list[int]]:
 # vocoder
 # ---------------------------------------------------------------------------
 def load_vocoder(checkpoint: str, config: str, device: str):
+    """fairseq's ``CodeHiFiGANVocoder`` from a checkpoint + config JSON. The checkpoint
+    is loaded as strictly as the HuBERT one (:func:`fairseq_legacy.safe_load`);
+    fairseq's class, which would ``torch.load`` the path itself, gets the generator
+    weights from memory."""
+    import io
+
+    import torch
     from fairseq.models.text_to_speech.vocoder import CodeHiFiGANVocoder
+
+    from .fairseq_legacy import LegacyCheckpointError, safe_load
 
     with open(config, encoding="utf-8") as f:
         cfg = json.load(f)
-    voc = CodeHiFiGANVocoder(checkpoint, cfg).to(device).eval()
+    state, _ = safe_load(checkpoint)
+    if "generator" not in state:
+        raise LegacyCheckpointError(f"{checkpoint}: not a unit HiFi-GAN checkpoint (no 'generator'; keys: "
+                                    f"{', '.join(map(str, state))})")
+    weights = io.BytesIO()
+    torch.save({"generator": state["generator"]}, weights)
+    weights.seek(0)
+    voc = CodeHiFiGANVocoder(weights, cfg).to(device).eval()
     return voc, cfg
 
 

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 import torch
+from s2s_helpers import Hostile
 
 from speechprep import fairseq_legacy as legacy
 from speechprep import s2s
@@ -74,6 +75,77 @@ def test_kmeans_loads_without_sklearn(demo_models):
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert p.returncode == 0, p.stderr[-2000:]
     assert p.stdout.strip() == "(50, 64)"
+
+
+def _fitted_kmeans(n=16, seed=0):
+    from sklearn.cluster import KMeans
+
+    x = np.random.default_rng(seed).normal(size=(400, 12)).astype(np.float32)
+    return KMeans(n_clusters=n, n_init=2, random_state=seed).fit(x), x
+
+
+@pytest.mark.parametrize("compress", [0, 3, ("zlib", 3), ("gzip", 3), ("bz2", 3), ("lzma", 3), ("xz", 3), ("lz4", 3)],
+                         ids=lambda c: str(c).replace(" ", ""))
+def test_compressed_kmeans_files_load(tmp_path, compress):
+    import joblib
+
+    if compress == ("lz4", 3):
+        pytest.importorskip("lz4", reason="joblib writes lz4 only when lz4 is installed (not pinned in the s2s env)")
+    km, x = _fitted_kmeans()
+    path = tmp_path / "km.bin"
+    joblib.dump(km, path, compress=compress)
+    centers = s2s.load_kmeans_centers(path)
+    assert (s2s.Quantizer(centers)(torch.from_numpy(x)) == km.predict(x)).all()
+
+
+def test_kmeans_written_by_2021_scikit_learn_and_joblib(tmp_path, legacy_python, models):
+    from s2s_helpers import run_writer
+
+    feats = torch.cat(s2s.dense_features(models.hubert, demo_audio(DEMO / "truth.json")[:6], 2, False))
+    np.save(tmp_path / "feats.npy", feats.numpy())
+    versions = json.loads(run_writer(legacy_python, "kmeans", tmp_path / "feats.npy", tmp_path / "km", 20, 0))
+    assert versions["sklearn"].startswith("1.1.") and versions["joblib"].startswith("1.0.")
+    labels = np.load(tmp_path / "km.labels.npy")  # that scikit-learn's own predict
+    for name in ("km.bin", "km.zlib3.bin"):
+        centers = s2s.load_kmeans_centers(tmp_path / name)
+        assert centers.shape == (20, 64)
+        assert (s2s.Quantizer(centers)(feats) == labels).all(), name
+
+
+@pytest.mark.parametrize("compress", [0, 3])
+@pytest.mark.parametrize("where", ["whole_file", "estimator_state", "object_array"])
+def test_hostile_kmeans_file_refused_and_nothing_run(tmp_path, where, compress):
+    import joblib
+
+    marker = tmp_path / "pwned"
+    km, _ = _fitted_kmeans()
+    if where == "whole_file":
+        obj = Hostile(marker)
+    elif where == "estimator_state":
+        km.extra_ = Hostile(marker)
+        obj = km
+    else:  # an object array: joblib pickles its items in a nested stream
+        km.extra_ = np.array([Hostile(marker), 1], dtype=object)
+        obj = km
+    joblib.dump(obj, tmp_path / "km.bin", compress=compress)
+    with pytest.raises(s2s.KmeansError, match=r"refusing to load .*km\.bin: its pickle names posix\.system"):
+        s2s.load_kmeans_centers(tmp_path / "km.bin")
+    assert not marker.exists()
+
+
+def test_hostile_vocoder_checkpoint_refused_and_nothing_run(tmp_path, monkeypatch):
+    from fairseq.models.text_to_speech.codehifigan import CodeGenerator
+
+    marker = tmp_path / "pwned"
+    tiny_vocoder(tmp_path / "v.pt", tmp_path / "v.json", 50)
+    gen = torch.load(tmp_path / "v.pt", weights_only=True)["generator"]
+    assert set(gen) == set(CodeGenerator(json.loads((tmp_path / "v.json").read_text(encoding="utf-8"))).state_dict())
+    torch.save({"generator": gen, "x": Hostile(marker)}, tmp_path / "evil.pt")
+    # what users set to load old fairseq checkpoints: torch.load then unpickles anything
+    monkeypatch.setenv("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
+    with pytest.raises(legacy.LegacyCheckpointError, match=r"refusing to load .*evil\.pt: its pickle names posix\.system"):
+        s2s.load_vocoder(str(tmp_path / "evil.pt"), str(tmp_path / "v.json"), "cpu")
+    assert not marker.exists()
 
 
 def test_dedup_and_vocoder_lengths(tmp_path):
