@@ -85,6 +85,7 @@ class Report:
     style: str = ""  # "cfg" or "args"
     int_casts: list[str] = field(default_factory=list)
     pos_conv: list[str] = field(default_factory=list)
+    label_override: dict[str, str] = field(default_factory=dict)  # write_modern: where the labels went
 
     @property
     def legacy(self) -> bool:
@@ -95,6 +96,9 @@ class Report:
         out.append("pickled globals allowed: " + (", ".join(self.allowed_globals) or "none"))
         out.append("integer fields stored as floats, cast: " + (", ".join(self.int_casts) or "none"))
         out.append("pos_conv weight norm converted: " + ("; ".join(self.pos_conv) or "no"))
+        for key, where in self.label_override.items():
+            out.append(f"label dictionaries: {where} (task.{key}); to move the copy, move them with it "
+                       f"and load it with arg_overrides={{'{key}': <their new directory>}}")
         return out
 
 
@@ -408,14 +412,24 @@ def write_modern(path: str | os.PathLike, out: str | os.PathLike) -> Report:
     """A copy plain fairseq loads on this stack: primitives and tensors only.
 
     The config becomes a plain dict (ints as ints), pos_conv is in the
-    installed layout, and label dictionaries the task pickled are written as
-    ``dict.<label>.txt`` files in ``<out>.labels/`` with ``task.label_dir``
-    pointing there (fairseq's own pretraining layout). Optimizer state is
-    dropped: this is an inference copy.
+    installed layout, and the label dictionaries the task pickled (HuBERT's
+    ``dictionaries``, a fine-tuned model's ``target_dictionary``) are written
+    as ``dict.<label>.txt`` files in ``<out>.labels/``, with the task field
+    fairseq reads them from pointing there: ``task.label_dir`` (HuBERT) or
+    ``task.data`` (``audio_finetuning``). Optimizer state is dropped: this is
+    an inference copy.
+
+    A weights-only checkpoint cannot hold fairseq's ``Dictionary`` object, and
+    fairseq resolves those paths against the working directory, not the
+    checkpoint's: the copy stores the absolute path, and a copy moved with its
+    ``.labels`` directory loads with ``arg_overrides={<that field>: <new
+    .labels path>}`` (:attr:`Report.label_override` says which).
     """
     from fairseq import checkpoint_utils
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
     from omegaconf import OmegaConf
+
+    from .jsonio import atomic_open
 
     state, rep = load_state(path)
     if rep.style == "args":
@@ -423,20 +437,22 @@ def write_modern(path: str | os.PathLike, out: str | os.PathLike) -> Report:
     else:
         cfg = state["cfg"]
     out = Path(out)
-    dicts = (state.get("task_state") or {}).get("dictionaries")
+    task_state = state.get("task_state") or {}
+    dicts = task_state.get("dictionaries") or [d for d in [task_state.get("target_dictionary")] if d is not None]
     if dicts:
         label_dir = out.with_name(out.name + ".labels")
-        label_dir.mkdir(parents=True, exist_ok=True)
         labels = cfg["task"].get("labels") or [f"label{i}" for i in range(len(dicts))]
-        for label, d in zip(labels, dicts):
-            d.save(str(label_dir / f"dict.{label}.txt"))
-        cfg["task"]["label_dir"] = str(label_dir.resolve())
+        for label, d in zip([labels] if isinstance(labels, str) else labels, dicts):
+            with atomic_open(label_dir / f"dict.{label}.txt") as f:
+                d.save(f)
+        key = "label_dir" if "label_dir" in cfg["task"] else "data"
+        cfg["task"][key] = str(label_dir.resolve())
+        rep.label_override = {key: cfg["task"][key]}
     modern = {"cfg": cfg, "args": None, "model": state["model"],
               "optimizer_history": [{"criterion_name": "none", "optimizer_name": "none",
                                      "lr_scheduler_state": {}, "num_updates": 0}],
               "extra_state": {"train_iterator": {"epoch": 0}}}
-    tmp = out.with_name(f".{out.name}.tmp")
-    torch.save(modern, tmp)
-    os.replace(tmp, out)
+    with atomic_open(out, "wb") as f:
+        torch.save(modern, f)
     checkpoint_utils.load_checkpoint_to_cpu(str(out))  # proves plain fairseq reads it
     return rep

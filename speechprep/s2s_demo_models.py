@@ -67,10 +67,10 @@ def _cfg_dict(task_cfg, model_cfg) -> dict[str, Any]:
     return {"task": task, "model": model, "common": {"seed": 1}, "criterion": None}
 
 
-def _legacy_pos_conv(sd: dict[str, torch.Tensor], layout: str) -> dict[str, torch.Tensor]:
+def legacy_pos_conv(sd: dict[str, torch.Tensor], layout: str = "dim0",
+                    pre: str = "encoder.pos_conv.0") -> dict[str, torch.Tensor]:
     """pos_conv as an older torch/fairseq stored it: g over dim 0, or parametrizations."""
     sd = dict(sd)
-    pre = "encoder.pos_conv.0"
     g, v = sd.pop(f"{pre}.weight_g"), sd.pop(f"{pre}.weight_v")
     w = v * (g / torch.norm_except_dim(v, 2, 2))
     if layout == "dim0":
@@ -95,7 +95,7 @@ def checkpoint_state(model, task, task_cfg, model_cfg, problems: tuple[str, ...]
         raise ValueError(f"unknown problems {unknown}")
     sd = model.state_dict()
     if "pos_conv" in problems:
-        sd = _legacy_pos_conv(sd, pos_conv_layout)
+        sd = legacy_pos_conv(sd, pos_conv_layout)
     cfg = _cfg_dict(task_cfg, model_cfg)
     if "float_ints" in problems:
         for group, keys in (("task", ("sample_rate", "max_sample_size")),

@@ -252,3 +252,44 @@ def test_inspect_command_says_one_line_on_bad_input(hubert, tmp_path):
         assert len(errors) == 1 and re.search(message, errors[0]), (what, p.stderr[-3000:])
         assert not p.stdout, (what, p.stdout)
     assert not (tmp_path / "pwned").exists()
+
+
+def test_fine_tuned_ctc_modern_copy_loads_with_plain_fairseq_after_a_move(tmp_path, write_legacy):
+    import shutil
+
+    from fairseq import checkpoint_utils
+    from s2s_helpers import tiny_wav2vec_ctc
+
+    model, state = tiny_wav2vec_ctc(tmp_path / "build")
+    symbols = list(state["task_state"]["target_dictionary"].symbols)
+    path = write_legacy(state, tmp_path / "wav2vec_ctc_2021.pt")
+    wav = torch.randn(2, 20000, generator=torch.Generator().manual_seed(1))
+
+    def logits(m):
+        with torch.no_grad():
+            return m(source=wav, padding_mask=None)["encoder_out"]
+
+    reference = logits(model)
+    with pytest.raises(pickle.UnpicklingError, match="Weights only load failed"):
+        checkpoint_utils.load_model_ensemble_and_task([str(path)])
+    loaded, _, _, rep = legacy.load(path)
+    assert (logits(loaded) - reference).abs().max() <= 1e-5 and rep.pos_conv
+
+    copy = tmp_path / "here" / "asr.pt"
+    copy.parent.mkdir()
+    rep = legacy.write_modern(path, copy)
+    assert legacy.checkpoint_globals(copy) == []
+    models, _, task = checkpoint_utils.load_model_ensemble_and_task([str(copy)])  # plain fairseq, in place
+    assert task.target_dictionary.symbols == symbols
+    assert (logits(models[0].eval()) - reference).abs().max() <= 1e-5
+    labels = copy.parent / "asr.pt.labels"
+    assert rep.label_override == {"data": str(labels.resolve())}
+
+    moved = tmp_path / "elsewhere"
+    moved.mkdir()
+    shutil.move(copy, moved / "asr.pt")
+    shutil.move(labels, moved / "asr.pt.labels")
+    models, _, task = checkpoint_utils.load_model_ensemble_and_task(  # plain fairseq, moved
+        [str(moved / "asr.pt")], arg_overrides={"data": str(moved / "asr.pt.labels")})
+    assert task.target_dictionary.symbols == symbols
+    assert (logits(models[0].eval()) - reference).abs().max() <= 1e-5
