@@ -24,10 +24,18 @@ def main() -> None:
     warnings.filterwarnings("ignore", category=FutureWarning)
     import torch
 
-    from speechprep.s2s import S2sParams, run_shard
+    from speechprep.failures import EXIT_CODE, SystematicFailure
+    from speechprep.fairseq_legacy import LegacyCheckpointError
+    from speechprep.s2s import KmeansError, S2sParams, run_shard
 
     torch.set_num_threads(max(1, a.threads))
-    run_shard(a.segments, a.units, a.wav_dir, a.rejects, S2sParams.from_dict(json.loads(a.params)), a.scratch)
+    try:
+        run_shard(a.segments, a.units, a.wav_dir, a.rejects, S2sParams.from_dict(json.loads(a.params)), a.scratch)
+    except SystematicFailure as e:
+        print(e, file=sys.stderr, flush=True)
+        sys.exit(EXIT_CODE)
+    except (LegacyCheckpointError, KmeansError) as e:  # a model file that cannot or must not be loaded
+        sys.exit(f"error: {e}")
 
 
 if __name__ == "__main__":

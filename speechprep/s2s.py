@@ -20,7 +20,7 @@ import json
 import os
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -28,9 +28,12 @@ import numpy as np
 
 from . import safe_pickle
 from .audio import AudioError, read_segment
+from .batching import BatchRunner, is_oom, resolve_device
 from .checkpoint import Checkpoint, fingerprint
 from .jsonio import atomic_open, read_jsonl, reject, write_jsonl
-from .models import sha256_file
+from .failures import FailureRule, ModelFailures
+from .models import sha256_cached
+from .names import file_stem
 from .progress import Progress
 
 STAGE = "s2s"
@@ -51,9 +54,13 @@ class S2sParams:
     min_duration: float = 0.1
     max_duration: float = 60.0
     dur_prediction: str = "auto"       # auto: when the vocoder has a duration predictor
+    # the shared rule (config `model_failure`): a job whose models fail on (nearly) every segment fails
+    model_failure: dict[str, Any] = field(default_factory=lambda: {"first_errors": 10, "max_error_share": 0.5})
+    hash_cache: str | None = None      # directory of cached model sha256 digests (None: hash every time)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "S2sParams":
+        """From the stage's params JSON; keys S2S has no use for (``dataset_language``) are left out."""
         return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
 
 
@@ -267,7 +274,7 @@ def identity(p: S2sParams) -> dict[str, str]:
     for key in ("hubert", "kmeans", "vocoder", "vocoder_config"):
         path = getattr(p, key)
         out[f"{key}"] = os.path.abspath(path)
-        out[f"{key}_sha256"] = sha256_file(path)
+        out[f"{key}_sha256"] = sha256_cached(path, p.hash_cache)
     return out
 
 
@@ -285,19 +292,75 @@ def units_for_batch(models: Models, segs: list[dict], audios: list[np.ndarray], 
     return units
 
 
-def batches(segs: list[dict], budget: float) -> list[list[dict]]:
-    """Duration-sorted batches within ``budget`` padded seconds."""
-    from .batching import BatchRunner
+class SegmentBatcher:
+    """``infer`` for :class:`BatchRunner`: read each segment, then units and a WAV for
+    each. A model exception on a batch (OOM aside: BatchRunner halves the batch)
+    falls back to one segment at a time, so only a segment that fails alone gets
+    ``{"error": ...}``."""
 
-    return BatchRunner(budget=budget, duration=lambda s: float(s["duration"]), infer=lambda b: b).plan(segs)
+    def __init__(self, models: Models, p: S2sParams, log=sys.stderr):
+        self.models, self.p, self.log = models, p, log
+        self.max_chunk = int(p.max_chunk_seconds * SAMPLE_RATE)
+
+    def __call__(self, batch: list[dict]) -> list[dict]:
+        results: list[dict] = [{} for _ in batch]
+        good, audios = [], []
+        for i, s in enumerate(batch):
+            try:
+                audios.append(read_segment(s, SAMPLE_RATE, self.p.min_duration, "s2s.min_duration"))
+                good.append(i)
+            except AudioError as e:
+                results[i] = {"reject": reject(s["id"], s["audio_filepath"], STAGE, e.reason, e.detail)}
+        if audios:
+            for i, r in zip(good, self._isolating([batch[i] for i in good], audios)):
+                results[i] = r
+        return results
+
+    def _run(self, segs: list[dict], audios: list[np.ndarray]) -> list[dict]:
+        m = self.models
+        return [{"units": u, "wav": synthesize(m.vocoder, u, m.dur_prediction, m.device)}
+                for u in units_for_batch(m, segs, audios, self.max_chunk)]
+
+    def _isolating(self, segs: list[dict], audios: list[np.ndarray]) -> list[dict]:
+        try:
+            return self._run(segs, audios)
+        except Exception as e:  # noqa: BLE001
+            if is_oom(e):
+                raise
+            if len(segs) == 1:
+                return [self._error(segs[0], e)]
+            print(f"s2s: model error on a batch of {len(segs)} ({_describe(e)}); "
+                  "retrying one segment at a time", file=self.log, flush=True)
+        out = []
+        for s, a in zip(segs, audios):
+            try:
+                out += self._run([s], [a])
+            except Exception as e:  # noqa: BLE001
+                if is_oom(e):
+                    raise
+                out.append(self._error(s, e))
+        return out
+
+    def _error(self, seg: dict, e: Exception) -> dict:
+        error = _describe(e)
+        print(f"s2s: {seg['id']}: model error: {error}", file=self.log, flush=True)
+        return {"error": error}
+
+
+def _describe(e: Exception) -> str:
+    from .fairseq_legacy import first_line
+
+    return f"{type(e).__name__}: {first_line(e)}"
 
 
 def run_shard(segments_path: str, units_out: str, wav_dir: str, rejects_out: str, p: S2sParams,
               scratch: str, models: Models | None = None, log=sys.stderr) -> dict[str, Any]:
-    """Units and resynthesised WAVs for every segment of a shard (resumable)."""
-    import soundfile as sf
+    """Units and resynthesised WAVs for every segment of a shard (resumable).
 
-    from .batching import resolve_device
+    Raises :class:`~speechprep.failures.SystematicFailure` when the models fail on
+    too many segments (config ``model_failure``); the scratch checkpoint is kept,
+    as on any exception."""
+    import soundfile as sf
 
     segments = list(read_jsonl(segments_path))
     name = Path(segments_path).name.split(".")[0]
@@ -308,7 +371,7 @@ def run_shard(segments_path: str, units_out: str, wav_dir: str, rejects_out: str
     done = ck.load()
     todo = []
     for s in segments:
-        if s["id"] in done and ("reject" in done[s["id"]] or (scratch_dir / f"{s['id']}.wav").exists()):
+        if s["id"] in done and ("reject" in done[s["id"]] or (scratch_dir / f"{file_stem(s['id'])}.wav").exists()):
             continue
         done.pop(s["id"], None)
         d = float(s["duration"])
@@ -320,28 +383,33 @@ def run_shard(segments_path: str, units_out: str, wav_dir: str, rejects_out: str
     print(f"s2s[{name}]: {len(segments)} segments, {len(segments) - len(todo)} already done "
           f"(checkpoint {scratch}), {len(todo)} to process", file=log, flush=True)
     progress = Progress(f"s2s[{name}]", len(todo), log=log, unit="segments")
+    failures = ModelFailures(STAGE, f"{p.hubert} (k-means {p.kmeans}, vocoder {p.vocoder})",
+                             FailureRule.from_dict(p.model_failure))
+    runner = BatchRunner(budget=p.batch_seconds, duration=lambda s: float(s["duration"]),
+                         infer=SegmentBatcher(models, p, log),
+                         logger=lambda m: print(f"s2s[{name}]: {m}", file=log, flush=True))
     scratch_dir.mkdir(parents=True, exist_ok=True)
-    max_chunk = int(p.max_chunk_seconds * SAMPLE_RATE)
     ck.start()
     try:
-        for batch in batches(todo, p.batch_seconds):
-            good, audios = [], []
-            for s in batch:
-                try:
-                    a = read_segment(s, SAMPLE_RATE, p.min_duration, "s2s.min_duration")
-                    good.append(s)
-                    audios.append(a)
-                except AudioError as e:
-                    ck.append({"id": s["id"], "reject": reject(s["id"], s["audio_filepath"], STAGE, e.reason, e.detail)})
-                    progress.update()
-            if not good:
-                continue
-            for s, u in zip(good, units_for_batch(models, good, audios, max_chunk)):
-                wav = synthesize(models.vocoder, u, models.dur_prediction, models.device)
-                with atomic_open(scratch_dir / f"{s['id']}.wav", "wb") as f:
-                    sf.write(f, wav, SAMPLE_RATE, format="WAV", subtype="PCM_16")
-                ck.append({"id": s["id"], "units": u, "wav_samples": int(len(wav))})
-                progress.update(audio_seconds=float(s["duration"]))
+        for o in runner.run(todo):
+            s, r = o.item, o.result
+            if o.oom:
+                ck.append({"id": s["id"], "reject": reject(s["id"], s["audio_filepath"], STAGE, "oom",
+                                                           f"does not fit in device memory even alone ({s['duration']} s)")})
+            elif "reject" in r:
+                ck.append({"id": s["id"], **r})
+            elif "error" in r:
+                # not checkpointed: a resumed job (say, after a systematic failure was fixed) retries it
+                done[s["id"]] = {"id": s["id"], "reject": reject(
+                    s["id"], s["audio_filepath"], STAGE, "model_error", f"the model raised on this segment alone: {r['error']}")}
+                failures.error(s["id"], r["error"])
+            else:
+                with atomic_open(scratch_dir / f"{file_stem(s['id'])}.wav", "wb") as f:
+                    sf.write(f, r["wav"], SAMPLE_RATE, format="WAV", subtype="PCM_16")
+                ck.append({"id": s["id"], "units": r["units"], "wav_samples": int(len(r["wav"]))})
+                failures.success()
+            progress.update(audio_seconds=float(s["duration"]))
+        failures.finish()
     except BaseException:
         ck.close(remove=False)
         raise
@@ -357,10 +425,10 @@ def run_shard(segments_path: str, units_out: str, wav_dir: str, rejects_out: str
         units = r["units"]
         dd, durs = dedup(units)
         lines.append({"id": s["id"], "units": units, "frame_rate": models.frame_rate, "dedup_units": dd,
-                      "durations": durs, "wav": str(Path(wav_dir).resolve() / f"{s['id']}.wav"),
+                      "durations": durs, "wav": str(Path(wav_dir).resolve() / f"{file_stem(s['id'])}.wav"),
                       "wav_samples": r["wav_samples"], **ident})
     for s in lines:
-        os.replace(scratch_dir / f"{s['id']}.wav", s["wav"])
+        os.replace(scratch_dir / f"{file_stem(s['id'])}.wav", s["wav"])
     write_jsonl(units_out, lines)
     write_jsonl(rejects_out, rejects)
     ck.close(remove=True)

@@ -234,3 +234,119 @@ def test_killed_shard_resumes_with_identical_outputs(tmp_path, demo_models, mode
     for x in full:
         assert (out_b["wavs"] / f"{x['id']}.wav").read_bytes() == (out_a["wavs"] / f"{x['id']}.wav").read_bytes()
     assert not ck.exists()
+
+
+class _FailOn:
+    """A forward hook on the real HuBERT's conv extractor that raises for chosen input lengths."""
+
+    def __init__(self, model, lengths=None):
+        self.lengths = lengths  # None: every input
+        self.handle = model.hubert.feature_extractor.register_forward_hook(self)
+
+    def __call__(self, module, args, output):
+        n = args[0].shape[-1]
+        if self.lengths is None or n in self.lengths:
+            raise RuntimeError(f"synthetic failure on {n} samples")
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.handle.remove()
+
+
+def _samples(seg):
+    from speechprep.audio import read_segment
+
+    return len(read_segment(seg, 16000, 0.1, "s2s.min_duration"))
+
+
+def test_model_error_on_one_segment_rejects_only_that_one(tmp_path, demo_models, models):
+    segs = segments(6)
+    guilty = segs[2]
+    with _FailOn(models, {_samples(guilty)}):
+        counts, lines, rejects, out, log = run(tmp_path, segs, s2s.S2sParams(**demo_models[1], layer=2),
+                                              models=models)
+    assert [(r["id"], r["reason"]) for r in rejects] == [(guilty["id"], "model_error")]
+    assert "synthetic failure" in rejects[0]["detail"]
+    assert sorted(x["id"] for x in lines) == sorted(s["id"] for s in segs if s is not guilty)
+    assert "retrying one segment at a time" in log and counts["ok"] == 5
+
+
+@pytest.mark.parametrize("failing,rule,what", [
+    ("all", {"first_errors": 3, "max_error_share": 0.5}, "the first 3 segments all failed"),
+    ("most", {"first_errors": 100, "max_error_share": 0.5}, "4 of 6 segments failed"),
+])
+def test_systematic_model_failure_fails_the_job(tmp_path, demo_models, models, failing, rule, what):
+    from speechprep.failures import SystematicFailure
+
+    segs = segments(6)
+    lengths = None if failing == "all" else {_samples(s) for s in segs[:4]}
+    with _FailOn(models, lengths), pytest.raises(SystematicFailure) as e:
+        run(tmp_path, segs, s2s.S2sParams(**demo_models[1], layer=2, model_failure=rule), models=models)
+    msg = str(e.value)
+    assert f"the model {demo_models[1]['hubert']}" in msg and what in msg
+    assert "First error: " in msg and "RuntimeError: synthetic failure on" in msg and "\n" not in msg
+    assert (tmp_path / ".partial" / "o.jsonl").exists()  # the scratch checkpoint is kept
+    assert not (tmp_path / "o.units.jsonl").exists()
+
+
+def test_script_exits_with_the_failure_code_on_a_systematic_failure(tmp_path, demo_models):
+    import joblib
+
+    from speechprep.failures import EXIT_CODE
+
+    km, _ = _fitted_kmeans()  # 12-dim centres: a k-means for another model than this 64-dim HuBERT
+    joblib.dump(km, tmp_path / "other_km.bin")
+    params = {**demo_models[1], "kmeans": str(tmp_path / "other_km.bin"), "layer": 2,
+              "model_failure": {"first_errors": 2, "max_error_share": 0.5}, "hash_cache": str(tmp_path / "cache"),
+              "dataset_language": "en"}
+    write_jsonl(tmp_path / "o.segments.jsonl", segments(4))
+    p = subprocess.run([sys.executable, str(REPO / "scripts" / "s2s.py"), "--segments", str(tmp_path / "o.segments.jsonl"),
+                        "--params", json.dumps(params), "--scratch", str(tmp_path / ".partial" / "o.jsonl"),
+                        "--units", str(tmp_path / "o.units.jsonl"), "--wav-dir", str(tmp_path / "o"),
+                        "--rejects", str(tmp_path / "o.rej.jsonl")], capture_output=True, text=True, encoding="utf-8")
+    assert p.returncode == EXIT_CODE, p.stderr[-3000:]
+    assert "Traceback" not in p.stderr
+    last = p.stderr.strip().splitlines()[-1]
+    assert last.startswith("s2s: the model ") and "fails systematically: the first 2 segments all failed" in last
+    assert (tmp_path / ".partial" / "o.jsonl").exists() and not (tmp_path / "o.units.jsonl").exists()
+
+
+def test_long_utf8_ids_get_safe_file_names(tmp_path, demo_models, models):
+    from speechprep.names import file_stem
+
+    segs = segments(3)
+    long_id = "é" * 160 + "_0000"
+    assert len(long_id.encode("utf-8")) > 300
+    segs.append({**segs[0], "id": long_id})
+    counts, lines, rejects, out, _ = run(tmp_path, segs, s2s.S2sParams(**demo_models[1], layer=2), models=models)
+    assert counts["ok"] == 4 and not rejects
+    line = next(x for x in lines if x["id"] == long_id)
+    wav = Path(line["wav"])
+    assert wav.name == f"{file_stem(long_id)}.wav" and len(wav.name.encode("utf-8")) <= 255 and wav.exists()
+    assert line["units"] == next(x for x in lines if x["id"] == segs[0]["id"])["units"]
+
+
+def test_atomic_open_takes_a_target_name_near_the_limit(tmp_path):
+    from speechprep.jsonio import atomic_open
+
+    target = tmp_path / ("é" * 123 + ".wav")  # 250 bytes
+    assert len(target.name.encode("utf-8")) == 250
+    with atomic_open(target, "wb") as f:
+        f.write(b"data")
+    assert target.read_bytes() == b"data" and [p.name for p in tmp_path.iterdir()] == [target.name]
+
+
+def test_model_hashes_come_from_the_cache(tmp_path, demo_models, models):
+    from speechprep.models import sha256_file
+
+    cache = tmp_path / "cache"
+    params = s2s.S2sParams.from_dict({**demo_models[1], "layer": 2, "hash_cache": str(cache),
+                                      "model_failure": {"first_errors": 5, "max_error_share": 0.2},
+                                      "dataset_language": "en"})
+    assert params.model_failure == {"first_errors": 5, "max_error_share": 0.2}
+    _, lines, _, _, _ = run(tmp_path, segments(2), params, models=models)
+    assert len(list(cache.glob("*.json"))) == 4
+    for key in ("hubert", "kmeans", "vocoder", "vocoder_config"):
+        assert lines[0][f"{key}_sha256"] == sha256_file(demo_models[1][key])
