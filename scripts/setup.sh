@@ -100,8 +100,10 @@ for stage in "${stages[@]}"; do
     (cd "$ROOT" && "$venv/bin/python" -c "import sys; from speechprep.envspec import check_stage_env as c; p = c('$stage'); print(*p, sep='\n', file=sys.stderr); sys.exit(1 if p else 0)") \
       || die "env '$stage' does not satisfy envs/$stage.yaml after install"
     echo "$stamp" > "$venv/.speechprep-stamp"
-  elif grep -q -- '--editable=${SPEECHPREP_REPO}' "$spec" \
-       && ! (cd / && "$venv/bin/python" -c "import sys, speechprep; sys.exit(speechprep.__file__ != '$ROOT/speechprep/__init__.py')" 2>/dev/null); then
+  fi
+  # an env built from another checkout (the repository moved): point it here
+  if grep -q -- '--editable=${SPEECHPREP_REPO}' "$spec" \
+     && ! (cd / && "$venv/bin/python" -c "import sys, speechprep; sys.exit(speechprep.__file__ != '$ROOT/speechprep/__init__.py')" 2>/dev/null); then
     say "  speechprep -> $ROOT (editable)"
     pip_q install --no-deps --editable="$ROOT"
   fi

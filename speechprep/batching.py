@@ -19,6 +19,8 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Sequence
 
+from .errors import describe
+
 log = logging.getLogger("speechprep.batching")
 
 
@@ -27,6 +29,26 @@ def is_oom(exc: BaseException) -> bool:
     name = type(exc).__name__
     return name == "OutOfMemoryError" or (
         isinstance(exc, RuntimeError) and "out of memory" in str(exc).lower())
+
+
+def isolate(call: Callable[[list], Sequence[Any]], items: list, what: str = "model") -> list:
+    """``call(items)``, one result per item. When it raises (out of memory
+    aside, which propagates so that :class:`BatchRunner` halves the batch), each
+    item is run alone, so only an item that fails by itself gets its exception
+    in place of a result and the rest of the batch is unharmed."""
+    try:
+        out = list(call(items))
+        if len(out) != len(items):
+            raise RuntimeError(f"{what} returned {len(out)} results for {len(items)} items")
+        return out
+    except Exception as e:  # noqa: BLE001 (any model failure; only OOM is special)
+        if is_oom(e):
+            raise
+        if len(items) == 1:
+            log.warning("%s error: %s", what, describe(e))
+            return [e]
+        log.warning("%s error on a batch of %d (%s); retrying one at a time", what, len(items), describe(e))
+    return [r for it in items for r in isolate(call, [it], what)]
 
 
 def free_device_cache() -> None:

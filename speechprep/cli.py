@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 from . import logs
 from .envspec import require_stage_env
-from .errors import SpeechprepError
+from .errors import ModelFileError, SpeechprepError, describe
 
 log = logging.getLogger("speechprep.cli")
 
@@ -116,8 +116,13 @@ def _s2s(a):
 def _s2s_inspect(a):
     from . import fairseq_legacy as legacy
 
-    rep = legacy.write_modern(a.checkpoint, a.write_modern) if a.write_modern \
-        else legacy.inspect_checkpoint(a.checkpoint)
+    try:
+        rep = legacy.write_modern(a.checkpoint, a.write_modern) if a.write_modern \
+            else legacy.inspect_checkpoint(a.checkpoint)
+    except SpeechprepError:
+        raise
+    except Exception as e:  # noqa: BLE001 (fairseq failing to build it, an unwritable OUT: one line)
+        raise ModelFileError(f"{a.checkpoint}: {describe(e)}") from None
     print("\n".join(rep.lines()))
     print("legacy: " + ("yes" if rep.legacy else "no"))
     if a.write_modern:

@@ -27,3 +27,9 @@ class EnvironmentMismatch(SpeechprepError):
     """The job runs outside its stage's pinned environment."""
 
     exit_code = 3
+
+
+def describe(e: BaseException) -> str:
+    """An exception as one line: its type and the first line of its message."""
+    first = (str(e).strip().splitlines() or [""])[0]
+    return f"{type(e).__name__}: {first}" if first else type(e).__name__

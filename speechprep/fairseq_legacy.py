@@ -7,10 +7,15 @@ before fairseq builds the model, and loading stays strict:
 1. ``torch.load(weights_only=True)`` (PyTorch's default) rejects the classes
    old checkpoints pickle: ``argparse.Namespace``, OmegaConf containers,
    fairseq's ``Dictionary``, numpy scalars and dtypes. We list the globals a
-   checkpoint names (``torch.serialization.get_unsafe_globals_in_checkpoint``,
-   which reads the pickle without running it), allow exactly those that are
-   in :data:`ALLOWED` and refuse the checkpoint, naming the class, if any
-   other is there. There is no fallback to ``weights_only=False``.
+   checkpoint names without running its pickle
+   (``torch.serialization.get_unsafe_globals_in_checkpoint`` for the zip
+   format, :mod:`pickletools` for the legacy format of torch < 1.6), allow
+   exactly those that are in :data:`ALLOWED` (classes by name, and numpy's
+   reconstruction functions), keyed by the name the pickle uses (numpy 1.x
+   pickles say ``numpy.core``, numpy 2 has ``numpy._core``), and refuse the
+   checkpoint, naming the global, if any other is there. There is no
+   fallback to ``weights_only=False``. OmegaConf 2.0 ``DictConfig`` pickles
+   load under OmegaConf 2.3 through its own ``__setstate__``.
 2. Integer config fields stored as floats (``16000.0``, ``2.0``) make
    OmegaConf's structured merge fail. Integral floats are cast to ``int``
    where the target fairseq dataclass types the field ``int``, for ``cfg``
@@ -19,7 +24,8 @@ before fairseq builds the model, and loading stays strict:
 3. ``encoder.pos_conv`` weight-norm tensors in another layout (``weight_g``
    normalised over dim 0 instead of 2, or ``parametrizations.weight.original0/1``)
    are converted exactly: ``W = g * v / ||v||`` from the stored layout, then
-   re-split for the layout the installed fairseq builds.
+   re-split for the layout the installed fairseq builds, in float64 and cast
+   back once (fp16 checkpoints keep fp16 precision).
 
 :func:`inspect_checkpoint` reports what is legacy about a checkpoint;
 :func:`write_modern` writes a copy that plain fairseq loads.
@@ -28,8 +34,8 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import importlib
 import os
+import pickletools
 import re
 import typing
 import zipfile
@@ -39,28 +45,36 @@ from typing import Any
 
 import torch
 
-# module -> names allowed from it ("*": any class defined there)
-ALLOWED: dict[str, set[str] | str] = {
-    "argparse": {"Namespace"},
-    "collections": {"OrderedDict", "defaultdict"},
-    "typing": {"Any"},
-    "builtins": {"dict", "list", "tuple", "set", "frozenset", "int", "float", "str", "bool", "bytes",
-                 "complex", "object"},
-    "omegaconf.dictconfig": {"DictConfig"},
-    "omegaconf.listconfig": {"ListConfig"},
-    "omegaconf.base": {"ContainerMetadata", "Metadata"},
-    "omegaconf.nodes": {"AnyNode", "StringNode", "IntegerNode", "FloatNode", "BooleanNode", "EnumNode",
-                        "BytesNode", "PathNode"},
-    "fairseq.data.dictionary": {"Dictionary"},
-    "numpy": {"dtype", "ndarray"},
-    "numpy.core.multiarray": {"_reconstruct", "scalar"},
-    "numpy._core.multiarray": {"_reconstruct", "scalar"},
-    "numpy.dtypes": "*",
+from . import safe_pickle
+from .errors import ModelFileError, describe
+from .safe_pickle import Allowlist
+
+# module -> classes allowed from it, by name (and numpy's reconstruction functions)
+ALLOWED: Allowlist = {
+    "argparse": frozenset({"Namespace"}),
+    "collections": frozenset({"OrderedDict", "defaultdict"}),
+    "typing": frozenset({"Any"}),
+    "builtins": frozenset({"dict", "list", "tuple", "set", "frozenset", "int", "float", "str", "bool",
+                           "bytes", "complex", "object"}),
+    "omegaconf.dictconfig": frozenset({"DictConfig"}),
+    "omegaconf.listconfig": frozenset({"ListConfig"}),
+    "omegaconf.base": frozenset({"ContainerMetadata", "Metadata"}),
+    "omegaconf.nodes": frozenset({"AnyNode", "StringNode", "IntegerNode", "FloatNode", "BooleanNode",
+                                  "EnumNode", "BytesNode", "PathNode"}),
+    "fairseq.data.dictionary": frozenset({"Dictionary"}),
+    **safe_pickle.NUMPY,
 }
+# Unpickling a numpy.dtype yields an instance of one of these classes, which torch
+# checks too although the pickle does not name it: plain data types only.
+DTYPE_CLASSES = ("BoolDType", "Int8DType", "UInt8DType", "Int16DType", "UInt16DType", "Int32DType",
+                 "UInt32DType", "Int64DType", "UInt64DType", "LongLongDType", "ULongLongDType",
+                 "Float16DType", "Float32DType", "Float64DType", "LongDoubleDType", "Complex64DType",
+                 "Complex128DType", "CLongDoubleDType", "BytesDType", "StrDType", "DateTime64DType",
+                 "TimeDelta64DType")
 
 
-class LegacyCheckpointError(RuntimeError):
-    pass
+class LegacyCheckpointError(ModelFileError):
+    """A checkpoint that cannot or must not be loaded."""
 
 
 @dataclass
@@ -72,6 +86,7 @@ class Report:
     style: str = ""  # "cfg" or "args"
     int_casts: list[str] = field(default_factory=list)
     pos_conv: list[str] = field(default_factory=list)
+    label_override: dict[str, str] = field(default_factory=dict)  # write_modern: where the labels went
 
     @property
     def legacy(self) -> bool:
@@ -82,54 +97,94 @@ class Report:
         out.append("pickled globals allowed: " + (", ".join(self.allowed_globals) or "none"))
         out.append("integer fields stored as floats, cast: " + (", ".join(self.int_casts) or "none"))
         out.append("pos_conv weight norm converted: " + ("; ".join(self.pos_conv) or "no"))
+        for key, where in self.label_override.items():
+            out.append(f"label dictionaries: {where} (task.{key}); to move the copy, move them with it "
+                       f"and load it with arg_overrides={{'{key}': <their new directory>}}")
         return out
 
 
 # ---------------------------------------------------------------------------
 # 1. safe loading
 # ---------------------------------------------------------------------------
-def _split_global(name: str) -> tuple[str, str] | None:
-    module, _, attr = name.rpartition(".")
-    return (module, attr) if module else None
-
-
-def _allowed(module: str, attr: str) -> bool:
-    rule = ALLOWED.get(module)
-    if rule is None:
-        return False
-    return rule == "*" or attr in rule
-
-
 def checkpoint_globals(path: str | os.PathLike) -> list[str]:
-    """Globals the checkpoint's pickle names, read without unpickling anything."""
-    if not zipfile.is_zipfile(path):
-        raise LegacyCheckpointError(
-            f"{path}: not a zip-format torch checkpoint (saved by torch < 1.6?); re-save it with "
-            "torch.save under an older torch, then load it here")
-    return list(torch.serialization.get_unsafe_globals_in_checkpoint(str(path)))
+    """Globals the checkpoint's pickle names beyond torch's own safe set, read without
+    unpickling anything: torch's zip format, or the legacy format of torch < 1.6."""
+    path = Path(path)
+    if not path.exists():
+        raise LegacyCheckpointError(f"{path}: no such file")
+    if path.is_dir():
+        raise LegacyCheckpointError(f"{path}: is a directory, not a checkpoint file")
+    if zipfile.is_zipfile(path):
+        try:
+            return sorted(torch.serialization.get_unsafe_globals_in_checkpoint(str(path)))
+        except Exception as e:  # noqa: BLE001 (a damaged archive: torch says what is wrong)
+            raise LegacyCheckpointError(f"{path}: damaged torch checkpoint: {describe(e)}") from None
+    with open(path, "rb") as f:
+        if f.read(2) == b"PK":
+            raise LegacyCheckpointError(f"{path}: truncated or damaged zip file, not a readable torch checkpoint")
+    return _legacy_format_globals(path)
+
+
+def _legacy_format_globals(path: Path) -> list[str]:
+    """torch < 1.6 wrote pickles one after another: magic number, protocol version,
+    system info, the object (storages as persistent ids), storage keys, then raw
+    storages. List the globals of the pickles with pickletools, which runs nothing."""
+    names: set[str] = set()
+    with open(path, "rb") as f:
+        try:
+            magic = [arg for op, arg, _ in pickletools.genops(f) if op.name in ("LONG1", "LONG4")]
+        except Exception:  # noqa: BLE001 (not a pickle at all)
+            magic = []
+        if magic != [torch.serialization.MAGIC_NUMBER]:
+            raise LegacyCheckpointError(
+                f"{path}: not a torch checkpoint (neither torch's zip format nor the legacy format of torch < 1.6)")
+        try:
+            for _ in range(4):  # protocol version, system info, the object, storage keys
+                for op, arg, _ in pickletools.genops(f):
+                    if op.name in ("GLOBAL", "INST"):
+                        names.add(arg.replace(" ", "."))
+                    elif op.name == "STACK_GLOBAL":
+                        raise LegacyCheckpointError(
+                            f"{path}: its pickle uses protocol 4 globals, which weights-only loading cannot read")
+        except LegacyCheckpointError:
+            raise
+        except Exception as e:  # noqa: BLE001 (pickletools: exhausted or unknown opcode)
+            raise LegacyCheckpointError(f"{path}: truncated or damaged legacy torch checkpoint ({e})") from None
+    # torch's own safe set, as get_unsafe_globals_in_checkpoint subtracts it for the zip format
+    return sorted(names - set(torch._weights_only_unpickler._get_allowed_globals()))
 
 
 def safe_load(path: str | os.PathLike) -> tuple[dict, list[str]]:
     """``torch.load(weights_only=True)`` allowing exactly the checkpoint's allowlisted globals."""
     names = checkpoint_globals(path)
-    refused = [n for n in names if not (_split_global(n) and _allowed(*_split_global(n)))]
+    refused = [n for n in names if not safe_pickle.allowed(ALLOWED, *safe_pickle.split_global(n))]
     if refused:
         raise LegacyCheckpointError(
-            f"refusing to load {path}: its pickle names {', '.join(sorted(refused))}, which "
+            f"refusing to load {path}: its pickle names {', '.join(refused)}, which "
             "speechprep.fairseq_legacy.ALLOWED does not allow (nothing was unpickled)")
-    objs = []
-    for n in names:
-        module, attr = _split_global(n)
-        objs.append(getattr(importlib.import_module(module), attr))
+    # keyed by the name as the pickle spells it: torch matches (object, name) pairs by
+    # that name, while a bare object goes by its real module, which for
+    # numpy.core.multiarray.scalar is numpy._core.multiarray on numpy 2
+    allow = [(safe_pickle.resolve(*safe_pickle.split_global(n)), n) for n in names]
     if "numpy.dtype" in names:
-        # unpickling a dtype yields an instance of a numpy.dtypes class, which torch
-        # checks too but the pickle does not name: allow those (types only)
-        import numpy.dtypes
+        allow += [(safe_pickle.resolve("numpy.dtypes", c), f"numpy.dtypes.{c}") for c in DTYPE_CLASSES]
+    try:
+        with torch.serialization.safe_globals(allow):
+            state = torch.load(str(path), map_location="cpu", weights_only=True)
+    except Exception as e:  # noqa: BLE001 (weights-only refusal or damaged data: one clear line)
+        raise LegacyCheckpointError(f"{path}: cannot be loaded: {_weights_only_reason(e)}") from None
+    if not isinstance(state, dict):
+        raise LegacyCheckpointError(f"{path}: holds a {type(state).__name__}, not a checkpoint dict")
+    return state, names
 
-        objs += [c for c in vars(numpy.dtypes).values() if isinstance(c, type)]
-    with torch.serialization.safe_globals(objs):
-        state = torch.load(str(path), map_location="cpu", weights_only=True)
-    return state, sorted(names)
+
+def _weights_only_reason(e: BaseException) -> str:
+    """The informative line of a torch.load error (weights-only errors bury it mid-text)."""
+    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+    for ln in lines:
+        if ln.startswith("WeightsUnpickler error:"):
+            return ln
+    return lines[0] if lines else type(e).__name__
 
 
 # ---------------------------------------------------------------------------
@@ -280,8 +335,10 @@ def convert_pos_conv(model_state: dict, target: tuple[str, int]) -> list[str]:
         src_dim = _norm_dim(g)
         if (src, src_dim) == (layout, dim):
             continue
-        w = v * (g / torch.norm_except_dim(v, 2, src_dim))  # the conv weight itself
-        new_g, new_v = torch.norm_except_dim(w, 2, dim), w.clone()
+        # the conv weight itself, in float64: fp16 checkpoints would lose ~1e-3 here
+        g64, v64 = g.double(), v.double()
+        w = v64 * (g64 / torch.norm_except_dim(v64, 2, src_dim))
+        new_g, new_v = torch.norm_except_dim(w, 2, dim), w
         for kind in t:
             del model_state[f"{prefix}.{kind}"]
         names = ("weight_g", "weight_v") if layout == "legacy" else (
@@ -313,6 +370,9 @@ def _plain(obj: Any) -> Any:
 def load_state(path: str | os.PathLike) -> tuple[dict, Report]:
     """The checkpoint's state, repaired for the installed fairseq, and a report."""
     state, allowed = safe_load(path)
+    if "model" not in state or (state.get("args") is None and state.get("cfg") is None):
+        raise LegacyCheckpointError(f"{path}: not a fairseq model checkpoint (it has no model with cfg or args; "
+                                    f"keys: {', '.join(map(str, state))})")
     rep = Report(str(path), allowed_globals=allowed)
     if state.get("args") is not None:
         rep.style = "args"
@@ -348,14 +408,24 @@ def write_modern(path: str | os.PathLike, out: str | os.PathLike) -> Report:
     """A copy plain fairseq loads on this stack: primitives and tensors only.
 
     The config becomes a plain dict (ints as ints), pos_conv is in the
-    installed layout, and label dictionaries the task pickled are written as
-    ``dict.<label>.txt`` files in ``<out>.labels/`` with ``task.label_dir``
-    pointing there (fairseq's own pretraining layout). Optimizer state is
-    dropped: this is an inference copy.
+    installed layout, and the label dictionaries the task pickled (HuBERT's
+    ``dictionaries``, a fine-tuned model's ``target_dictionary``) are written
+    as ``dict.<label>.txt`` files in ``<out>.labels/``, with the task field
+    fairseq reads them from pointing there: ``task.label_dir`` (HuBERT) or
+    ``task.data`` (``audio_finetuning``). Optimizer state is dropped: this is
+    an inference copy.
+
+    A weights-only checkpoint cannot hold fairseq's ``Dictionary`` object, and
+    fairseq resolves those paths against the working directory, not the
+    checkpoint's: the copy stores the absolute path, and a copy moved with its
+    ``.labels`` directory loads with ``arg_overrides={<that field>: <new
+    .labels path>}`` (:attr:`Report.label_override` says which).
     """
     from fairseq import checkpoint_utils
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
     from omegaconf import OmegaConf
+
+    from .jsonio import atomic_open
 
     state, rep = load_state(path)
     if rep.style == "args":
@@ -363,20 +433,22 @@ def write_modern(path: str | os.PathLike, out: str | os.PathLike) -> Report:
     else:
         cfg = state["cfg"]
     out = Path(out)
-    dicts = (state.get("task_state") or {}).get("dictionaries")
+    task_state = state.get("task_state") or {}
+    dicts = task_state.get("dictionaries") or [d for d in [task_state.get("target_dictionary")] if d is not None]
     if dicts:
         label_dir = out.with_name(out.name + ".labels")
-        label_dir.mkdir(parents=True, exist_ok=True)
         labels = cfg["task"].get("labels") or [f"label{i}" for i in range(len(dicts))]
-        for label, d in zip(labels, dicts):
-            d.save(str(label_dir / f"dict.{label}.txt"))
-        cfg["task"]["label_dir"] = str(label_dir.resolve())
+        for label, d in zip([labels] if isinstance(labels, str) else labels, dicts):
+            with atomic_open(label_dir / f"dict.{label}.txt") as f:
+                d.save(f)
+        key = "label_dir" if "label_dir" in cfg["task"] else "data"
+        cfg["task"][key] = str(label_dir.resolve())
+        rep.label_override = {key: cfg["task"][key]}
     modern = {"cfg": cfg, "args": None, "model": state["model"],
               "optimizer_history": [{"criterion_name": "none", "optimizer_name": "none",
                                      "lr_scheduler_state": {}, "num_updates": 0}],
               "extra_state": {"train_iterator": {"epoch": 0}}}
-    tmp = out.with_name(f".{out.name}.tmp")
-    torch.save(modern, tmp)
-    os.replace(tmp, out)
+    with atomic_open(out, "wb") as f:
+        torch.save(modern, f)
     checkpoint_utils.load_checkpoint_to_cpu(str(out))  # proves plain fairseq reads it
     return rep

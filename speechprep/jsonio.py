@@ -15,6 +15,8 @@ from typing import Any, Iterable, Iterator
 
 _UMASK = os.umask(0o022)
 os.umask(_UMASK)
+_NAME_MAX = 255          # bytes in a file name on common file systems
+_TEMP_DECORATION = 12    # mkstemp's 8 random characters + ".tmp"
 
 
 @contextlib.contextmanager
@@ -22,7 +24,10 @@ def atomic_open(path: str | os.PathLike, mode: str = "w"):
     """Open a temp file next to ``path``; on clean exit fsync it and rename it over ``path``."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    prefix = f".{path.name}."
+    if len(os.fsencode(prefix)) + _TEMP_DECORATION > _NAME_MAX:
+        prefix = ".atomic-"  # a long target name: a short temp name, still hidden, still in the same directory
+    fd, tmp = tempfile.mkstemp(prefix=prefix, suffix=".tmp", dir=path.parent)
     try:
         os.fchmod(fd, 0o666 & ~_UMASK)  # mkstemp makes 0600; outputs get the usual mode
         if "b" in mode:

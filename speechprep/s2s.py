@@ -7,16 +7,18 @@ textlesslib's dense model -> quantizer -> vocoder chain, on fairseq directly:
   says so, long segments chunked as fairseq's feature reader does, segments
   batched with padding masks; :func:`dense_features` gives the same features as
   one segment at a time;
-* a textlesslib k-means (joblib-pickled scikit-learn model) read without
-  importing scikit-learn and applied as nearest centroid in torch;
-* fairseq's ``CodeHiFiGANVocoder`` from a checkpoint + config JSON, with or
-  without duration prediction, writing 16 kHz WAVs.
+* a textlesslib k-means (joblib-pickled scikit-learn model, compressed or
+  not) read through an explicit allowlist without importing scikit-learn and
+  applied as nearest centroid in torch;
+* fairseq's ``CodeHiFiGANVocoder`` from a checkpoint (loaded as strictly as
+  the HuBERT one) + config JSON, with or without duration prediction, writing
+  16 kHz WAVs.
 """
 from __future__ import annotations
 
 import json
+import logging
 import os
-import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -24,34 +26,42 @@ from typing import Any
 
 import numpy as np
 
-from .audio import AudioError, read_segment
-from .checkpoint import Checkpoint, fingerprint
-from .jsonio import atomic_open, read_jsonl, reject, write_jsonl
-from .models import sha256_file
-from .progress import Progress
+from . import safe_pickle
+from .audio import SAMPLE_RATE, AudioError, read_segment
+from .batching import BatchRunner, isolate, resolve_device
+from .config import StageParams
+from .errors import ModelFileError, UsageError, describe
+from .failures import FailureRule
+from .jsonio import atomic_open
+from .modelfiles import sha256_cached
+from .names import file_stem
+from .shardjob import Accepted, Outcome, Rejected, ShardJob
 
+log = logging.getLogger("speechprep.s2s")
 STAGE = "s2s"
 ALGORITHM_VERSION = "1"
-SAMPLE_RATE = 16000
+MODEL_FILES = ("hubert", "kmeans", "vocoder", "vocoder_config")
 
 
 @dataclass(frozen=True)
-class S2sParams:
+class S2sParams(StageParams):
+    """``s2s`` in config/config.yaml (what each means is written there), with the
+    shared ``model_failure`` rule and the model-digest cache."""
+
+    SECTION = "s2s"
     hubert: str
     kmeans: str
     vocoder: str
     vocoder_config: str
-    layer: int = 6
-    device: str = "auto"
-    batch_seconds: float = 60.0        # padded audio seconds per feature batch
-    max_chunk_seconds: float = 100.0   # fairseq's feature reader: 1,600,000 samples
-    min_duration: float = 0.1
-    max_duration: float = 60.0
-    dur_prediction: str = "auto"       # auto: when the vocoder has a duration predictor
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "S2sParams":
-        return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
+    layer: int
+    device: str
+    batch_seconds: float
+    max_chunk_seconds: float
+    min_duration: float
+    max_duration: float
+    dur_prediction: str
+    model_failure: dict
+    hash_cache: str | None
 
 
 # ---------------------------------------------------------------------------
@@ -97,6 +107,24 @@ def dense_features(model, wavs: list, layer: int, normalize: bool) -> list:
 # ---------------------------------------------------------------------------
 # quantizer
 # ---------------------------------------------------------------------------
+class KmeansError(ModelFileError):
+    """A k-means file that cannot or must not be loaded."""
+
+
+# What a textlesslib k-means file (joblib.dump of a scikit-learn KMeans or
+# MiniBatchKMeans, compressed or not) holds: the estimator, read as an inert
+# state holder without importing scikit-learn; numpy arrays, through joblib's
+# NumpyArrayWrapper; numpy scalars and dtypes; builtin containers.
+_SKLEARN_KMEANS = frozenset({"KMeans", "MiniBatchKMeans"})
+KMEANS_ALLOWED: safe_pickle.Allowlist = {
+    "sklearn.cluster._kmeans": _SKLEARN_KMEANS,   # scikit-learn >= 0.22
+    "sklearn.cluster.k_means_": _SKLEARN_KMEANS,  # older
+    "joblib.numpy_pickle": frozenset({"NumpyArrayWrapper"}),
+    "builtins": frozenset({"dict", "list", "tuple", "set", "frozenset"}),
+    **safe_pickle.NUMPY,
+}
+
+
 class _Estimator:
     """Stands in for a pickled scikit-learn estimator: keeps its state, runs nothing."""
 
@@ -106,25 +134,39 @@ class _Estimator:
 
 def load_kmeans_centers(path: str | os.PathLike) -> np.ndarray:
     """Cluster centres of a textlesslib k-means (``joblib.dump`` of a scikit-learn
-    KMeans/MiniBatchKMeans) without importing scikit-learn: no version coupling."""
+    KMeans/MiniBatchKMeans, uncompressed or with any compressor joblib reads)
+    without importing scikit-learn: no version coupling. The pickle may name
+    only what :data:`KMEANS_ALLOWED` lists; anything else is refused, naming it,
+    before it is looked up, so nothing in the file runs."""
     import joblib.numpy_pickle as jnp
+    from joblib.numpy_pickle_utils import _validate_fileobject_and_memmap
+
+    path = Path(path)
 
     class Unpickler(jnp.NumpyUnpickler):
+        # joblib routes the nested pickle of an object array through this too
         def find_class(self, module, name):
-            if module.split(".")[0] == "sklearn":
+            if not safe_pickle.allowed(KMEANS_ALLOWED, module, name):
+                raise KmeansError(f"refusing to load {path}: its pickle names {module}.{name}, which "
+                                  "speechprep.s2s.KMEANS_ALLOWED does not allow (nothing of it was run)")
+            if module.startswith("sklearn."):
                 return _Estimator
-            return super().find_class(module, name)
+            return safe_pickle.resolve(module, name)
 
-    import inspect
-
-    with open(path, "rb") as f:
-        # joblib >= 1.5 takes ensure_native_byte_order; older versions do not
-        extra = {"ensure_native_byte_order": True} if "ensure_native_byte_order" in \
-            inspect.signature(jnp.NumpyUnpickler.__init__).parameters else {}
-        obj = Unpickler(str(path), f, **extra).load()
+    if not path.is_file():
+        raise KmeansError(f"{path}: no such file" if not path.exists() else f"{path}: not a file")
+    try:
+        with open(path, "rb") as f, _validate_fileobject_and_memmap(f, str(path)) as (fobj, _):
+            if isinstance(fobj, str):
+                raise KmeansError(f"{path}: written by joblib < 0.10, a format this loader does not read")
+            obj = Unpickler(str(path), fobj, ensure_native_byte_order=True).load()
+    except KmeansError:
+        raise
+    except Exception as e:  # noqa: BLE001 (truncated, not a pickle, a compressor not installed)
+        raise KmeansError(f"{path}: not a readable joblib k-means file ({type(e).__name__}: {e})") from None
     centers = getattr(obj, "cluster_centers_", None)
     if centers is None:
-        raise ValueError(f"{path}: no cluster_centers_ in the pickled object ({type(obj).__name__})")
+        raise KmeansError(f"{path}: no cluster_centers_ in the pickled object ({type(obj).__name__})")
     return np.asarray(centers, dtype=np.float32)
 
 
@@ -157,11 +199,27 @@ def dedup(units: list[int]) -> tuple[list[int], list[int]]:
 # vocoder
 # ---------------------------------------------------------------------------
 def load_vocoder(checkpoint: str, config: str, device: str):
+    """fairseq's ``CodeHiFiGANVocoder`` from a checkpoint + config JSON. The checkpoint
+    is loaded as strictly as the HuBERT one (:func:`fairseq_legacy.safe_load`);
+    fairseq's class, which would ``torch.load`` the path itself, gets the generator
+    weights from memory."""
+    import io
+
+    import torch
     from fairseq.models.text_to_speech.vocoder import CodeHiFiGANVocoder
+
+    from .fairseq_legacy import LegacyCheckpointError, safe_load
 
     with open(config, encoding="utf-8") as f:
         cfg = json.load(f)
-    voc = CodeHiFiGANVocoder(checkpoint, cfg).to(device).eval()
+    state, _ = safe_load(checkpoint)
+    if "generator" not in state:
+        raise LegacyCheckpointError(f"{checkpoint}: not a unit HiFi-GAN checkpoint (no 'generator'; keys: "
+                                    f"{', '.join(map(str, state))})")
+    weights = io.BytesIO()
+    torch.save({"generator": state["generator"]}, weights)
+    weights.seek(0)
+    voc = CodeHiFiGANVocoder(weights, cfg).to(device).eval()
     return voc, cfg
 
 
@@ -183,7 +241,9 @@ def synthesize(vocoder, units: list[int], dur_prediction: bool, device: str) -> 
 # a shard
 # ---------------------------------------------------------------------------
 class Models:
-    def __init__(self, p: S2sParams, device: str, log=sys.stderr):
+    """HuBERT (legacy checkpoints loaded exactly), the k-means quantizer and the vocoder."""
+
+    def __init__(self, p: S2sParams, device: str):
         import torch
 
         from . import fairseq_legacy
@@ -202,25 +262,26 @@ class Models:
         self.layer = p.layer
         n_layers = len(self.hubert.encoder.layers)
         if not 1 <= p.layer <= n_layers:
-            raise SystemExit(f"s2s.layer is {p.layer}, but the HuBERT checkpoint has layers 1..{n_layers}")
-        print(f"s2s: HuBERT {p.hubert} ({n_layers} layers, using {p.layer}, {self.frame_rate:g} Hz, "
-              f"normalize={self.normalize}); legacy: {'; '.join(report.lines()[1:])}", file=log)
-        print(f"s2s: k-means {p.kmeans} ({self.quantizer.c.shape[1]} units); vocoder {p.vocoder} "
-              f"(hop {self.hop}, duration prediction {self.dur_prediction}); loaded in "
-              f"{time.monotonic() - t:.1f} s on {device}", file=log, flush=True)
+            raise UsageError(f"s2s.layer is {p.layer}, but the HuBERT checkpoint has layers 1..{n_layers}")
+        log.info("HuBERT %s (%d layers, using %d, %g Hz, normalize=%s); legacy: %s", p.hubert, n_layers, p.layer,
+                 self.frame_rate, self.normalize, "; ".join(report.lines()[1:]))
+        log.info("k-means %s (%d units); vocoder %s (hop %d, duration prediction %s); loaded in %.1f s on %s",
+                 p.kmeans, self.quantizer.c.shape[1], p.vocoder, self.hop, self.dur_prediction,
+                 time.monotonic() - t, device)
         torch.set_grad_enabled(False)
 
 
 def identity(p: S2sParams) -> dict[str, str]:
+    """Each model file's absolute path and sha256 (cached per file version)."""
     out = {}
-    for key in ("hubert", "kmeans", "vocoder", "vocoder_config"):
+    for key in MODEL_FILES:
         path = getattr(p, key)
-        out[f"{key}"] = os.path.abspath(path)
-        out[f"{key}_sha256"] = sha256_file(path)
+        out[key] = os.path.abspath(path)
+        out[f"{key}_sha256"] = sha256_cached(path, p.hash_cache)
     return out
 
 
-def units_for_batch(models: Models, segs: list[dict], audios: list[np.ndarray], max_chunk: int) -> list[list[int]]:
+def units_for_batch(models: Models, audios: list[np.ndarray], max_chunk: int) -> list[list[int]]:
     """Units per segment; segments longer than ``max_chunk`` samples go in chunks, as fairseq does."""
     pieces, owner = [], []
     for i, a in enumerate(audios):
@@ -228,95 +289,100 @@ def units_for_batch(models: Models, segs: list[dict], audios: list[np.ndarray], 
             pieces.append(a[start:start + max_chunk])
             owner.append(i)
     feats = dense_features(models.hubert, pieces, models.layer, models.normalize)
-    units: list[list[int]] = [[] for _ in segs]
+    units: list[list[int]] = [[] for _ in audios]
     for i, f in zip(owner, feats):
         units[i].extend(models.quantizer(f).tolist())
     return units
 
 
-def batches(segs: list[dict], budget: float) -> list[list[dict]]:
-    """Duration-sorted batches within ``budget`` padded seconds."""
-    from .batching import BatchRunner
+class SegmentBatcher:
+    """``infer`` for :class:`BatchRunner`: read each segment, then units and a WAV for
+    each; a model exception on a batch (OOM aside) isolates the guilty segment
+    (:func:`~speechprep.batching.isolate`). One result per segment: an
+    ``AudioError``, the model's exception, or ``(units, wav)``."""
 
-    return BatchRunner(budget=budget, duration=lambda s: float(s["duration"]), infer=lambda b: b).plan(segs)
+    def __init__(self, models: Models, p: S2sParams):
+        self.models, self.p = models, p
+        self.max_chunk = int(p.max_chunk_seconds * SAMPLE_RATE)
+
+    def __call__(self, batch: list[dict]) -> list:
+        results: list[Any] = []
+        for s in batch:
+            try:
+                results.append(read_segment(s, SAMPLE_RATE, self.p.min_duration, "s2s.min_duration"))
+            except AudioError as e:
+                results.append(e)
+        good = [i for i, r in enumerate(results) if not isinstance(r, AudioError)]
+        for i, r in zip(good, isolate(self._run, [results[i] for i in good], "s2s model")):
+            results[i] = r
+        return results
+
+    def _run(self, audios: list[np.ndarray]) -> list[tuple[list[int], np.ndarray]]:
+        m = self.models
+        return [(u, synthesize(m.vocoder, u, m.dur_prediction, m.device))
+                for u in units_for_batch(m, audios, self.max_chunk)]
 
 
 def run_shard(segments_path: str, units_out: str, wav_dir: str, rejects_out: str, p: S2sParams,
-              scratch: str, models: Models | None = None, log=sys.stderr) -> dict[str, Any]:
-    """Units and resynthesised WAVs for every segment of a shard (resumable)."""
+              resume: str, models: Models | None = None) -> dict[str, Any]:
+    """Units and resynthesised WAVs for every segment of a shard (resumable).
+
+    Raises :class:`~speechprep.failures.SystematicFailure` when the models fail on
+    too many segments (config ``model_failure``); the resume file is kept, as on
+    any exception."""
     import soundfile as sf
 
-    from .batching import resolve_device
-
-    segments = list(read_jsonl(segments_path))
-    name = Path(segments_path).name.split(".")[0]
-    models = models or Models(p, resolve_device(p.device), log)
+    models = models or Models(p, resolve_device(p.device))
     ident = identity(p)
-    scratch_dir = Path(scratch).with_suffix("")  # WAVs wait here until the shard is done
-    ck = Checkpoint(scratch, fingerprint(segments_path, {**asdict(p), **ident}, ALGORITHM_VERSION))
-    done = ck.load()
-    todo = []
-    for s in segments:
-        if s["id"] in done and ("reject" in done[s["id"]] or (scratch_dir / f"{s['id']}.wav").exists()):
-            continue
-        done.pop(s["id"], None)
+    scratch = Path(resume).with_suffix("")  # WAVs wait here until the shard is done
+    fp = {k: v for k, v in asdict(p).items() if k not in ("model_failure", "hash_cache")}
+    job = ShardJob(STAGE, segments_path, resume, {**fp, **ident}, ALGORITHM_VERSION,
+                   failure_rule=FailureRule.from_dict(p.model_failure),
+                   model=f"{p.hubert} (k-means {p.kmeans}, vocoder {p.vocoder})")
+
+    def screen(s: dict) -> Rejected | None:
         d = float(s["duration"])
         if d > p.max_duration:
-            done[s["id"]] = {"id": s["id"], "reject": reject(s["id"], s["audio_filepath"], STAGE, "too_long",
-                                                             f"{d:.2f} s exceeds s2s.max_duration ({p.max_duration} s)")}
-        else:
-            todo.append(s)
-    print(f"s2s[{name}]: {len(segments)} segments, {len(segments) - len(todo)} already done "
-          f"(checkpoint {scratch}), {len(todo)} to process", file=log, flush=True)
-    progress = Progress(f"s2s[{name}]", len(todo), log=log, unit="segments")
-    scratch_dir.mkdir(parents=True, exist_ok=True)
-    max_chunk = int(p.max_chunk_seconds * SAMPLE_RATE)
-    ck.start()
-    try:
-        for batch in batches(todo, p.batch_seconds):
-            good, audios = [], []
-            for s in batch:
-                try:
-                    a = read_segment(s, SAMPLE_RATE, p.min_duration, "s2s.min_duration")
-                    good.append(s)
-                    audios.append(a)
-                except AudioError as e:
-                    ck.append({"id": s["id"], "reject": reject(s["id"], s["audio_filepath"], STAGE, e.reason, e.detail)})
-                    progress.update()
-            if not good:
-                continue
-            for s, u in zip(good, units_for_batch(models, good, audios, max_chunk)):
-                wav = synthesize(models.vocoder, u, models.dur_prediction, models.device)
-                with atomic_open(scratch_dir / f"{s['id']}.wav", "wb") as f:
-                    sf.write(f, wav, SAMPLE_RATE, format="WAV", subtype="PCM_16")
-                ck.append({"id": s["id"], "units": u, "wav_samples": int(len(wav))})
-                progress.update(audio_seconds=float(s["duration"]))
-    except BaseException:
-        ck.close(remove=False)
-        raise
-    progress.finish()
+            return Rejected("too_long", f"{d:.2f} s exceeds s2s.max_duration ({p.max_duration} s)")
+        return None
 
-    lines, rejects = [], []
-    Path(wav_dir).mkdir(parents=True, exist_ok=True)
-    for s in segments:
-        r = done[s["id"]]
-        if "reject" in r:
-            rejects.append(r["reject"])
-            continue
-        units = r["units"]
-        dd, durs = dedup(units)
-        lines.append({"id": s["id"], "units": units, "frame_rate": models.frame_rate, "dedup_units": dd,
-                      "durations": durs, "wav": str(Path(wav_dir).resolve() / f"{s['id']}.wav"),
+    def keep(s: dict, saved: Outcome) -> bool:
+        return isinstance(saved, Rejected) or (scratch / f"{file_stem(s['id'])}.wav").exists()
+
+    def outcome(s: dict, result: Any, oom: bool) -> Outcome:
+        if oom:
+            return Rejected("oom", f"does not fit in device memory even alone ({s['duration']} s)")
+        if isinstance(result, AudioError):
+            return Rejected(result.reason, result.detail)
+        if isinstance(result, Exception):
+            return Rejected("model_error", f"the model raised on this segment alone: {describe(result)}",
+                            model_error=True)
+        units, wav = result
+        with atomic_open(scratch / f"{file_stem(s['id'])}.wav", "wb") as f:
+            sf.write(f, wav, SAMPLE_RATE, format="WAV", subtype="PCM_16")
+        return Accepted({"units": units, "wav_samples": int(len(wav))})
+
+    todo = job.todo(screen, keep)
+    scratch.mkdir(parents=True, exist_ok=True)
+    with job.running(todo):
+        runner = BatchRunner(budget=p.batch_seconds, duration=lambda s: float(s["duration"]),
+                             infer=SegmentBatcher(models, p))
+        for o in runner.run(todo):
+            job.emit(o.item, outcome(o.item, o.result, o.oom))
+
+    out = Path(wav_dir).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    lines = []
+    for s, r in job.accepted():
+        dd, durs = dedup(r["units"])
+        lines.append({"id": s["id"], "units": r["units"], "frame_rate": models.frame_rate, "dedup_units": dd,
+                      "durations": durs, "wav": str(out / f"{file_stem(s['id'])}.wav"),
                       "wav_samples": r["wav_samples"], **ident})
-    for s in lines:
-        os.replace(scratch_dir / f"{s['id']}.wav", s["wav"])
-    write_jsonl(units_out, lines)
-    write_jsonl(rejects_out, rejects)
-    ck.close(remove=True)
+    for line in lines:
+        os.replace(scratch / Path(line["wav"]).name, line["wav"])
+    counts = job.commit({units_out: lines}, rejects_out)
     try:
-        scratch_dir.rmdir()
+        scratch.rmdir()
     except OSError:
         pass
-    counts = {"segments": len(segments), "ok": len(lines), "rejected": len(rejects)}
-    print(f"s2s[{name}]: done {counts}", file=log, flush=True)
     return counts

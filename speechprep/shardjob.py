@@ -12,7 +12,8 @@ owns the rest:
   ignored;
 * progress lines with rate and ETA, and the closing counts;
 * the systematic-failure rule (:mod:`speechprep.failures`) over the
-  outcomes a stage marks ``model_error``;
+  outcomes a stage marks ``model_error`` (those are not saved for resume: a
+  resumed job retries them);
 * results in input order, every item either accepted or rejected (the
   rejects format of ``docs/outputs.md``), and the atomic writes of the
   outputs, after which the resume file goes.
@@ -129,9 +130,11 @@ class ShardJob:
         self.progress.finish()
 
     def emit(self, item: dict, outcome: Outcome, audio_seconds: float | None = None) -> None:
-        """Record one item's outcome (saved at once for resume)."""
+        """Record one item's outcome, saved at once for resume; a model error is not
+        saved, so a resumed job (say, after a systematic failure was fixed) retries it."""
         self.outcomes[item["id"]] = outcome
-        self.resume.append(outcome_line(item["id"], outcome))
+        if not (isinstance(outcome, Rejected) and outcome.model_error):
+            self.resume.append(outcome_line(item["id"], outcome))
         if audio_seconds is None:
             audio_seconds = float(item.get("duration") or 0.0)
         self.progress.update(audio_seconds=audio_seconds)

@@ -68,10 +68,10 @@ def _cfg_dict(task_cfg, model_cfg) -> dict[str, Any]:
     return {"task": task, "model": model, "common": {"seed": 1}, "criterion": None}
 
 
-def _legacy_pos_conv(sd: dict[str, torch.Tensor], layout: str) -> dict[str, torch.Tensor]:
+def legacy_pos_conv(sd: dict[str, torch.Tensor], layout: str = "dim0",
+                    pre: str = "encoder.pos_conv.0") -> dict[str, torch.Tensor]:
     """pos_conv as an older torch/fairseq stored it: g over dim 0, or parametrizations."""
     sd = dict(sd)
-    pre = "encoder.pos_conv.0"
     g, v = sd.pop(f"{pre}.weight_g"), sd.pop(f"{pre}.weight_v")
     w = v * (g / torch.norm_except_dim(v, 2, 2))
     if layout == "dim0":
@@ -82,9 +82,9 @@ def _legacy_pos_conv(sd: dict[str, torch.Tensor], layout: str) -> dict[str, torc
     return sd
 
 
-def save_checkpoint(model, task, task_cfg, model_cfg, out: Path, problems: tuple[str, ...] = (),
-                    pos_conv_layout: str = "dim0", args_style: bool = False) -> Path:
-    """Save ``model`` modern (no problems) or with the listed legacy problems.
+def checkpoint_state(model, task, task_cfg, model_cfg, problems: tuple[str, ...] = (),
+                     pos_conv_layout: str = "dim0", args_style: bool = False) -> dict[str, Any]:
+    """The checkpoint of ``model``, modern (no problems) or with the listed legacy problems.
 
     ``args_style`` stores an argparse Namespace (2021 HuBERT checkpoints), which
     is itself a pickled class, so it implies ``pickles``.
@@ -96,7 +96,7 @@ def save_checkpoint(model, task, task_cfg, model_cfg, out: Path, problems: tuple
         raise ValueError(f"unknown problems {unknown}")
     sd = model.state_dict()
     if "pos_conv" in problems:
-        sd = _legacy_pos_conv(sd, pos_conv_layout)
+        sd = legacy_pos_conv(sd, pos_conv_layout)
     cfg = _cfg_dict(task_cfg, model_cfg)
     if "float_ints" in problems:
         for group, keys in (("task", ("sample_rate", "max_sample_size")),
@@ -126,7 +126,16 @@ def save_checkpoint(model, task, task_cfg, model_cfg, out: Path, problems: tuple
         state["args"] = None
     if "pickles" in problems or args_style:
         state["task_state"] = {"dictionaries": task.dictionaries}  # fairseq Dictionary objects
-        state["extra_state"]["best_loss"] = np.float64(1.2345)  # numpy scalar, as old trainers left
+        # numpy values, as old trainers left them
+        state["extra_state"]["best_loss"] = np.float64(1.2345)
+        state["extra_state"]["val_losses"] = np.array([2.5, 1.75, 1.2345])
+    return state
+
+
+def save_checkpoint(model, task, task_cfg, model_cfg, out: Path, problems: tuple[str, ...] = (),
+                    pos_conv_layout: str = "dim0", args_style: bool = False) -> Path:
+    """Save :func:`checkpoint_state` to ``out`` with this stack's torch and numpy."""
+    state = checkpoint_state(model, task, task_cfg, model_cfg, problems, pos_conv_layout, args_style)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.tmp")
     torch.save(state, tmp)

@@ -23,8 +23,9 @@ from typing import Any, Callable
 import numpy as np
 
 from ..audio import SAMPLE_RATE, AudioError, read_segment
-from ..batching import BatchRunner, is_oom, resolve_device, seconds_budget
+from ..batching import BatchRunner, isolate, resolve_device, seconds_budget
 from ..config import StageParams
+from ..errors import describe
 from ..failures import FailureRule
 from ..jsonio import read_jsonl
 from ..modelfiles import sha256_file
@@ -39,8 +40,6 @@ STAGE = "tts"
 ALGORITHM_VERSION = "1"
 FEATURES = ("codes", "condition", "emo_vec")
 LENGTHS = ("codes_len", "condition_dim", "emo_vec_dim")
-# rejects that are the encoders' fault, not the audio's (speechprep.failures)
-MODEL_ERRORS = ("encoder_error", "non_finite")
 
 
 @dataclass(frozen=True)
@@ -81,7 +80,9 @@ def _finish(s: dict, result: Any, oom: bool, units: list[int], root: Path) -> Ou
     if oom:
         return Rejected("oom", "out of memory even as a single segment")
     if isinstance(result, AudioError):
-        return Rejected(result.reason, result.detail, model_error=result.reason in MODEL_ERRORS)
+        return Rejected(result.reason, result.detail)
+    if isinstance(result, Exception):  # the encoders raised on this clip alone
+        return Rejected("encoder_error", describe(result), model_error=True)
     cond, emo = result
     for what, v in (("condition", cond), ("emotion", emo)):
         if isinstance(v, AudioError):
@@ -93,19 +94,6 @@ def _finish(s: dict, result: Any, oom: bool, units: list[int], root: Path) -> Ou
     save_npy(artifact(root, "condition", sid), cond.astype(np.float32))
     save_npy(artifact(root, "emo_vec", sid), emo.astype(np.float32))
     return Accepted({"codes_len": len(units), "condition_dim": int(cond.size), "emo_vec_dim": int(emo.size)})
-
-
-def _encode_isolating(encoders: Callable, clips: list[np.ndarray]) -> list:
-    """Vectors per clip; a clip the encoders fail on (other than OOM, which
-    BatchRunner handles) becomes an ``encoder_error``, the rest still run."""
-    try:
-        return encoders(clips)
-    except Exception as e:  # noqa: BLE001
-        if is_oom(e):
-            raise
-        if len(clips) == 1:
-            return [AudioError("encoder_error", f"{type(e).__name__}: {e}")]
-        return [v for c in clips for v in _encode_isolating(encoders, [c])]
 
 
 def run_features(asr_path: str, units_path: str, s2s_rejects_path: str, index_out: str, rejects_out: str,
@@ -152,7 +140,7 @@ def run_features(asr_path: str, units_path: str, s2s_rejects_path: str, index_ou
 
             def infer(batch: list[tuple[dict, Any]]) -> list:
                 ok = [i for i, (_, a) in enumerate(batch) if not isinstance(a, AudioError)]
-                vecs = _encode_isolating(encoders, [batch[i][1] for i in ok]) if ok else []
+                vecs = isolate(encoders, [batch[i][1] for i in ok], "tts encoder") if ok else []
                 out: list[Any] = [a for _, a in batch]
                 for i, v in zip(ok, vecs):
                     out[i] = v

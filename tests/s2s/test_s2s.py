@@ -1,25 +1,25 @@
 """The S2S stage: batched features, quantizer, vocoder, a shard end to end."""
-import io
 import json
 import subprocess
 import sys
 import warnings
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
 import pytest
 import soundfile as sf
 import torch
+from s2s_helpers import Hostile
 
 from speechprep import fairseq_legacy as legacy
 from speechprep import s2s
 from speechprep.jsonio import read_jsonl, write_jsonl
-from speechprep.s2s_demo_models import build_demo, demo_audio, tiny_hubert, tiny_vocoder
+from speechprep.demo import demo_audio
+from speechprep.demo.s2s_models import build_demo, tiny_hubert, tiny_vocoder
+from tests.support import DEMO, demo_segments
 
 warnings.simplefilter("ignore")
-REPO = Path(__file__).resolve().parents[2]
-DEMO = REPO / "resources" / "demo"
-TRUTH = json.loads((DEMO / "truth.json").read_text(encoding="utf-8"))
 
 
 @pytest.fixture(scope="module")
@@ -30,18 +30,16 @@ def demo_models(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def models(demo_models):
-    return s2s.Models(s2s.S2sParams(**demo_models[1], layer=2), "cpu", log=io.StringIO())
+    return s2s.Models(params(demo_models), "cpu")
+
+
+def params(demo_models, **kw):
+    """The demo models with the config defaults (layer 2: the demo HuBERT has two)."""
+    return s2s.S2sParams.defaults(**{**demo_models[1], "layer": 2, **kw})
 
 
 def segments(n=None, extra=()):
-    segs = []
-    for rel, info in sorted(TRUTH["files"].items()):
-        if info.get("clean"):
-            for k, sp in enumerate(info["speech"]):
-                segs.append({"id": f"{rel.replace('/', '__').rsplit('.', 1)[0]}_{k:04d}",
-                             "audio_filepath": str(DEMO / "audio" / rel),
-                             "offset": sp["start"], "duration": round(sp["end"] - sp["start"], 3)})
-    return (segs[:n] if n else segs) + list(extra)
+    return demo_segments(n) + list(extra)
 
 
 @pytest.mark.parametrize("mode", ["default", "layer_norm"])
@@ -67,13 +65,84 @@ def test_quantizer_labels_identical_to_sklearn(demo_models, models):
 
 
 def test_kmeans_loads_without_sklearn(demo_models):
-    code = (f"import sys; sys.path.insert(0, {str(REPO)!r}); from speechprep.s2s import load_kmeans_centers; "
+    code = ("import sys; from speechprep.s2s import load_kmeans_centers; "
             f"c = load_kmeans_centers({demo_models[1]['kmeans']!r}); "
             "assert not any(m.split('.')[0] == 'sklearn' for m in sys.modules), 'sklearn imported'; "
             "print(c.shape)")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert p.returncode == 0, p.stderr[-2000:]
     assert p.stdout.strip() == "(50, 64)"
+
+
+def _fitted_kmeans(n=16, seed=0):
+    from sklearn.cluster import KMeans
+
+    x = np.random.default_rng(seed).normal(size=(400, 12)).astype(np.float32)
+    return KMeans(n_clusters=n, n_init=2, random_state=seed).fit(x), x
+
+
+@pytest.mark.parametrize("compress", [0, 3, ("zlib", 3), ("gzip", 3), ("bz2", 3), ("lzma", 3), ("xz", 3), ("lz4", 3)],
+                         ids=lambda c: str(c).replace(" ", ""))
+def test_compressed_kmeans_files_load(tmp_path, compress):
+    import joblib
+
+    if compress == ("lz4", 3):
+        pytest.importorskip("lz4", reason="joblib writes lz4 only when lz4 is installed (not pinned in the s2s env)")
+    km, x = _fitted_kmeans()
+    path = tmp_path / "km.bin"
+    joblib.dump(km, path, compress=compress)
+    centers = s2s.load_kmeans_centers(path)
+    assert (s2s.Quantizer(centers)(torch.from_numpy(x)) == km.predict(x)).all()
+
+
+def test_kmeans_written_by_2021_scikit_learn_and_joblib(tmp_path, legacy_python, models):
+    from s2s_helpers import run_writer
+
+    feats = torch.cat(s2s.dense_features(models.hubert, demo_audio(DEMO / "truth.json")[:6], 2, False))
+    np.save(tmp_path / "feats.npy", feats.numpy())
+    versions = json.loads(run_writer(legacy_python, "kmeans", tmp_path / "feats.npy", tmp_path / "km", 20, 0))
+    assert versions["sklearn"].startswith("1.1.") and versions["joblib"].startswith("1.0.")
+    labels = np.load(tmp_path / "km.labels.npy")  # that scikit-learn's own predict
+    for name in ("km.bin", "km.zlib3.bin"):
+        centers = s2s.load_kmeans_centers(tmp_path / name)
+        assert centers.shape == (20, 64)
+        assert (s2s.Quantizer(centers)(feats) == labels).all(), name
+
+
+@pytest.mark.parametrize("compress", [0, 3])
+@pytest.mark.parametrize("where", ["whole_file", "estimator_state", "object_array"])
+def test_hostile_kmeans_file_refused_and_nothing_run(tmp_path, where, compress):
+    import joblib
+
+    marker = tmp_path / "pwned"
+    km, _ = _fitted_kmeans()
+    if where == "whole_file":
+        obj = Hostile(marker)
+    elif where == "estimator_state":
+        km.extra_ = Hostile(marker)
+        obj = km
+    else:  # an object array: joblib pickles its items in a nested stream
+        km.extra_ = np.array([Hostile(marker), 1], dtype=object)
+        obj = km
+    joblib.dump(obj, tmp_path / "km.bin", compress=compress)
+    with pytest.raises(s2s.KmeansError, match=r"refusing to load .*km\.bin: its pickle names posix\.system"):
+        s2s.load_kmeans_centers(tmp_path / "km.bin")
+    assert not marker.exists()
+
+
+def test_hostile_vocoder_checkpoint_refused_and_nothing_run(tmp_path, monkeypatch):
+    from fairseq.models.text_to_speech.codehifigan import CodeGenerator
+
+    marker = tmp_path / "pwned"
+    tiny_vocoder(tmp_path / "v.pt", tmp_path / "v.json", 50)
+    gen = torch.load(tmp_path / "v.pt", weights_only=True)["generator"]
+    assert set(gen) == set(CodeGenerator(json.loads((tmp_path / "v.json").read_text(encoding="utf-8"))).state_dict())
+    torch.save({"generator": gen, "x": Hostile(marker)}, tmp_path / "evil.pt")
+    # what users set to load old fairseq checkpoints: torch.load then unpickles anything
+    monkeypatch.setenv("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
+    with pytest.raises(legacy.LegacyCheckpointError, match=r"refusing to load .*evil\.pt: its pickle names posix\.system"):
+        s2s.load_vocoder(str(tmp_path / "evil.pt"), str(tmp_path / "v.json"), "cpu")
+    assert not marker.exists()
 
 
 def test_dedup_and_vocoder_lengths(tmp_path):
@@ -90,14 +159,13 @@ def test_dedup_and_vocoder_lengths(tmp_path):
             assert len(wav) == len(units) * hop == 7 * 320
 
 
-def run(tmp_path, segs, params, tag="o", models=None):
+def run(tmp_path, segs, p, tag="o", models=None):
     shard = tmp_path / f"{tag}.segments.jsonl"
     write_jsonl(shard, segs)
     out = {"units": tmp_path / f"{tag}.units.jsonl", "wavs": tmp_path / tag, "rej": tmp_path / f"{tag}.rej.jsonl"}
-    log = io.StringIO()
-    counts = s2s.run_shard(str(shard), str(out["units"]), str(out["wavs"]), str(out["rej"]), params,
-                           str(tmp_path / ".partial" / f"{tag}.jsonl"), models=models, log=log)
-    return counts, list(read_jsonl(out["units"])), list(read_jsonl(out["rej"])), out, log.getvalue()
+    counts = s2s.run_shard(str(shard), str(out["units"]), str(out["wavs"]), str(out["rej"]), p,
+                           str(tmp_path / ".partial" / f"{tag}.jsonl"), models=models)
+    return counts, list(read_jsonl(out["units"])), list(read_jsonl(out["rej"])), out
 
 
 def test_shard_units_wavs_and_bad_segments(tmp_path, demo_models, models):
@@ -107,7 +175,7 @@ def test_shard_units_wavs_and_bad_segments(tmp_path, demo_models, models):
            {"id": "past_end_0000", "audio_filepath": str(edge / "silence.wav"), "offset": 30, "duration": 1.0},
            {"id": "long_0000", "audio_filepath": str(edge / "silence.wav"), "offset": 0, "duration": 90.0}]
     segs = segments(6, bad)
-    counts, lines, rejects, out, _ = run(tmp_path, segs, s2s.S2sParams(**demo_models[1], layer=2), models=models)
+    counts, lines, rejects, out = run(tmp_path, segs, params(demo_models), models=models)
     assert {r["id"]: r["reason"] for r in rejects} == {"corrupt_0000": "unreadable", "nan_0000": "non_finite",
                                                       "past_end_0000": "empty", "long_0000": "too_long"}
     assert sorted([x["id"] for x in lines] + [r["id"] for r in rejects]) == sorted(s["id"] for s in segs)
@@ -128,37 +196,150 @@ def test_units_from_legacy_checkpoint_and_its_modern_copy_are_identical(tmp_path
     modern = tmp_path / "modern_hubert.pt"
     legacy.write_modern(paths["hubert"], modern)
     segs = segments(8)
-    _, a, _, _, _ = run(tmp_path, segs, s2s.S2sParams(**paths, layer=2), tag="legacy")
-    _, b, _, _, _ = run(tmp_path, segs, s2s.S2sParams(**{**paths, "hubert": str(modern)}, layer=2), tag="modern")
+    _, a, _, _ = run(tmp_path, segs, params(demo_models), tag="legacy")
+    _, b, _, _ = run(tmp_path, segs, params(demo_models, hubert=str(modern)), tag="modern")
     assert [x["units"] for x in a] == [x["units"] for x in b]
 
 
-def test_killed_shard_resumes_with_identical_outputs(tmp_path, demo_models, models):
+def test_killed_shard_resumes_with_identical_outputs(tmp_path, demo_models, models, caplog):
     import shutil
-    from dataclasses import asdict
 
-    from speechprep.checkpoint import fingerprint
+    from speechprep.resume import fingerprint
 
-    params = s2s.S2sParams(**demo_models[1], layer=2)
+    p = params(demo_models)
     segs = segments(6)
     (tmp_path / "a").mkdir()
-    _, full, _, out_a, _ = run(tmp_path / "a", segs, params, models=models)
-    # what a job killed after three segments leaves: their checkpoint lines and scratch WAVs
+    _, full, _, out_a = run(tmp_path / "a", segs, p, models=models)
+    # what a job killed after three segments leaves: their resume lines and scratch WAVs
     b = tmp_path / "b"
     b.mkdir()
     shard = b / "o.segments.jsonl"
     write_jsonl(shard, segs)
     ck = b / ".partial" / "o.jsonl"
     (b / ".partial" / "o").mkdir(parents=True)
-    fp = fingerprint(str(shard), {**asdict(params), **s2s.identity(params)}, s2s.ALGORITHM_VERSION)
+    fp_params = {k: v for k, v in asdict(p).items() if k not in ("model_failure", "hash_cache")}
+    fp = fingerprint(str(shard), {**fp_params, **s2s.identity(p)}, s2s.ALGORITHM_VERSION)
     lines = [json.dumps({"fingerprint": fp})]
     for x in full[:3]:
         lines.append(json.dumps({"id": x["id"], "units": x["units"], "wav_samples": x["wav_samples"]}))
         shutil.copy(out_a["wavs"] / f"{x['id']}.wav", b / ".partial" / "o" / f"{x['id']}.wav")
     ck.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    _, resumed, _, out_b, log = run(b, segs, params, models=models)
-    assert "6 segments, 3 already done" in log and "3 to process" in log
+    caplog.set_level("INFO")
+    _, resumed, _, out_b = run(b, segs, p, models=models)
+    assert "6 segments, 3 already done or screened out" in caplog.text and "3 to process" in caplog.text
     assert [(x["id"], x["units"]) for x in resumed] == [(x["id"], x["units"]) for x in full]
     for x in full:
         assert (out_b["wavs"] / f"{x['id']}.wav").read_bytes() == (out_a["wavs"] / f"{x['id']}.wav").read_bytes()
     assert not ck.exists()
+
+
+class _FailOn:
+    """A forward hook on the real HuBERT's conv extractor that raises for chosen input lengths."""
+
+    def __init__(self, model, lengths=None):
+        self.lengths = lengths  # None: every input
+        self.handle = model.hubert.feature_extractor.register_forward_hook(self)
+
+    def __call__(self, module, args, output):
+        n = args[0].shape[-1]
+        if self.lengths is None or n in self.lengths:
+            raise RuntimeError(f"synthetic failure on {n} samples")
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.handle.remove()
+
+
+def _samples(seg):
+    from speechprep.audio import read_segment
+
+    return len(read_segment(seg, 16000, 0.1, "s2s.min_duration"))
+
+
+def test_model_error_on_one_segment_rejects_only_that_one(tmp_path, demo_models, models, caplog):
+    segs = segments(6)
+    guilty = segs[2]
+    with _FailOn(models, {_samples(guilty)}):
+        counts, lines, rejects, out = run(tmp_path, segs, params(demo_models), models=models)
+    assert [(r["id"], r["reason"]) for r in rejects] == [(guilty["id"], "model_error")]
+    assert "synthetic failure" in rejects[0]["detail"]
+    assert sorted(x["id"] for x in lines) == sorted(s["id"] for s in segs if s is not guilty)
+    assert "retrying one at a time" in caplog.text and counts["ok"] == 5
+
+
+@pytest.mark.parametrize("failing,rule,what", [
+    ("all", {"first_errors": 3, "max_error_share": 0.5}, "the first 3 segments all failed"),
+    ("most", {"first_errors": 100, "max_error_share": 0.5}, "4 of 6 segments failed"),
+])
+def test_systematic_model_failure_fails_the_job(tmp_path, demo_models, models, failing, rule, what):
+    from speechprep.failures import SystematicFailure
+
+    segs = segments(6)
+    lengths = None if failing == "all" else {_samples(s) for s in segs[:4]}
+    with _FailOn(models, lengths), pytest.raises(SystematicFailure) as e:
+        run(tmp_path, segs, params(demo_models, model_failure=rule), models=models)
+    msg = str(e.value)
+    assert f"the model {demo_models[1]['hubert']}" in msg and what in msg
+    assert "First error: " in msg and "RuntimeError: synthetic failure on" in msg and "\n" not in msg
+    assert (tmp_path / ".partial" / "o.jsonl").exists()  # the resume file is kept
+    assert not (tmp_path / "o.units.jsonl").exists()
+
+
+def test_cli_exits_with_the_failure_code_on_a_systematic_failure(tmp_path, demo_models):
+    import joblib
+
+    from speechprep.failures import EXIT_CODE
+
+    km, _ = _fitted_kmeans()  # 12-dim centres: a k-means for another model than this 64-dim HuBERT
+    joblib.dump(km, tmp_path / "other_km.bin")
+    p_json = {**asdict(params(demo_models, kmeans=str(tmp_path / "other_km.bin"), hash_cache=str(tmp_path / "c"),
+                              model_failure={"first_errors": 2, "max_error_share": 0.5}))}
+    write_jsonl(tmp_path / "o.segments.jsonl", segments(4))
+    p = subprocess.run([sys.executable, "-m", "speechprep", "s2s", "run", "--segments", str(tmp_path / "o.segments.jsonl"),
+                        "--params", json.dumps(p_json), "--resume", str(tmp_path / ".partial" / "o.jsonl"),
+                        "--units", str(tmp_path / "o.units.jsonl"), "--wav-dir", str(tmp_path / "o"),
+                        "--rejects", str(tmp_path / "o.rej.jsonl")], capture_output=True, text=True, encoding="utf-8")
+    assert p.returncode == EXIT_CODE, p.stderr[-3000:]
+    assert "Traceback" not in p.stderr
+    last = p.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: s2s: the model ") and "fails systematically: the first 2 segments all failed" in last
+    assert (tmp_path / ".partial" / "o.jsonl").exists() and not (tmp_path / "o.units.jsonl").exists()
+
+
+def test_long_utf8_ids_get_safe_file_names(tmp_path, demo_models, models):
+    from speechprep.names import file_stem
+
+    segs = segments(3)
+    long_id = "é" * 160 + "_0000"
+    assert len(long_id.encode("utf-8")) > 300
+    segs.append({**segs[0], "id": long_id})
+    counts, lines, rejects, out = run(tmp_path, segs, params(demo_models), models=models)
+    assert counts["ok"] == 4 and not rejects
+    line = next(x for x in lines if x["id"] == long_id)
+    wav = Path(line["wav"])
+    assert wav.name == f"{file_stem(long_id)}.wav" and len(wav.name.encode("utf-8")) <= 255 and wav.exists()
+    assert line["units"] == next(x for x in lines if x["id"] == segs[0]["id"])["units"]
+
+
+def test_atomic_open_takes_a_target_name_near_the_limit(tmp_path):
+    from speechprep.jsonio import atomic_open
+
+    target = tmp_path / ("é" * 123 + ".wav")  # 250 bytes
+    assert len(target.name.encode("utf-8")) == 250
+    with atomic_open(target, "wb") as f:
+        f.write(b"data")
+    assert target.read_bytes() == b"data" and [p.name for p in tmp_path.iterdir()] == [target.name]
+
+
+def test_model_hashes_come_from_the_cache(tmp_path, demo_models, models):
+    from speechprep.modelfiles import sha256_file
+
+    cache = tmp_path / "cache"
+    p = params(demo_models, hash_cache=str(cache), model_failure={"first_errors": 5, "max_error_share": 0.2})
+    assert p.model_failure == {"first_errors": 5, "max_error_share": 0.2}
+    _, lines, _, _ = run(tmp_path, segments(2), p, models=models)
+    assert len(list(cache.glob("*.json"))) == 4
+    for key in ("hubert", "kmeans", "vocoder", "vocoder_config"):
+        assert lines[0][f"{key}_sha256"] == sha256_file(demo_models[1][key])
