@@ -1,23 +1,16 @@
 """The ASR stage with a real NeMo model: batching, OOM, bad audio, watchdog, resume."""
 import io
-import json
 import os
 import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 import torch
+from shards import DEMO, REPO, clean_segments, run, shard
 
 from speechprep import asr
-from speechprep.asr import AsrParams, transcribe_shard
-from speechprep.jsonio import read_jsonl, write_jsonl
-
-REPO = Path(__file__).resolve().parents[2]
-DEMO = REPO / "resources" / "demo"
-TRUTH = json.loads((DEMO / "truth.json").read_text(encoding="utf-8"))
 
 
 @pytest.fixture(scope="session")
@@ -34,34 +27,6 @@ def model_path(tmp_path_factory):
 def loaded(model_path):
     model = asr.load_model(str(model_path), "cpu")
     return asr.nemo_transcriber(model), asr.model_sample_rate(model), asr.model_identity(str(model_path))
-
-
-def clean_segments(n=None):
-    segs = []
-    for rel, info in sorted(TRUTH["files"].items()):
-        if info.get("clean"):
-            for k, sp in enumerate(info["speech"]):
-                fid = rel.replace("/", "__").rsplit(".", 1)[0]
-                segs.append({"id": f"{fid}_{k:04d}", "file_id": fid,
-                             "audio_filepath": str(DEMO / "audio" / rel),
-                             "offset": round(sp["start"] - 0.03, 3), "duration": round(sp["end"] - sp["start"] + 0.06, 3)})
-    return segs[:n] if n else segs
-
-
-def shard(tmp_path, segs, name="shard-0000"):
-    p = tmp_path / f"{name}.segments.jsonl"
-    write_jsonl(p, segs)
-    return p
-
-
-def run(tmp_path, segs, loaded, budget=120.0, transcribe=None, params=None, tag="out"):
-    tx, sr, ident = loaded
-    p = shard(tmp_path, segs)
-    out, rej, log = tmp_path / f"{tag}.jsonl", tmp_path / f"{tag}.rejects.jsonl", io.StringIO()
-    counts = transcribe_shard(str(p), str(out), str(rej), params or AsrParams(model="demo"),
-                              str(tmp_path / "scratch" / f"{tag}.jsonl"), transcribe or tx, sr, ident,
-                              budget, log=log)
-    return counts, list(read_jsonl(out)), list(read_jsonl(rej)), log.getvalue()
 
 
 def test_transcripts_carry_text_and_model_identity(tmp_path, loaded, model_path):
