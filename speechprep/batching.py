@@ -6,7 +6,8 @@ Shared by every stage that runs a model over segments (ASR, TTS features):
   into a padded-seconds budget with a per-model factor, or takes the CPU
   budget from config;
 * :class:`BatchRunner` sorts items by duration and fills each batch up to the
-  budget (counting padding: ``len(batch) * longest``). When a batch raises an
+  budget (counting padding: ``len(batch) * longest``), optionally keeping
+  groups apart (one group per batch, e.g. a language). When a batch raises an
   out-of-memory error it frees the cache, halves the batch and retries, down
   to single items; an item that still does not fit is reported ``oom`` and
   the run goes on. After an OOM, later batches are planned with the smaller
@@ -17,7 +18,7 @@ from __future__ import annotations
 import logging
 import sys
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Hashable, Iterator, Sequence
 
 log = logging.getLogger("speechprep.batching")
 
@@ -74,7 +75,7 @@ class Outcome:
 
 @dataclass
 class BatchRunner:
-    """Run ``infer(batch) -> results`` over items in seconds-budget batches."""
+    """Run ``infer(batch) -> results`` over items in seconds-budget batches, each of one ``group``."""
 
     budget: float
     duration: Callable[[Any], float]
@@ -82,21 +83,26 @@ class BatchRunner:
     free_cache: Callable[[], None] = free_device_cache
     logger: Callable[[str], None] = field(default=lambda msg: log.warning(msg))
     on_batch_start: Callable[[list], None] = field(default=lambda batch: None)
+    group: Callable[[Any], Hashable] = field(default=lambda item: None)
     ooms: int = 0
 
     def plan(self, items: list) -> list[list]:
-        """Batches of duration-sorted (longest first) items within the budget."""
-        items = sorted(items, key=self.duration, reverse=True)
-        batches: list[list] = []
-        current: list = []
+        """Batches of duration-sorted (longest first) items of one group within the budget,
+        the groups in order of their first item."""
+        groups: dict[Hashable, list] = {}
         for it in items:
-            longest = self.duration(current[0]) if current else self.duration(it)
-            if current and (len(current) + 1) * longest > self.budget:
+            groups.setdefault(self.group(it), []).append(it)
+        batches: list[list] = []
+        for members in groups.values():
+            current: list = []
+            for it in sorted(members, key=self.duration, reverse=True):
+                longest = self.duration(current[0]) if current else self.duration(it)
+                if current and (len(current) + 1) * longest > self.budget:
+                    batches.append(current)
+                    current = []
+                current.append(it)
+            if current:
                 batches.append(current)
-                current = []
-            current.append(it)
-        if current:
-            batches.append(current)
         return batches
 
     def run(self, items: list) -> Iterator[Outcome]:
