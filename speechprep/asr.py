@@ -3,13 +3,14 @@
 Per shard: every segment is read straight from its source file
 (``offset``/``duration``), mixed to mono and resampled to the model's rate,
 validated (readable, non-empty, finite, not too short or too long) before it
-reaches the model, and transcribed in duration-sorted batches filled up to a
-padded-seconds budget (:mod:`speechprep.batching`: from free GPU memory on
-CUDA, from config on CPU; out-of-memory batches are halved and retried). A
-model exception on a batch falls back to one segment at a time so only the
-guilty segment is rejected. Finished segments are checkpointed, so a killed
-job restarts after its last finished batch. A watchdog fails the job, with
-every thread's stack in the log, when a batch makes no progress.
+reaches the model, and transcribed in duration-sorted batches of one language
+each, filled up to a padded-seconds budget (:mod:`speechprep.batching`: from
+free GPU memory on CUDA, from config on CPU; out-of-memory batches are halved
+and retried). A multitask (Canary) model gets the prompt for the batch's
+language. A model exception on a batch falls back to one segment at a time so
+only the guilty segment is rejected. Finished segments are checkpointed, so a
+killed job restarts after its last finished batch. A watchdog fails the job,
+with every thread's stack in the log, when a batch makes no progress.
 """
 from __future__ import annotations
 
@@ -34,6 +35,9 @@ from .watchdog import Watchdog
 STAGE = "asr"
 ALGORITHM_VERSION = "1"
 
+# ``(audios, language) -> texts``, one text per audio
+Transcriber = Callable[[list[np.ndarray], str], list[str]]
+
 
 @dataclass(frozen=True)
 class AsrParams:
@@ -46,10 +50,18 @@ class AsrParams:
     min_duration: float = 0.1         # shorter segments: too_short
     max_duration: float = 40.0        # longer segments: too_long (VAD should have cut them)
     batch_timeout: float = 600.0      # watchdog: seconds without progress on one batch
+    language: str = "en"              # multitask prompts: a segment's language, else the dataset's, else this
+    dataset_language: str | None = None
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "AsrParams":
         return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
+
+
+def describe(e: BaseException, limit: int = 400) -> str:
+    """``Type: message`` on one line, at most ``limit`` characters (for logs, rejects and failures)."""
+    text = " ".join(f"{type(e).__name__}: {e}".split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 # --------------------------------------------------------------------------
@@ -64,7 +76,8 @@ def model_identity(spec: str) -> dict[str, str]:
 
 
 def load_model(spec: str, device: str):
-    """Any NeMo ASR model class (CTC, RNNT/TDT, hybrid) from a local .nemo or a pretrained name."""
+    """Any NeMo ASR model class (CTC, RNNT/TDT, hybrid, multitask AED) from a local .nemo or a
+    pretrained name."""
     import torch
     from nemo.collections.asr.models import ASRModel
 
@@ -95,13 +108,45 @@ def model_sample_rate(model) -> int:
     return 16000
 
 
-def nemo_transcriber(model) -> Callable[[list[np.ndarray]], list[str]]:
-    """``audios -> texts`` with NeMo's own ``transcribe()`` (every model class has it)."""
+def multitask_prompt(model) -> Callable[[str], dict[str, str]] | None:
+    """``language -> prompt`` for a multitask (AED, Canary) model's ``transcribe()``; None for
+    other models, which take no prompt.
+
+    The prompt asks for transcription (task asr, source = target language) with
+    punctuation, in the slots the model's prompt format has: canary-1 has all
+    four, canary-2 has no task slot (its other slots come from the model's
+    prompt defaults). A language the model has no token for raises ValueError.
+    """
+    from nemo.collections.asr.models import EncDecMultiTaskModel
+    from nemo.collections.common.tokenizers.canary_tokenizer import CANARY_SPECIAL_TOKENIZER
+
+    if not isinstance(model, EncDecMultiTaskModel):
+        return None
+    slots = model.prompt.get_slots("user")
+    special = getattr(model.tokenizer, "special_tokens", None)
+    languages = [x for x in getattr(model.tokenizer, "langs", []) if x != CANARY_SPECIAL_TOKENIZER]
+
+    def prompt(language: str) -> dict[str, str]:
+        if special is not None and f"<|{language}|>" not in special:
+            raise ValueError(f"language {language!r} is not one of the model's languages ({', '.join(languages)}); "
+                             "set the segment's language, the dataset's language or asr.language")
+        values = {"task": "asr", "source_lang": language, "target_lang": language, "pnc": "yes"}
+        return {k: v for k, v in values.items() if k in slots}
+
+    return prompt
+
+
+def nemo_transcriber(model) -> Transcriber:
+    """``(audios, language) -> texts`` with NeMo's own ``transcribe()`` (every model class has it);
+    a multitask model gets the prompt for ``language``, the others ignore it."""
     import torch
 
-    def run(audios: list[np.ndarray]) -> list[str]:
+    prompt = multitask_prompt(model)
+
+    def run(audios: list[np.ndarray], language: str) -> list[str]:
+        kwargs = prompt(language) if prompt else {}
         with torch.inference_mode():
-            out = model.transcribe(audios, batch_size=len(audios), verbose=False, num_workers=0)
+            out = model.transcribe(audios, batch_size=len(audios), verbose=False, num_workers=0, **kwargs)
         if isinstance(out, tuple):  # some RNNT versions return (best, all)
             out = out[0]
         return [h.text if hasattr(h, "text") else str(h) for h in out]
@@ -117,6 +162,15 @@ def load_segment(seg: dict[str, Any], sample_rate: int, p: AsrParams) -> np.ndar
     return read_segment(seg, sample_rate, p.min_duration, "asr.min_duration")
 
 
+def segment_language(seg: dict[str, Any], p: AsrParams) -> str:
+    """The segment's language, else the dataset's, else ``asr.language``."""
+    return seg.get("language") or p.dataset_language or p.language
+
+
+def model_error_detail(e: Exception) -> str:
+    return f"the model raised on this segment alone: {describe(e)}"
+
+
 def screen(seg: dict[str, Any], p: AsrParams) -> dict | None:
     """Reject from the manifest alone, before any audio is read."""
     d = seg.get("duration")
@@ -130,10 +184,11 @@ def screen(seg: dict[str, Any], p: AsrParams) -> dict | None:
 
 
 class SegmentBatcher:
-    """``infer`` for :class:`BatchRunner`: validate, transcribe, isolate model errors."""
+    """``infer`` for :class:`BatchRunner`: validate, transcribe, isolate model errors.
 
-    def __init__(self, transcribe: Callable[[list[np.ndarray]], list[str]], sample_rate: int,
-                 params: AsrParams, log=sys.stderr):
+    A batch holds segments of one language (``BatchRunner`` groups them)."""
+
+    def __init__(self, transcribe: Transcriber, sample_rate: int, params: AsrParams, log=sys.stderr):
         self.transcribe, self.sample_rate, self.p, self.log = transcribe, sample_rate, params, log
 
     def __call__(self, batch: list[dict]) -> list[dict]:
@@ -147,15 +202,17 @@ class SegmentBatcher:
             except AudioError as e:
                 results[i] = {"reject": reject(seg["id"], seg["audio_filepath"], STAGE, e.reason, e.detail)}
         if audios:
-            for i, text in zip(good, self._transcribe_isolating(batch, good, audios)):
-                if results[i] is None:
-                    results[i] = {"text": text}
+            language = segment_language(batch[0], self.p)
+            for i, out in zip(good, self._transcribe_isolating(batch, good, audios, language)):
+                seg = batch[i]
+                results[i] = {"text": out} if not isinstance(out, Exception) else {"reject": reject(
+                    seg["id"], seg["audio_filepath"], STAGE, "model_error", model_error_detail(out))}
         return results
 
-    def _transcribe_isolating(self, batch, good, audios) -> list[str | None]:
-        """Texts for ``audios``; ``None`` for a segment the model raises on by itself."""
+    def _transcribe_isolating(self, batch, good, audios, language) -> list[str | Exception]:
+        """Texts for ``audios``; the exception for a segment the model raises on by itself."""
         try:
-            texts = self.transcribe(audios)
+            texts = self.transcribe(audios, language)
             if len(texts) != len(audios):
                 raise RuntimeError(f"model returned {len(texts)} texts for {len(audios)} segments")
             return texts
@@ -164,31 +221,30 @@ class SegmentBatcher:
                 raise  # BatchRunner halves the batch
             if len(audios) == 1:
                 self._report(batch[good[0]], e)
-                return [None]
-            print(f"asr: model error on a batch of {len(audios)} ({type(e).__name__}: {e}); "
+                return [e]
+            print(f"asr: model error on a batch of {len(audios)} ({describe(e)}); "
                   "retrying one segment at a time", file=self.log, flush=True)
-        texts: list[str | None] = []
+        texts: list[str | Exception] = []
         for i, a in zip(good, audios):
             try:
-                texts.append(self.transcribe([a])[0])
+                texts.append(self.transcribe([a], language)[0])
             except Exception as e:  # noqa: BLE001
                 if is_oom(e):
                     raise
                 self._report(batch[i], e)
-                texts.append(None)
+                texts.append(e)
         return texts
 
     def _report(self, seg, e) -> None:
-        print(f"asr: {seg['id']}: model error: {type(e).__name__}: {e}", file=self.log, flush=True)
+        print(f"asr: {seg['id']}: model error: {describe(e)}", file=self.log, flush=True)
 
 
 # --------------------------------------------------------------------------
 # a shard
 # --------------------------------------------------------------------------
 def transcribe_shard(segments_path: str, out_path: str, rejects_path: str, params: AsrParams,
-                     scratch: str, transcribe: Callable[[list[np.ndarray]], list[str]],
-                     sample_rate: int, identity: dict[str, str], budget: float,
-                     log=sys.stderr) -> dict[str, Any]:
+                     scratch: str, transcribe: Transcriber, sample_rate: int, identity: dict[str, str],
+                     budget: float, log=sys.stderr) -> dict[str, Any]:
     """Transcribe every segment of a shard; each ends in ``out_path`` or ``rejects_path``."""
     segments = list(read_jsonl(segments_path))
     name = Path(segments_path).name.split(".")[0]
@@ -220,15 +276,12 @@ def transcribe_shard(segments_path: str, out_path: str, rejects_path: str, param
 
             runner = BatchRunner(budget=budget, duration=lambda s: float(s["duration"]), infer=batcher,
                                  logger=lambda m: print(f"asr[{name}]: {m}", file=log, flush=True),
-                                 on_batch_start=start)
+                                 on_batch_start=start, group=lambda s: segment_language(s, params))
             for o in runner.run(todo):
                 seg = o.item
                 if o.oom:
                     r = {"reject": reject(seg["id"], seg["audio_filepath"], STAGE, "oom",
                                           f"does not fit in device memory even alone ({seg['duration']:.1f} s)")}
-                elif o.result.get("text") is None and "reject" not in o.result:
-                    r = {"reject": reject(seg["id"], seg["audio_filepath"], STAGE, "model_error",
-                                          "the model raised on this segment alone (see the job log)")}
                 else:
                     r = o.result
                 ck.append({"id": seg["id"], **r})

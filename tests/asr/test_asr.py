@@ -45,11 +45,11 @@ def test_oom_injection_halves_and_still_transcribes_everything(tmp_path, loaded)
     _, reference, _, _ = run(tmp_path, segs, loaded, tag="ref")
     sizes = []
 
-    def oom_above_3(audios):
+    def oom_above_3(audios, language):
         sizes.append(len(audios))
         if len(audios) > 3:
             raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 3.00 GiB (injected)")
-        return tx(audios)
+        return tx(audios, language)
 
     counts, lines, rejects, log = run(tmp_path, segs, loaded, transcribe=oom_above_3, tag="oom")
     assert not rejects and counts["transcribed"] == len(segs) and counts["ooms"] > 0
@@ -88,18 +88,19 @@ def test_model_exception_on_a_batch_rejects_only_the_guilty_segment(tmp_path, lo
     guilty = segs[3]
     guilty_len = round(guilty["duration"] * sr)
 
-    def picky(audios):
+    def picky(audios, language):
         if any(abs(len(a) - guilty_len) <= 1 for a in audios):
             raise ValueError("cannot decode this one (injected)")
-        return tx(audios)
+        return tx(audios, language)
 
     counts, lines, rejects, log = run(tmp_path, segs, loaded, transcribe=picky)
     assert [(r["id"], r["reason"]) for r in rejects] == [(guilty["id"], "model_error")]
+    assert "ValueError: cannot decode this one (injected)" in rejects[0]["detail"]
     assert len(lines) == 5 and "retrying one segment at a time" in log
 
 
 def test_empty_transcripts_are_kept_and_counted(tmp_path, loaded):
-    counts, lines, rejects, _ = run(tmp_path, clean_segments(3), loaded, transcribe=lambda a: [""] * len(a))
+    counts, lines, rejects, _ = run(tmp_path, clean_segments(3), loaded, transcribe=lambda a, lang: [""] * len(a))
     assert [x["text"] for x in lines] == ["", "", ""] and counts["empty_text"] == 3 and not rejects
 
 
@@ -107,7 +108,7 @@ WATCHDOG_SCRIPT = """
 import sys, time, io
 sys.path.insert(0, {repo!r})
 from speechprep.asr import AsrParams, transcribe_shard
-def hang(audios):
+def hang(audios, language):
     time.sleep(3600)
 transcribe_shard({segs!r}, {out!r}, {rej!r}, AsrParams(model="x", batch_timeout=2),
                  {scratch!r}, hang, 16000, {{"asr_model": "x"}}, 120.0)
@@ -138,11 +139,11 @@ from speechprep import asr
 from speechprep.asr import AsrParams, transcribe_shard
 model = asr.load_model({model!r}, "cpu")
 tx = asr.nemo_transcriber(model)
-def slow(audios):
+def slow(audios, language):
     with open({calls!r}, "a", encoding="utf-8") as f:
         f.write(json.dumps(len(audios)) + "\\n")
     time.sleep({delay})
-    return tx(audios)
+    return tx(audios, language)
 transcribe_shard({segs!r}, {out!r}, {rej!r}, AsrParams(model={model!r}), {scratch!r}, slow,
                  asr.model_sample_rate(model), asr.model_identity({model!r}), 3.0)
 """

@@ -1,0 +1,79 @@
+"""Every NeMo ASR model class through the stage, and multitask prompts.
+
+The models are tiny random-weight ones built from code (``nemo_models``): their
+texts are meaningless and never asserted, only that the stage gets one for
+every segment.
+"""
+
+import pytest
+from nemo_models import KINDS
+from shards import clean_segments, run
+
+from speechprep import asr
+from speechprep.asr import AsrParams
+
+CLASSES = {"ctc": "EncDecCTCModelBPE", "rnnt": "EncDecRNNTBPEModel", "tdt": "EncDecRNNTBPEModel",
+           "hybrid": "EncDecHybridRNNTCTCBPEModel", "canary": "EncDecMultiTaskModel",
+           "canary2": "EncDecMultiTaskModel"}
+
+
+def stage_inputs(model, path):
+    """What ``asr.run`` hands ``transcribe_shard``: (transcriber, sample rate, identity)."""
+    return asr.nemo_transcriber(model), asr.model_sample_rate(model), asr.model_identity(str(path))
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_every_model_class_transcribes_every_segment(tmp_path, nemo_model_file, kind):
+    path = nemo_model_file(kind)
+    model = asr.load_model(str(path), "cpu")
+    assert type(model).__name__ == CLASSES[kind]
+    if kind == "tdt":
+        assert model.cfg.decoding.model_type == "tdt" and model.joint.num_extra_outputs == 5
+    if kind.startswith("canary"):
+        assert model.prompt_format == kind
+    counts, lines, rejects, _ = run(tmp_path, clean_segments(4), stage_inputs(model, path),
+                                    params=AsrParams(model=str(path)))
+    assert not rejects
+    assert counts["transcribed"] == 4 and all(isinstance(x["text"], str) for x in lines)
+
+
+@pytest.mark.parametrize("kind", ["canary", "canary2"])
+def test_multitask_prompt_takes_the_segment_then_dataset_then_config_language(tmp_path, nemo_model_file, kind):
+    path = nemo_model_file(kind)
+    model = asr.load_model(str(path), "cpu")
+    calls = []  # the prompt and the audio lengths of each real NeMo transcribe() call
+    transcribe = model.transcribe
+
+    def recording(audio, **kw):
+        calls.append((kw, [len(a) for a in audio]))
+        return transcribe(audio, **kw)
+
+    model.transcribe = recording
+    segs = clean_segments(6)
+    for s, lang in zip(segs, ["de", "de", "en"]):
+        s["language"] = lang
+    for dataset_language, want in [("de", {"de": 5, "en": 1}), (None, {"de": 2, "en": 4})]:
+        calls.clear()
+        params = AsrParams(model=str(path), language="en", dataset_language=dataset_language)
+        _, lines, rejects, _ = run(tmp_path, segs, stage_inputs(model, path), budget=4.0, params=params,
+                                   tag=f"ds-{dataset_language}")
+        assert not rejects and len(lines) == 6 and all(isinstance(x["text"], str) for x in lines)
+        per_language = {}
+        for kw, lengths in calls:
+            assert kw["source_lang"] == kw["target_lang"]
+            assert kw.get("task") == ("asr" if kind == "canary" else None)  # canary2 has no task slot
+            assert kw.get("pnc") == "yes"
+            assert len(lengths) == 1 or len(lengths) * max(lengths) / 16000 <= 4.0  # the padded-seconds budget
+            per_language[kw["source_lang"]] = per_language.get(kw["source_lang"], 0) + len(lengths)
+        assert per_language == want
+
+
+def test_a_language_the_model_does_not_know_rejects_that_segment_saying_so(tmp_path, nemo_model_file):
+    path = nemo_model_file("canary2")
+    model = asr.load_model(str(path), "cpu")
+    segs = clean_segments(4)
+    segs[1]["language"] = "fr"
+    _, lines, rejects, _ = run(tmp_path, segs, stage_inputs(model, path), params=AsrParams(model=str(path)))
+    assert [(r["id"], r["reason"]) for r in rejects] == [(segs[1]["id"], "model_error")]
+    assert "'fr'" in rejects[0]["detail"] and "en, de" in rejects[0]["detail"]
+    assert len(lines) == 3
