@@ -20,8 +20,13 @@ def main() -> None:
     a = ap.parse_args()
     require_stage_env("asr")
     from speechprep.asr import AsrParams, run
+    from speechprep.failures import EXIT_CODE, SystematicFailure
 
-    run(a.segments, a.out, a.rejects, AsrParams.from_dict(json.loads(a.params)), a.scratch, a.threads)
+    try:
+        run(a.segments, a.out, a.rejects, AsrParams.from_dict(json.loads(a.params)), a.scratch, a.threads)
+    except SystematicFailure as e:
+        print(e, file=sys.stderr, flush=True)
+        sys.exit(EXIT_CODE)
 
 
 if __name__ == "__main__":

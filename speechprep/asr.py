@@ -8,9 +8,11 @@ each, filled up to a padded-seconds budget (:mod:`speechprep.batching`: from
 free GPU memory on CUDA, from config on CPU; out-of-memory batches are halved
 and retried). A multitask (Canary) model gets the prompt for the batch's
 language. A model exception on a batch falls back to one segment at a time so
-only the guilty segment is rejected. Finished segments are checkpointed, so a
-killed job restarts after its last finished batch. A watchdog fails the job,
-with every thread's stack in the log, when a batch makes no progress.
+only the guilty segment is rejected; a model that fails on (nearly) every
+segment fails the job (:mod:`speechprep.failures`). Finished segments are
+checkpointed, so a killed job restarts after its last finished batch (model
+errors are retried). A watchdog fails the job, with every thread's stack in
+the log, when a batch makes no progress.
 """
 from __future__ import annotations
 
@@ -27,6 +29,7 @@ import numpy as np
 from .audio import AudioError, read_segment
 from .batching import BatchRunner, is_oom, resolve_device, seconds_budget
 from .checkpoint import Checkpoint, fingerprint
+from .failures import FailureRule, ModelFailures
 from .jsonio import atomic_open, read_jsonl, reject, write_jsonl
 from .models import is_local_model, sha256_file
 from .progress import Progress
@@ -52,10 +55,14 @@ class AsrParams:
     batch_timeout: float = 600.0      # watchdog: seconds without progress on one batch
     language: str = "en"              # multitask prompts: a segment's language, else the dataset's, else this
     dataset_language: str | None = None
+    model_failure: FailureRule = FailureRule(first_errors=10, max_error_share=0.5)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "AsrParams":
-        return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
+        p = {k: v for k, v in d.items() if k in cls.__dataclass_fields__}
+        if isinstance(p.get("model_failure"), dict):
+            p["model_failure"] = FailureRule.from_dict(p["model_failure"])
+        return cls(**p)
 
 
 def describe(e: BaseException, limit: int = 400) -> str:
@@ -167,6 +174,10 @@ def segment_language(seg: dict[str, Any], p: AsrParams) -> str:
     return seg.get("language") or p.dataset_language or p.language
 
 
+def is_model_error(result: dict) -> bool:
+    return result.get("reject", {}).get("reason") == "model_error"
+
+
 def model_error_detail(e: Exception) -> str:
     return f"the model raised on this segment alone: {describe(e)}"
 
@@ -186,10 +197,17 @@ def screen(seg: dict[str, Any], p: AsrParams) -> dict | None:
 class SegmentBatcher:
     """``infer`` for :class:`BatchRunner`: validate, transcribe, isolate model errors.
 
-    A batch holds segments of one language (``BatchRunner`` groups them)."""
+    A batch holds segments of one language (``BatchRunner`` groups them). Each
+    segment's model outcome is counted in ``failures`` as soon as it is known,
+    so a model that fails on everything stops the job after the first few
+    segments, not after retrying a whole batch one at a time.
+    """
 
-    def __init__(self, transcribe: Transcriber, sample_rate: int, params: AsrParams, log=sys.stderr):
+    def __init__(self, transcribe: Transcriber, sample_rate: int, params: AsrParams,
+                 failures: ModelFailures, log=sys.stderr):
         self.transcribe, self.sample_rate, self.p, self.log = transcribe, sample_rate, params, log
+        self.failures = failures
+        self.counted: set[str] = set()  # a batch redone after an OOM is not counted twice
 
     def __call__(self, batch: list[dict]) -> list[dict]:
         results: list[dict | None] = [None] * len(batch)
@@ -215,12 +233,14 @@ class SegmentBatcher:
             texts = self.transcribe(audios, language)
             if len(texts) != len(audios):
                 raise RuntimeError(f"model returned {len(texts)} texts for {len(audios)} segments")
+            for i in good:
+                self._outcome(batch[i])
             return texts
         except Exception as e:  # noqa: BLE001
             if is_oom(e):
                 raise  # BatchRunner halves the batch
             if len(audios) == 1:
-                self._report(batch[good[0]], e)
+                self._outcome(batch[good[0]], e)
                 return [e]
             print(f"asr: model error on a batch of {len(audios)} ({describe(e)}); "
                   "retrying one segment at a time", file=self.log, flush=True)
@@ -228,15 +248,24 @@ class SegmentBatcher:
         for i, a in zip(good, audios):
             try:
                 texts.append(self.transcribe([a], language)[0])
+                self._outcome(batch[i])
             except Exception as e:  # noqa: BLE001
                 if is_oom(e):
                     raise
-                self._report(batch[i], e)
                 texts.append(e)
+                self._outcome(batch[i], e)
         return texts
 
-    def _report(self, seg, e) -> None:
-        print(f"asr: {seg['id']}: model error: {describe(e)}", file=self.log, flush=True)
+    def _outcome(self, seg, error: Exception | None = None) -> None:
+        """Count (once) and log a segment's model outcome; raises SystematicFailure per the rule."""
+        if seg["id"] in self.counted:
+            return
+        self.counted.add(seg["id"])
+        if error is None:
+            self.failures.success()
+        else:
+            print(f"asr: {seg['id']}: model error: {describe(error)}", file=self.log, flush=True)
+            self.failures.error(seg["id"], model_error_detail(error))
 
 
 # --------------------------------------------------------------------------
@@ -245,13 +274,22 @@ class SegmentBatcher:
 def transcribe_shard(segments_path: str, out_path: str, rejects_path: str, params: AsrParams,
                      scratch: str, transcribe: Transcriber, sample_rate: int, identity: dict[str, str],
                      budget: float, log=sys.stderr) -> dict[str, Any]:
-    """Transcribe every segment of a shard; each ends in ``out_path`` or ``rejects_path``."""
+    """Transcribe every segment of a shard; each ends in ``out_path`` or ``rejects_path``.
+
+    Raises :class:`~speechprep.failures.SystematicFailure` (checkpoint kept, no
+    outputs) when the model fails on too many segments (``params.model_failure``).
+    """
     segments = list(read_jsonl(segments_path))
     name = Path(segments_path).name.split(".")[0]
     fp_params = {**asdict(params), **identity, "sample_rate": sample_rate}
-    fp_params.pop("batch_timeout")
+    for key in ("batch_timeout", "model_failure"):  # they do not change any output
+        fp_params.pop(key)
     ck = Checkpoint(scratch, fingerprint(segments_path, fp_params, ALGORITHM_VERSION))
     done = ck.load()
+    for key in [k for k, r in done.items() if is_model_error(r)]:
+        del done[key]  # retried: a resumed job gets no model error for free
+    failures = ModelFailures(STAGE, params.model, params.model_failure)
+    failures.success(sum("text" in r for r in done.values()))
     todo = []
     for seg in segments:
         if seg["id"] in done:
@@ -265,7 +303,7 @@ def transcribe_shard(segments_path: str, out_path: str, rejects_path: str, param
           f"out (checkpoint {scratch}), {len(todo)} to transcribe; batch budget {budget:.1f} padded s",
           file=log, flush=True)
     progress = Progress(f"asr[{name}]", len(todo), log=log, unit="segments")
-    batcher = SegmentBatcher(transcribe, sample_rate, params, log)
+    batcher = SegmentBatcher(transcribe, sample_rate, params, failures, log)
     t0 = time.monotonic()
     ck.start()
     try:
@@ -286,6 +324,7 @@ def transcribe_shard(segments_path: str, out_path: str, rejects_path: str, param
                     r = o.result
                 ck.append({"id": seg["id"], **r})
                 progress.update(audio_seconds=float(seg["duration"]))
+            failures.finish()
             wd.done()
     except BaseException:
         ck.close(remove=False)

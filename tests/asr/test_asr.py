@@ -11,6 +11,8 @@ import torch
 from shards import DEMO, REPO, clean_segments, run, shard
 
 from speechprep import asr
+from speechprep.asr import AsrParams
+from speechprep.failures import FailureRule, SystematicFailure
 
 
 @pytest.fixture(scope="session")
@@ -99,6 +101,46 @@ def test_model_exception_on_a_batch_rejects_only_the_guilty_segment(tmp_path, lo
     assert len(lines) == 5 and "retrying one segment at a time" in log
 
 
+NO_MODEL = (None, 16000, {"asr_model": "broken.nemo"})  # the transcriber is given; sample rate, identity
+
+
+def test_a_model_that_always_raises_fails_the_job_after_first_errors(tmp_path):
+    calls = []
+
+    def always(audios, language):
+        calls.append(len(audios))
+        raise RuntimeError("weights are NaN\n(injected)")
+
+    params = AsrParams(model="broken.nemo", model_failure=FailureRule(first_errors=3, max_error_share=0.5))
+    with pytest.raises(SystematicFailure) as e:
+        run(tmp_path, clean_segments(12), NO_MODEL, transcribe=always, params=params)
+    msg = str(e.value)
+    assert "broken.nemo" in msg and "the first 3 segments all failed" in msg
+    assert "RuntimeError: weights are NaN (injected)" in msg and "\n" not in msg
+    assert calls == [12, 1, 1, 1]  # the batch, then one at a time until the rule fired
+    assert not (tmp_path / "out.jsonl").exists() and (tmp_path / "scratch" / "out.jsonl").exists()
+
+
+def test_a_mostly_failing_shard_fails_at_the_end_by_share_and_again_when_rerun(tmp_path):
+    segs = clean_segments(8)
+    failing = {round(s["duration"] * 16000) for s in segs[2:]}
+    sizes = []
+
+    def mostly(audios, language):
+        sizes.append(len(audios))
+        if any(abs(len(a) - n) <= 1 for a in audios for n in failing):
+            raise ValueError("unsupported input (injected)")
+        return ["ok"] * len(audios)
+
+    for attempt in (1, 2):  # a retried job must fail the same way, not exit 0 with the rejects it kept
+        sizes.clear()
+        with pytest.raises(SystematicFailure, match=r"6 of 8 segments failed \(75%, more than "
+                                                    r"model_failure.max_error_share = 50%\)"):
+            run(tmp_path, segs, NO_MODEL, transcribe=mostly)
+        assert not (tmp_path / "out.jsonl").exists()
+        assert sizes[0] == (8 if attempt == 1 else 6)  # the rerun kept the successes, retried the errors
+
+
 def test_empty_transcripts_are_kept_and_counted(tmp_path, loaded):
     counts, lines, rejects, _ = run(tmp_path, clean_segments(3), loaded, transcribe=lambda a, lang: [""] * len(a))
     assert [x["text"] for x in lines] == ["", "", ""] and counts["empty_text"] == 3 and not rejects
@@ -136,6 +178,8 @@ RESUMABLE_SCRIPT = """
 import sys, time, json
 sys.path.insert(0, {repo!r})
 from speechprep import asr
+from speechprep.asr import AsrParams
+from speechprep.failures import FailureRule, SystematicFailure
 from speechprep.asr import AsrParams, transcribe_shard
 model = asr.load_model({model!r}, "cpu")
 tx = asr.nemo_transcriber(model)

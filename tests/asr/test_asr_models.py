@@ -1,13 +1,16 @@
-"""Every NeMo ASR model class through the stage, and multitask prompts.
+"""Every NeMo ASR model class through the stage, multitask prompts, a model failing on everything.
 
 The models are tiny random-weight ones built from code (``nemo_models``): their
 texts are meaningless and never asserted, only that the stage gets one for
 every segment.
 """
+import json
+import subprocess
+import sys
 
 import pytest
 from nemo_models import KINDS
-from shards import clean_segments, run
+from shards import REPO, clean_segments, run, shard
 
 from speechprep import asr
 from speechprep.asr import AsrParams
@@ -20,6 +23,15 @@ CLASSES = {"ctc": "EncDecCTCModelBPE", "rnnt": "EncDecRNNTBPEModel", "tdt": "Enc
 def stage_inputs(model, path):
     """What ``asr.run`` hands ``transcribe_shard``: (transcriber, sample rate, identity)."""
     return asr.nemo_transcriber(model), asr.model_sample_rate(model), asr.model_identity(str(path))
+
+
+def script(tmp_path, segs, params):
+    """scripts/asr.py on one shard, as the workflow runs it."""
+    p = shard(tmp_path, segs)
+    return subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "asr.py"), "--segments", str(p), "--params", json.dumps(params),
+         "--scratch", str(tmp_path / "scratch.jsonl"), "--out", str(tmp_path / "out.jsonl"),
+         "--rejects", str(tmp_path / "out.rejects.jsonl")], capture_output=True, text=True, timeout=300)
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -77,3 +89,15 @@ def test_a_language_the_model_does_not_know_rejects_that_segment_saying_so(tmp_p
     assert [(r["id"], r["reason"]) for r in rejects] == [(segs[1]["id"], "model_error")]
     assert "'fr'" in rejects[0]["detail"] and "en, de" in rejects[0]["detail"]
     assert len(lines) == 3
+
+
+def test_script_exits_4_naming_the_model_when_it_fails_on_every_segment(tmp_path, nemo_model_file):
+    path = nemo_model_file("canary")
+    params = {"model": str(path), "device": "cpu", "language": "en", "dataset_language": "fr",
+              "model_failure": {"first_errors": 3, "max_error_share": 0.5}}
+    proc = script(tmp_path, clean_segments(8), params)
+    assert proc.returncode == 4, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr
+    last = proc.stderr.strip().splitlines()[-1]
+    assert str(path) in last and "the first 3 segments all failed" in last and "'fr'" in last
+    assert not (tmp_path / "out.jsonl").exists() and (tmp_path / "scratch.jsonl").exists()
