@@ -19,11 +19,14 @@ def main() -> None:
     ap.add_argument("--rejects", required=True)
     a = ap.parse_args()
     require_stage_env("asr")
-    from speechprep.asr import AsrParams, run
+    from speechprep.asr import AsrParams, ModelFileError, run
     from speechprep.failures import EXIT_CODE, SystematicFailure
 
     try:
         run(a.segments, a.out, a.rejects, AsrParams.from_dict(json.loads(a.params)), a.scratch, a.threads)
+    except ModelFileError as e:
+        print(e, file=sys.stderr, flush=True)
+        sys.exit(ModelFileError.EXIT_CODE)
     except SystematicFailure as e:
         print(e, file=sys.stderr, flush=True)
         sys.exit(EXIT_CODE)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import tarfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -74,6 +75,12 @@ def describe(e: BaseException, limit: int = 400) -> str:
 # --------------------------------------------------------------------------
 # the model
 # --------------------------------------------------------------------------
+class ModelFileError(Exception):
+    """``asr.model`` is a local file that is missing or not a usable .nemo: the job fails at once."""
+
+    EXIT_CODE = 2
+
+
 def model_identity(spec: str) -> dict[str, str]:
     """What each output line records about the model: path + sha256, or the name."""
     if is_local_model(spec):
@@ -82,16 +89,49 @@ def model_identity(spec: str) -> dict[str, str]:
     return {"asr_model": spec}
 
 
+def check_nemo_file(path: str) -> None:
+    """Cheap checks before NeMo's restore: a complete tar archive with a ``model_config.yaml``."""
+    def invalid(reason: str) -> ModelFileError:
+        return ModelFileError(f"asr.model: {path} is not a valid .nemo file ({reason})")
+
+    if not os.path.isfile(path):
+        raise ModelFileError(f"asr.model: no such file {path!r}")
+    size = os.path.getsize(path)
+    if size == 0:
+        raise invalid("empty file, 0 bytes")
+    try:
+        tar = tarfile.open(path, "r:*")
+    except (tarfile.TarError, OSError, EOFError):
+        raise invalid(f"not a tar archive, {size} bytes") from None
+    try:
+        with tar:
+            names = [os.path.normpath(m.name) for m in tar.getmembers()]
+    except (tarfile.TarError, OSError, EOFError) as e:
+        raise invalid(f"the archive is truncated or damaged, {size} bytes: {describe(e)}") from None
+    if "model_config.yaml" not in names:
+        names = [n for n in names if n != "."]
+        listed = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+        raise invalid(f"no model_config.yaml in the archive, which holds: {listed or 'nothing'}")
+
+
 def load_model(spec: str, device: str):
     """Any NeMo ASR model class (CTC, RNNT/TDT, hybrid, multitask AED) from a local .nemo or a
-    pretrained name."""
+    pretrained name. A local file that is missing or broken raises :class:`ModelFileError`."""
+    local = is_local_model(spec)
+    if local:
+        path = os.path.abspath(spec)
+        check_nemo_file(path)
     import torch
     from nemo.collections.asr.models import ASRModel
 
-    if is_local_model(spec):
-        if not os.path.isfile(spec):
-            raise SystemExit(f"asr.model: no such file {os.path.abspath(spec)!r}")
-        model = ASRModel.restore_from(spec, map_location=torch.device(device))
+    if local:
+        try:
+            model = ASRModel.restore_from(path, map_location=torch.device(device))
+        except Exception as e:  # noqa: BLE001 (whatever NeMo raises on a broken archive)
+            if is_oom(e):
+                raise
+            raise ModelFileError(f"asr.model: {path} is not a valid .nemo file "
+                                 f"(NeMo could not restore it: {describe(e)})") from None
     else:
         try:
             model = ASRModel.from_pretrained(spec, map_location=torch.device(device))

@@ -237,7 +237,3 @@ def test_pretrained_name_offline_says_so():
     with pytest.raises(SystemExit, match="needs? network access"):
         asr.load_model("nvidia/stt_en_fastconformer_ctc_large", "cpu")
 
-
-def test_missing_local_model_says_so(tmp_path):
-    with pytest.raises(SystemExit, match="no such file"):
-        asr.load_model(str(tmp_path / "nope.nemo"), "cpu")

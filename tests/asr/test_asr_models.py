@@ -1,12 +1,14 @@
-"""Every NeMo ASR model class through the stage, multitask prompts, a model failing on everything.
+"""Every NeMo ASR model class through the stage, multitask prompts, failing and broken models.
 
 The models are tiny random-weight ones built from code (``nemo_models``): their
 texts are meaningless and never asserted, only that the stage gets one for
 every segment.
 """
+import io
 import json
 import subprocess
 import sys
+import tarfile
 
 import pytest
 from nemo_models import KINDS
@@ -101,3 +103,57 @@ def test_script_exits_4_naming_the_model_when_it_fails_on_every_segment(tmp_path
     last = proc.stderr.strip().splitlines()[-1]
     assert str(path) in last and "the first 3 segments all failed" in last and "'fr'" in last
     assert not (tmp_path / "out.jsonl").exists() and (tmp_path / "scratch.jsonl").exists()
+
+
+def broken_copies(good, tmp_path):
+    """Model files as they arrive broken: each name -> (path, what the reason must say)."""
+    data = good.read_bytes()
+    d = tmp_path / "broken"
+    d.mkdir()
+    (d / "truncated.nemo").write_bytes(data[: len(data) // 2])
+    with tarfile.open(good) as src, tarfile.open(d / "weights_only.nemo", "w:") as dst:
+        m = src.getmember("./model_weights.ckpt")
+        dst.addfile(m, src.extractfile(m))
+    (d / "text.nemo").write_text("404: Not Found\n", encoding="utf-8")
+    (d / "empty.nemo").write_bytes(b"")
+    with tarfile.open(good) as src, tarfile.open(d / "bad_weights.nemo", "w:") as dst:
+        for m in src.getmembers():
+            if m.name == "./model_weights.ckpt":
+                junk = b"not a checkpoint" * 100
+                m.size = len(junk)
+                dst.addfile(m, io.BytesIO(junk))
+            else:
+                dst.addfile(m, src.extractfile(m) if m.isfile() else None)
+    return {"truncated": (d / "truncated.nemo", "truncated"),
+            "weights_only": (d / "weights_only.nemo", "no model_config.yaml"),
+            "text": (d / "text.nemo", "not a tar archive"),
+            "empty": (d / "empty.nemo", "empty file"),
+            "bad_weights": (d / "bad_weights.nemo", "NeMo could not restore it")}
+
+
+@pytest.fixture(scope="module")
+def broken(nemo_model_file, tmp_path_factory):
+    return broken_copies(nemo_model_file("ctc"), tmp_path_factory.mktemp("models"))
+
+
+@pytest.mark.parametrize("name", ["truncated", "weights_only", "text", "empty", "bad_weights"])
+def test_a_broken_model_file_is_reported_by_path_and_reason(broken, name):
+    path, reason = broken[name]
+    with pytest.raises(asr.ModelFileError) as e:
+        asr.load_model(str(path), "cpu")
+    msg = str(e.value)
+    assert msg.startswith(f"asr.model: {path} is not a valid .nemo file (") and msg.endswith(")")
+    assert reason in msg and "\n" not in msg
+
+
+def test_script_exits_2_with_one_line_on_a_broken_model(tmp_path, broken):
+    path, _ = broken["truncated"]
+    proc = script(tmp_path, clean_segments(2), {"model": str(path), "device": "cpu"})
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines()[-1].startswith(f"asr.model: {path} is not a valid .nemo file (")
+
+
+def test_missing_local_model_says_so(tmp_path):
+    with pytest.raises(asr.ModelFileError, match="no such file"):
+        asr.load_model(str(tmp_path / "nope.nemo"), "cpu")
