@@ -32,7 +32,7 @@ from .batching import BatchRunner, is_oom, resolve_device, seconds_budget
 from .checkpoint import Checkpoint, fingerprint
 from .failures import FailureRule, ModelFailures
 from .jsonio import atomic_open, read_jsonl, reject, write_jsonl
-from .models import is_local_model, sha256_file
+from .models import is_local_model, sha256_cached
 from .progress import Progress
 from .watchdog import Watchdog
 
@@ -57,6 +57,7 @@ class AsrParams:
     language: str = "en"              # multitask prompts: a segment's language, else the dataset's, else this
     dataset_language: str | None = None
     model_failure: FailureRule = FailureRule(first_errors=10, max_error_share=0.5)
+    hash_cache: str | None = None     # directory of cached model digests
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "AsrParams":
@@ -81,11 +82,11 @@ class ModelFileError(Exception):
     EXIT_CODE = 2
 
 
-def model_identity(spec: str) -> dict[str, str]:
-    """What each output line records about the model: path + sha256, or the name."""
+def model_identity(spec: str, hash_cache: str | None = None) -> dict[str, str]:
+    """What each output line records about the model: path + sha256 (cached in ``hash_cache``), or the name."""
     if is_local_model(spec):
         path = os.path.abspath(spec)
-        return {"asr_model": path, "asr_model_sha256": sha256_file(path)}
+        return {"asr_model": path, "asr_model_sha256": sha256_cached(path, hash_cache)}
     return {"asr_model": spec}
 
 
@@ -322,7 +323,7 @@ def transcribe_shard(segments_path: str, out_path: str, rejects_path: str, param
     segments = list(read_jsonl(segments_path))
     name = Path(segments_path).name.split(".")[0]
     fp_params = {**asdict(params), **identity, "sample_rate": sample_rate}
-    for key in ("batch_timeout", "model_failure"):  # they do not change any output
+    for key in ("batch_timeout", "model_failure", "hash_cache"):  # they do not change any output
         fp_params.pop(key)
     ck = Checkpoint(scratch, fingerprint(segments_path, fp_params, ALGORITHM_VERSION))
     done = ck.load()
@@ -407,7 +408,7 @@ def run(segments_path: str, out_path: str, rejects_path: str, params: AsrParams,
     nemo_logging.setLevel(logging.ERROR)
     model = load_model(params.model, device)
     sr = model_sample_rate(model)
-    identity = model_identity(params.model)
+    identity = model_identity(params.model, params.hash_cache)
     budget = seconds_budget(device, params.cpu_batch_seconds, params.seconds_per_gib,
                             params.gpu_reserve_gib, params.max_batch_seconds)
     print(f"asr: {type(model).__name__} from {params.model} on {device}, {sr} Hz, "

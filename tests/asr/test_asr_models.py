@@ -1,4 +1,4 @@
-"""Every NeMo ASR model class through the stage, multitask prompts, failing and broken models.
+"""Every NeMo ASR model class through the stage, multitask prompts, broken model files, the hash cache.
 
 The models are tiny random-weight ones built from code (``nemo_models``): their
 texts are meaningless and never asserted, only that the stage gets one for
@@ -6,6 +6,7 @@ every segment.
 """
 import io
 import json
+import os
 import subprocess
 import sys
 import tarfile
@@ -16,6 +17,7 @@ from shards import REPO, clean_segments, run, shard
 
 from speechprep import asr
 from speechprep.asr import AsrParams
+from speechprep.models import sha256_file
 
 CLASSES = {"ctc": "EncDecCTCModelBPE", "rnnt": "EncDecRNNTBPEModel", "tdt": "EncDecRNNTBPEModel",
            "hybrid": "EncDecHybridRNNTCTCBPEModel", "canary": "EncDecMultiTaskModel",
@@ -96,13 +98,14 @@ def test_a_language_the_model_does_not_know_rejects_that_segment_saying_so(tmp_p
 def test_script_exits_4_naming_the_model_when_it_fails_on_every_segment(tmp_path, nemo_model_file):
     path = nemo_model_file("canary")
     params = {"model": str(path), "device": "cpu", "language": "en", "dataset_language": "fr",
-              "model_failure": {"first_errors": 3, "max_error_share": 0.5}}
+              "model_failure": {"first_errors": 3, "max_error_share": 0.5}, "hash_cache": str(tmp_path / "cache")}
     proc = script(tmp_path, clean_segments(8), params)
     assert proc.returncode == 4, proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr
     last = proc.stderr.strip().splitlines()[-1]
     assert str(path) in last and "the first 3 segments all failed" in last and "'fr'" in last
     assert not (tmp_path / "out.jsonl").exists() and (tmp_path / "scratch.jsonl").exists()
+    assert len(list((tmp_path / "cache").glob("*.json"))) == 1  # the model hash, cached for the next job
 
 
 def broken_copies(good, tmp_path):
@@ -157,3 +160,22 @@ def test_script_exits_2_with_one_line_on_a_broken_model(tmp_path, broken):
 def test_missing_local_model_says_so(tmp_path):
     with pytest.raises(asr.ModelFileError, match="no such file"):
         asr.load_model(str(tmp_path / "nope.nemo"), "cpu")
+
+
+def test_model_hash_is_cached_per_file_version(tmp_path):
+    model, cache = tmp_path / "model.nemo", tmp_path / "cache"
+    model.write_bytes(b"a" * 4096)
+    st = model.stat()
+    first = asr.model_identity(str(model), str(cache))["asr_model_sha256"]
+    assert first == sha256_file(model)
+    entries = list(cache.glob("*.json"))
+    assert len(entries) == 1 and first in entries[0].read_text(encoding="utf-8")
+    # other bytes, same size and mtime: the cached digest is taken, the file is not read again
+    model.write_bytes(b"b" * 4096)
+    os.utime(model, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert asr.model_identity(str(model), str(cache))["asr_model_sha256"] == first
+    # a new mtime, or a new size: hashed again
+    os.utime(model, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    assert asr.model_identity(str(model), str(cache))["asr_model_sha256"] == sha256_file(model) != first
+    model.write_bytes(b"b" * 4097)
+    assert asr.model_identity(str(model), str(cache))["asr_model_sha256"] == sha256_file(model)
