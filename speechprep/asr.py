@@ -3,84 +3,132 @@
 Per shard: every segment is read straight from its source file
 (``offset``/``duration``), mixed to mono and resampled to the model's rate,
 validated (readable, non-empty, finite, not too short or too long) before it
-reaches the model, and transcribed in duration-sorted batches filled up to a
-padded-seconds budget (:mod:`speechprep.batching`: from free GPU memory on
-CUDA, from config on CPU; out-of-memory batches are halved and retried). A
-model exception on a batch falls back to one segment at a time so only the
-guilty segment is rejected. Finished segments are checkpointed, so a killed
-job restarts after its last finished batch. A watchdog fails the job, with
-every thread's stack in the log, when a batch makes no progress.
+reaches the model, and transcribed in duration-sorted batches of one language
+each, filled up to a padded-seconds budget (:mod:`speechprep.batching`: from
+free GPU memory on CUDA, from config on CPU; out-of-memory batches are halved
+and retried). A multitask (Canary) model gets the prompt for the batch's
+language. A model exception on a batch falls back to one segment at a time so
+only the guilty segment is rejected; a model that fails on (nearly) every
+segment fails the job (:mod:`speechprep.failures`). Finished segments are
+checkpointed, so a killed job restarts after its last finished batch (model
+errors are retried). A watchdog fails the job, with every thread's stack in
+the log, when a batch makes no progress.
 """
 from __future__ import annotations
 
-import json
+import logging
 import os
-import sys
+import tarfile
 import time
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from .audio import AudioError, read_segment
-from .batching import BatchRunner, is_oom, resolve_device, seconds_budget
-from .checkpoint import Checkpoint, fingerprint
-from .jsonio import atomic_open, read_jsonl, reject, write_jsonl
-from .models import is_local_model, sha256_file
-from .progress import Progress
+from .batching import BatchRunner, is_oom, isolate, resolve_device, seconds_budget
+from .config import StageParams
+from .errors import ModelFileError, UsageError, describe
+from .failures import FailureRule
+from .jsonio import atomic_open, read_jsonl, write_json
+from .modelfiles import is_local_model, sha256_cached
+from .rejects import count_reasons
+from .shardjob import Accepted, Outcome, Rejected, ShardJob, model_rejected
 from .watchdog import Watchdog
 
+log = logging.getLogger("speechprep.asr")
 STAGE = "asr"
 ALGORITHM_VERSION = "1"
 
+# ``(audios, language) -> texts``, one text per audio
+Transcriber = Callable[[list[np.ndarray], str], list[str]]
+
 
 @dataclass(frozen=True)
-class AsrParams:
-    model: str
-    device: str = "auto"              # auto | cpu | cuda | cuda:N
-    cpu_batch_seconds: float = 120.0  # padded audio seconds per batch on CPU
-    seconds_per_gib: float = 60.0     # per-model factor: padded seconds per GiB of free GPU memory
-    gpu_reserve_gib: float = 1.0      # GPU memory left free
-    max_batch_seconds: float = 3600.0
-    min_duration: float = 0.1         # shorter segments: too_short
-    max_duration: float = 40.0        # longer segments: too_long (VAD should have cut them)
-    batch_timeout: float = 600.0      # watchdog: seconds without progress on one batch
+class AsrParams(StageParams):
+    """``asr`` in config/config.yaml (what each means is written there), with the
+    dataset's default language, the shared ``model_failure`` rule and the
+    model-digest cache."""
 
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "AsrParams":
-        return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
+    SECTION = "asr"
+    model: str
+    device: str
+    language: str
+    cpu_batch_seconds: float
+    seconds_per_gib: float
+    gpu_reserve_gib: float
+    max_batch_seconds: float
+    min_duration: float
+    max_duration: float
+    batch_timeout: float
+    dataset_language: str | None
+    model_failure: dict
+    hash_cache: str | None
 
 
 # --------------------------------------------------------------------------
 # the model
 # --------------------------------------------------------------------------
-def model_identity(spec: str) -> dict[str, str]:
-    """What each output line records about the model: path + sha256, or the name."""
+def model_identity(spec: str, hash_cache: str | None = None) -> dict[str, str]:
+    """What each output line records about the model: path + sha256 (cached in ``hash_cache``), or the name."""
     if is_local_model(spec):
         path = os.path.abspath(spec)
-        return {"asr_model": path, "asr_model_sha256": sha256_file(path)}
+        return {"asr_model": path, "asr_model_sha256": sha256_cached(path, hash_cache)}
     return {"asr_model": spec}
 
 
+def check_nemo_file(path: str) -> None:
+    """Cheap checks before NeMo's restore: a complete tar archive with a ``model_config.yaml``."""
+    def invalid(reason: str) -> ModelFileError:
+        return ModelFileError(f"asr.model: {path} is not a valid .nemo file ({reason})")
+
+    if not os.path.isfile(path):
+        raise ModelFileError(f"asr.model: no such file {path!r}")
+    size = os.path.getsize(path)
+    if size == 0:
+        raise invalid("empty file, 0 bytes")
+    try:
+        tar = tarfile.open(path, "r:*")
+    except (tarfile.TarError, OSError, EOFError):
+        raise invalid(f"not a tar archive, {size} bytes") from None
+    try:
+        with tar:
+            names = [os.path.normpath(m.name) for m in tar.getmembers()]
+    except (tarfile.TarError, OSError, EOFError) as e:
+        raise invalid(f"the archive is truncated or damaged, {size} bytes: {describe(e)}") from None
+    if "model_config.yaml" not in names:
+        names = [n for n in names if n != "."]
+        listed = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+        raise invalid(f"no model_config.yaml in the archive, which holds: {listed or 'nothing'}")
+
+
 def load_model(spec: str, device: str):
-    """Any NeMo ASR model class (CTC, RNNT/TDT, hybrid) from a local .nemo or a pretrained name."""
+    """Any NeMo ASR model class (CTC, RNNT/TDT, hybrid, multitask AED) from a local .nemo or a
+    pretrained name. A local file that is missing or broken raises :class:`ModelFileError`."""
+    local = is_local_model(spec)
+    if local:
+        path = os.path.abspath(spec)
+        check_nemo_file(path)
     import torch
     from nemo.collections.asr.models import ASRModel
 
-    if is_local_model(spec):
-        if not os.path.isfile(spec):
-            raise SystemExit(f"asr.model: no such file {os.path.abspath(spec)!r}")
-        model = ASRModel.restore_from(spec, map_location=torch.device(device))
+    if local:
+        try:
+            model = ASRModel.restore_from(path, map_location=torch.device(device))
+        except Exception as e:  # noqa: BLE001 (whatever NeMo raises on a broken archive)
+            if is_oom(e):
+                raise
+            raise ModelFileError(f"asr.model: {path} is not a valid .nemo file "
+                                 f"(NeMo could not restore it: {describe(e)})") from None
     else:
         try:
             model = ASRModel.from_pretrained(spec, map_location=torch.device(device))
         except Exception as e:
-            raise SystemExit(
+            raise UsageError(
                 f"asr.model {spec!r} is not a local file, so it was taken for a pretrained model name, "
-                f"and fetching it failed ({type(e).__name__}: {e}).\n  Pretrained names need network "
-                "access to the model hub. Offline: download the .nemo file on a machine with access and "
-                "set asr.model to its path.") from None
+                f"and fetching it failed ({describe(e)}). Pretrained names need network access to the "
+                "model hub; offline, download the .nemo file where you have access and set asr.model "
+                "to its path.") from None
     model.eval()
     return model
 
@@ -95,13 +143,45 @@ def model_sample_rate(model) -> int:
     return 16000
 
 
-def nemo_transcriber(model) -> Callable[[list[np.ndarray]], list[str]]:
-    """``audios -> texts`` with NeMo's own ``transcribe()`` (every model class has it)."""
+def multitask_prompt(model) -> Callable[[str], dict[str, str]] | None:
+    """``language -> prompt`` for a multitask (AED, Canary) model's ``transcribe()``; None for
+    other models, which take no prompt.
+
+    The prompt asks for transcription (task asr, source = target language) with
+    punctuation, in the slots the model's prompt format has: canary-1 has all
+    four, canary-2 has no task slot (its other slots come from the model's
+    prompt defaults). A language the model has no token for raises ValueError.
+    """
+    from nemo.collections.asr.models import EncDecMultiTaskModel
+    from nemo.collections.common.tokenizers.canary_tokenizer import CANARY_SPECIAL_TOKENIZER
+
+    if not isinstance(model, EncDecMultiTaskModel):
+        return None
+    slots = model.prompt.get_slots("user")
+    special = getattr(model.tokenizer, "special_tokens", None)
+    languages = [x for x in getattr(model.tokenizer, "langs", []) if x != CANARY_SPECIAL_TOKENIZER]
+
+    def prompt(language: str) -> dict[str, str]:
+        if special is not None and f"<|{language}|>" not in special:
+            raise ValueError(f"language {language!r} is not one of the model's languages ({', '.join(languages)}); "
+                             "set the segment's language, the dataset's language or asr.language")
+        values = {"task": "asr", "source_lang": language, "target_lang": language, "pnc": "yes"}
+        return {k: v for k, v in values.items() if k in slots}
+
+    return prompt
+
+
+def nemo_transcriber(model) -> Transcriber:
+    """``(audios, language) -> texts`` with NeMo's own ``transcribe()`` (every model class has it);
+    a multitask model gets the prompt for ``language``, the others ignore it."""
     import torch
 
-    def run(audios: list[np.ndarray]) -> list[str]:
+    prompt = multitask_prompt(model)
+
+    def run(audios: list[np.ndarray], language: str) -> list[str]:
+        kwargs = prompt(language) if prompt else {}
         with torch.inference_mode():
-            out = model.transcribe(audios, batch_size=len(audios), verbose=False, num_workers=0)
+            out = model.transcribe(audios, batch_size=len(audios), verbose=False, num_workers=0, **kwargs)
         if isinstance(out, tuple):  # some RNNT versions return (best, all)
             out = out[0]
         return [h.text if hasattr(h, "text") else str(h) for h in out]
@@ -117,176 +197,122 @@ def load_segment(seg: dict[str, Any], sample_rate: int, p: AsrParams) -> np.ndar
     return read_segment(seg, sample_rate, p.min_duration, "asr.min_duration")
 
 
-def screen(seg: dict[str, Any], p: AsrParams) -> dict | None:
+def segment_language(seg: dict[str, Any], p: AsrParams) -> str:
+    """The segment's language, else the dataset's, else ``asr.language``."""
+    return seg.get("language") or p.dataset_language or p.language
+
+
+def screen(seg: dict[str, Any], p: AsrParams) -> Rejected | None:
     """Reject from the manifest alone, before any audio is read."""
     d = seg.get("duration")
     if d is not None and d > p.max_duration:
-        return reject(seg["id"], seg["audio_filepath"], STAGE, "too_long",
-                      f"{d:.2f} s exceeds asr.max_duration ({p.max_duration} s); VAD's max_segment should cut it")
+        return Rejected("too_long", f"{d:.2f} s exceeds asr.max_duration ({p.max_duration} s); "
+                                    "VAD's max_segment should cut it")
     if d is not None and d < p.min_duration:
-        return reject(seg["id"], seg["audio_filepath"], STAGE, "too_short",
-                      f"{d:.3f} s is below asr.min_duration ({p.min_duration} s)")
+        return Rejected("too_short", f"{d:.3f} s is below asr.min_duration ({p.min_duration} s)")
     return None
 
 
 class SegmentBatcher:
-    """``infer`` for :class:`BatchRunner`: validate, transcribe, isolate model errors."""
+    """``infer`` for :class:`BatchRunner`: validate, transcribe, isolate model errors.
+    A batch holds segments of one language (``BatchRunner`` groups them). One
+    result per segment: an ``AudioError``, the model's exception, or the text."""
 
-    def __init__(self, transcribe: Callable[[list[np.ndarray]], list[str]], sample_rate: int,
-                 params: AsrParams, log=sys.stderr):
-        self.transcribe, self.sample_rate, self.p, self.log = transcribe, sample_rate, params, log
+    def __init__(self, transcribe: Transcriber, sample_rate: int, params: AsrParams,
+                 on_failure: Callable[[dict, Exception], None] | None = None):
+        self.transcribe, self.sample_rate, self.p = transcribe, sample_rate, params
+        self.on_failure = on_failure or (lambda seg, e: None)
 
-    def __call__(self, batch: list[dict]) -> list[dict]:
-        results: list[dict | None] = [None] * len(batch)
-        good: list[int] = []
-        audios: list[np.ndarray] = []
-        for i, seg in enumerate(batch):
+    def __call__(self, batch: list[dict]) -> list:
+        results: list[Any] = []
+        for seg in batch:
             try:
-                audios.append(load_segment(seg, self.sample_rate, self.p))
-                good.append(i)
+                results.append(load_segment(seg, self.sample_rate, self.p))
             except AudioError as e:
-                results[i] = {"reject": reject(seg["id"], seg["audio_filepath"], STAGE, e.reason, e.detail)}
-        if audios:
-            for i, text in zip(good, self._transcribe_isolating(batch, good, audios)):
-                if results[i] is None:
-                    results[i] = {"text": text}
+                results.append(e)
+        good = [i for i, r in enumerate(results) if not isinstance(r, AudioError)]
+        if good:
+            language = segment_language(batch[0], self.p)
+            texts = isolate(lambda audios: self.transcribe(audios, language), [results[i] for i in good],
+                            "asr model", lambda k, e: self.on_failure(batch[good[k]], e))
+            for i, t in zip(good, texts):
+                results[i] = t
         return results
 
-    def _transcribe_isolating(self, batch, good, audios) -> list[str | None]:
-        """Texts for ``audios``; ``None`` for a segment the model raises on by itself."""
-        try:
-            texts = self.transcribe(audios)
-            if len(texts) != len(audios):
-                raise RuntimeError(f"model returned {len(texts)} texts for {len(audios)} segments")
-            return texts
-        except Exception as e:  # noqa: BLE001
-            if is_oom(e):
-                raise  # BatchRunner halves the batch
-            if len(audios) == 1:
-                self._report(batch[good[0]], e)
-                return [None]
-            print(f"asr: model error on a batch of {len(audios)} ({type(e).__name__}: {e}); "
-                  "retrying one segment at a time", file=self.log, flush=True)
-        texts: list[str | None] = []
-        for i, a in zip(good, audios):
-            try:
-                texts.append(self.transcribe([a])[0])
-            except Exception as e:  # noqa: BLE001
-                if is_oom(e):
-                    raise
-                self._report(batch[i], e)
-                texts.append(None)
-        return texts
 
-    def _report(self, seg, e) -> None:
-        print(f"asr: {seg['id']}: model error: {type(e).__name__}: {e}", file=self.log, flush=True)
+def _outcome(seg: dict, result: Any, oom: bool) -> Outcome:
+    if oom:
+        return Rejected("oom", f"does not fit in device memory even alone ({seg['duration']:.1f} s)")
+    if isinstance(result, AudioError):
+        return Rejected(result.reason, result.detail)
+    if isinstance(result, Exception):
+        return model_rejected(result)
+    return Accepted({"text": result})
+
 
 
 # --------------------------------------------------------------------------
 # a shard
 # --------------------------------------------------------------------------
 def transcribe_shard(segments_path: str, out_path: str, rejects_path: str, params: AsrParams,
-                     scratch: str, transcribe: Callable[[list[np.ndarray]], list[str]],
-                     sample_rate: int, identity: dict[str, str], budget: float,
-                     log=sys.stderr) -> dict[str, Any]:
-    """Transcribe every segment of a shard; each ends in ``out_path`` or ``rejects_path``."""
-    segments = list(read_jsonl(segments_path))
-    name = Path(segments_path).name.split(".")[0]
-    fp_params = {**asdict(params), **identity, "sample_rate": sample_rate}
-    fp_params.pop("batch_timeout")
-    ck = Checkpoint(scratch, fingerprint(segments_path, fp_params, ALGORITHM_VERSION))
-    done = ck.load()
-    todo = []
-    for seg in segments:
-        if seg["id"] in done:
-            continue
-        r = screen(seg, params)
-        if r is not None:
-            done[seg["id"]] = {"id": seg["id"], "reject": r}
-        else:
-            todo.append(seg)
-    print(f"asr[{name}]: {len(segments)} segments, {len(segments) - len(todo)} already done or screened "
-          f"out (checkpoint {scratch}), {len(todo)} to transcribe; batch budget {budget:.1f} padded s",
-          file=log, flush=True)
-    progress = Progress(f"asr[{name}]", len(todo), log=log, unit="segments")
-    batcher = SegmentBatcher(transcribe, sample_rate, params, log)
+                     resume: str, transcribe: Transcriber, sample_rate: int, identity: dict[str, str],
+                     budget: float) -> dict[str, Any]:
+    """Transcribe every segment of a shard; each ends in ``out_path`` or ``rejects_path``.
+
+    Raises :class:`~speechprep.failures.SystematicFailure` (resume file kept, no
+    outputs) when the model fails on too many segments (``params.model_failure``).
+    """
+    fp = {k: v for k, v in asdict(params).items() if k not in ("batch_timeout", "model_failure", "hash_cache")}
+    job = ShardJob(STAGE, segments_path, resume, {**fp, **identity, "sample_rate": sample_rate},
+                   ALGORITHM_VERSION, failure_rule=FailureRule.from_dict(params.model_failure), model=params.model)
+    todo = job.todo(lambda seg: screen(seg, params))
+    log.info("batch budget %.1f padded s", budget)
+    runner = BatchRunner(budget=budget, duration=lambda s: float(s["duration"]),
+                         infer=SegmentBatcher(transcribe, sample_rate, params,
+                                              lambda seg, e: job.model_error(seg, e)),
+                         group=lambda s: segment_language(s, params))
     t0 = time.monotonic()
-    ck.start()
-    try:
-        with Watchdog(params.batch_timeout, log=log) as wd:
-            def start(batch):
-                ids = ", ".join(s["id"] for s in batch[:20]) + (" ..." if len(batch) > 20 else "")
-                wd.batch(f"of {len(batch)} segments ({sum(s['duration'] for s in batch):.1f} s): {ids}")
-
-            runner = BatchRunner(budget=budget, duration=lambda s: float(s["duration"]), infer=batcher,
-                                 logger=lambda m: print(f"asr[{name}]: {m}", file=log, flush=True),
-                                 on_batch_start=start)
-            for o in runner.run(todo):
-                seg = o.item
-                if o.oom:
-                    r = {"reject": reject(seg["id"], seg["audio_filepath"], STAGE, "oom",
-                                          f"does not fit in device memory even alone ({seg['duration']:.1f} s)")}
-                elif o.result.get("text") is None and "reject" not in o.result:
-                    r = {"reject": reject(seg["id"], seg["audio_filepath"], STAGE, "model_error",
-                                          "the model raised on this segment alone (see the job log)")}
-                else:
-                    r = o.result
-                ck.append({"id": seg["id"], **r})
-                progress.update(audio_seconds=float(seg["duration"]))
-            wd.done()
-    except BaseException:
-        ck.close(remove=False)
-        raise
-    progress.finish()
+    with job.running(todo), Watchdog(params.batch_timeout) as wd:
+        runner.on_batch_start = lambda batch: wd.batch(
+            f"of {len(batch)} segments ({sum(s['duration'] for s in batch):.1f} s): "
+            + ", ".join(s["id"] for s in batch[:20]) + (" ..." if len(batch) > 20 else ""))
+        for o in runner.run(todo):
+            job.emit(o.item, _outcome(o.item, o.result, o.oom))
+        wd.done()
     wall = time.monotonic() - t0
-
-    lines, rejects, empty = [], [], 0
-    for seg in segments:
-        r = done[seg["id"]]
-        if "reject" in r:
-            rejects.append(r["reject"])
-        else:
-            lines.append({**seg, "text": r["text"], **identity})
-            empty += r["text"] == ""
-    write_jsonl(out_path, lines)
-    write_jsonl(rejects_path, rejects)
-    ck.close(remove=True)
+    lines = [{**seg, "text": r["text"], **identity} for seg, r in job.accepted()]
     audio = sum(float(s["duration"]) for s in todo)
-    counts = {"segments": len(segments), "transcribed": len(lines), "empty_text": empty,
-              "rejected": len(rejects), "ooms": runner.ooms if todo else 0,
-              "audio_seconds": round(audio, 2), "wall_seconds": round(wall, 2),
-              "audio_seconds_per_second": round(audio / wall, 1) if wall > 0 and audio else None}
-    print(f"asr[{name}]: done {counts}", file=log, flush=True)
-    return counts
+    return job.commit({out_path: lines}, rejects_path, empty_text=sum(x["text"] == "" for x in lines),
+                      ooms=runner.ooms, audio_seconds=round(audio, 2), wall_seconds=round(wall, 2),
+                      audio_seconds_per_second=round(audio / wall, 1) if wall > 0 and audio else None)
 
 
-def run(segments_path: str, out_path: str, rejects_path: str, params: AsrParams, scratch: str,
-        threads: int = 1, log=sys.stderr) -> dict[str, Any]:
+def run(segments_path: str, out_path: str, rejects_path: str, params: AsrParams, resume: str,
+        threads: int = 1) -> dict[str, Any]:
     """The stage entry: load the model once, size the batches, transcribe the shard."""
-    import logging
-
     import torch
+    from nemo.utils import logging as nemo_logging
 
     torch.set_num_threads(max(1, threads))
     device = resolve_device(params.device)
     t = time.monotonic()
-    from nemo.utils import logging as nemo_logging
-
     nemo_logging.setLevel(logging.ERROR)
     model = load_model(params.model, device)
     sr = model_sample_rate(model)
-    identity = model_identity(params.model)
+    identity = model_identity(params.model, params.hash_cache)
     budget = seconds_budget(device, params.cpu_batch_seconds, params.seconds_per_gib,
                             params.gpu_reserve_gib, params.max_batch_seconds)
-    print(f"asr: {type(model).__name__} from {params.model} on {device}, {sr} Hz, "
-          f"loaded in {time.monotonic() - t:.1f} s", file=log, flush=True)
-    return transcribe_shard(segments_path, out_path, rejects_path, params, scratch,
-                            nemo_transcriber(model), sr, identity, budget, log)
+    log.info("%s from %s on %s, %d Hz, loaded in %.1f s", type(model).__name__, params.model, device, sr,
+             time.monotonic() - t)
+    return transcribe_shard(segments_path, out_path, rejects_path, params, resume,
+                            nemo_transcriber(model), sr, identity, budget)
 
 
 def merge(shard_files: Sequence[str], rejects_files: Sequence[str], manifest_out: str,
           summary_out: str) -> dict[str, Any]:
     """``asr/manifest.jsonl`` (every shard, in shard order) and ``asr/summary.json``."""
+    import json
+
     n = empty = 0
     audio = 0.0
     models: set[str] = set()
@@ -298,13 +324,9 @@ def merge(shard_files: Sequence[str], rejects_files: Sequence[str], manifest_out
                 empty += r["text"] == ""
                 audio += float(r["duration"])
                 models.add(r["asr_model"])
-    reasons: dict[str, int] = {}
-    for path in rejects_files:
-        for r in read_jsonl(path):
-            reasons[r["reason"]] = reasons.get(r["reason"], 0) + 1
+    reasons = count_reasons(rejects_files)
     summary = {"stage": STAGE, "shards": len(shard_files), "transcribed": n, "empty_text": empty,
-               "rejected": sum(reasons.values()), "rejects_by_reason": dict(sorted(reasons.items())),
+               "rejected": sum(reasons.values()), "rejects_by_reason": reasons,
                "audio_hours": round(audio / 3600, 4), "models": sorted(models)}
-    with atomic_open(summary_out) as f:
-        f.write(json.dumps(summary, indent=1) + "\n")
+    write_json(summary_out, summary)
     return summary

@@ -6,7 +6,8 @@ Shared by every stage that runs a model over segments (ASR, TTS features):
   into a padded-seconds budget with a per-model factor, or takes the CPU
   budget from config;
 * :class:`BatchRunner` sorts items by duration and fills each batch up to the
-  budget (counting padding: ``len(batch) * longest``). When a batch raises an
+  budget (counting padding: ``len(batch) * longest``), optionally keeping
+  groups apart (one group per batch, e.g. a language). When a batch raises an
   out-of-memory error it frees the cache, halves the batch and retries, down
   to single items; an item that still does not fit is reported ``oom`` and
   the run goes on. After an OOM, later batches are planned with the smaller
@@ -17,7 +18,7 @@ from __future__ import annotations
 import logging
 import sys
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Hashable, Iterator, Sequence
 
 from .errors import describe
 
@@ -31,24 +32,40 @@ def is_oom(exc: BaseException) -> bool:
         isinstance(exc, RuntimeError) and "out of memory" in str(exc).lower())
 
 
-def isolate(call: Callable[[list], Sequence[Any]], items: list, what: str = "model") -> list:
+def isolate(call: Callable[[list], Sequence[Any]], items: list, what: str = "model",
+            on_failure: Callable[[int, Exception], None] | None = None) -> list:
     """``call(items)``, one result per item. When it raises (out of memory
     aside, which propagates so that :class:`BatchRunner` halves the batch), each
     item is run alone, so only an item that fails by itself gets its exception
-    in place of a result and the rest of the batch is unharmed."""
+    in place of a result and the rest of the batch is unharmed.
+    ``on_failure(index, exception)`` hears of each such item at once."""
+
+    def one(i: int) -> Any:
+        try:
+            out = list(call([items[i]]))
+            if len(out) != 1:
+                raise RuntimeError(f"{what} returned {len(out)} results for 1 item")
+            return out[0]
+        except Exception as e:  # noqa: BLE001 (any model failure; only OOM is special)
+            if is_oom(e):
+                raise
+            log.warning("%s error: %s", what, describe(e))
+            if on_failure:
+                on_failure(i, e)
+            return e
+
+    if len(items) == 1:
+        return [one(0)]
     try:
         out = list(call(items))
         if len(out) != len(items):
             raise RuntimeError(f"{what} returned {len(out)} results for {len(items)} items")
         return out
-    except Exception as e:  # noqa: BLE001 (any model failure; only OOM is special)
+    except Exception as e:  # noqa: BLE001
         if is_oom(e):
             raise
-        if len(items) == 1:
-            log.warning("%s error: %s", what, describe(e))
-            return [e]
         log.warning("%s error on a batch of %d (%s); retrying one at a time", what, len(items), describe(e))
-    return [r for it in items for r in isolate(call, [it], what)]
+    return [one(i) for i in range(len(items))]
 
 
 def free_device_cache() -> None:
@@ -98,7 +115,7 @@ class Outcome:
 
 @dataclass
 class BatchRunner:
-    """Run ``infer(batch) -> results`` over items in seconds-budget batches."""
+    """Run ``infer(batch) -> results`` over items in seconds-budget batches, each of one ``group``."""
 
     budget: float
     duration: Callable[[Any], float]
@@ -106,21 +123,26 @@ class BatchRunner:
     free_cache: Callable[[], None] = free_device_cache
     logger: Callable[[str], None] = field(default=lambda msg: log.info(msg))
     on_batch_start: Callable[[list], None] = field(default=lambda batch: None)
+    group: Callable[[Any], Hashable] = field(default=lambda item: None)
     ooms: int = 0
 
     def plan(self, items: list) -> list[list]:
-        """Batches of duration-sorted (longest first) items within the budget."""
-        items = sorted(items, key=self.duration, reverse=True)
-        batches: list[list] = []
-        current: list = []
+        """Batches of duration-sorted (longest first) items of one group within the budget,
+        the groups in order of their first item."""
+        groups: dict[Hashable, list] = {}
         for it in items:
-            longest = self.duration(current[0]) if current else self.duration(it)
-            if current and (len(current) + 1) * longest > self.budget:
+            groups.setdefault(self.group(it), []).append(it)
+        batches: list[list] = []
+        for members in groups.values():
+            current: list = []
+            for it in sorted(members, key=self.duration, reverse=True):
+                longest = self.duration(current[0]) if current else self.duration(it)
+                if current and (len(current) + 1) * longest > self.budget:
+                    batches.append(current)
+                    current = []
+                current.append(it)
+            if current:
                 batches.append(current)
-                current = []
-            current.append(it)
-        if current:
-            batches.append(current)
         return batches
 
     def run(self, items: list) -> Iterator[Outcome]:

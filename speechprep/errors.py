@@ -29,7 +29,7 @@ class EnvironmentMismatch(SpeechprepError):
     exit_code = 3
 
 
-def describe(e: BaseException) -> str:
-    """An exception as one line: its type and the first line of its message."""
-    first = (str(e).strip().splitlines() or [""])[0]
-    return f"{type(e).__name__}: {first}" if first else type(e).__name__
+def describe(e: BaseException, limit: int = 400) -> str:
+    """An exception as one line: ``Type: message``, whitespace collapsed, at most ``limit`` characters."""
+    text = " ".join(f"{type(e).__name__}: {e}".split()).removesuffix(":").strip()
+    return text if len(text) <= limit else text[: limit - 3] + "..."

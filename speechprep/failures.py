@@ -47,11 +47,19 @@ class ModelFailures:
         self.ok = 0
         self.errors = 0
         self.first: str | None = None  # "<item id>: <error>"
+        self._counted: set[str] = set()  # an item is counted once, however often it is reported
 
-    def success(self, n: int = 1) -> None:
-        self.ok += n
+    def success(self, item_id: str) -> None:
+        if item_id not in self._counted:
+            self._counted.add(item_id)
+            self.ok += 1
 
     def error(self, item_id: str, message: str) -> None:
+        """Count a model error; raises :class:`SystematicFailure` at once when the
+        job's first ``first_errors`` outcomes are all errors."""
+        if item_id in self._counted:
+            return
+        self._counted.add(item_id)
         self.errors += 1
         if self.first is None:
             self.first = f"{item_id}: {message}"

@@ -22,7 +22,7 @@ import os
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -35,7 +35,7 @@ from .failures import FailureRule
 from .jsonio import atomic_open
 from .modelfiles import sha256_cached
 from .names import file_stem
-from .shardjob import Accepted, Outcome, Rejected, ShardJob
+from .shardjob import Accepted, Outcome, Rejected, ShardJob, model_rejected
 
 log = logging.getLogger("speechprep.s2s")
 STAGE = "s2s"
@@ -301,8 +301,8 @@ class SegmentBatcher:
     (:func:`~speechprep.batching.isolate`). One result per segment: an
     ``AudioError``, the model's exception, or ``(units, wav)``."""
 
-    def __init__(self, models: Models, p: S2sParams):
-        self.models, self.p = models, p
+    def __init__(self, models: Models, p: S2sParams, on_failure: Callable[[dict, Exception], None]):
+        self.models, self.p, self.on_failure = models, p, on_failure
         self.max_chunk = int(p.max_chunk_seconds * SAMPLE_RATE)
 
     def __call__(self, batch: list[dict]) -> list:
@@ -313,7 +313,8 @@ class SegmentBatcher:
             except AudioError as e:
                 results.append(e)
         good = [i for i, r in enumerate(results) if not isinstance(r, AudioError)]
-        for i, r in zip(good, isolate(self._run, [results[i] for i in good], "s2s model")):
+        failed = lambda k, e: self.on_failure(batch[good[k]], e)  # noqa: E731
+        for i, r in zip(good, isolate(self._run, [results[i] for i in good], "s2s model", failed)):
             results[i] = r
         return results
 
@@ -321,6 +322,7 @@ class SegmentBatcher:
         m = self.models
         return [(u, synthesize(m.vocoder, u, m.dur_prediction, m.device))
                 for u in units_for_batch(m, audios, self.max_chunk)]
+
 
 
 def run_shard(segments_path: str, units_out: str, wav_dir: str, rejects_out: str, p: S2sParams,
@@ -355,8 +357,7 @@ def run_shard(segments_path: str, units_out: str, wav_dir: str, rejects_out: str
         if isinstance(result, AudioError):
             return Rejected(result.reason, result.detail)
         if isinstance(result, Exception):
-            return Rejected("model_error", f"the model raised on this segment alone: {describe(result)}",
-                            model_error=True)
+            return model_rejected(result)
         units, wav = result
         with atomic_open(scratch / f"{file_stem(s['id'])}.wav", "wb") as f:
             sf.write(f, wav, SAMPLE_RATE, format="WAV", subtype="PCM_16")
@@ -366,7 +367,7 @@ def run_shard(segments_path: str, units_out: str, wav_dir: str, rejects_out: str
     scratch.mkdir(parents=True, exist_ok=True)
     with job.running(todo):
         runner = BatchRunner(budget=p.batch_seconds, duration=lambda s: float(s["duration"]),
-                             infer=SegmentBatcher(models, p))
+                             infer=SegmentBatcher(models, p, lambda s, e: job.model_error(s, e)))
         for o in runner.run(todo):
             job.emit(o.item, outcome(o.item, o.result, o.oom))
 

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
+from .errors import describe
 from .failures import FailureRule, ModelFailures
 from .jsonio import read_jsonl, write_jsonl
 from .rejects import reject
@@ -55,6 +56,11 @@ class Rejected:
 
 
 Outcome = Accepted | Rejected
+
+
+def model_rejected(e: Exception, reason: str = "model_error") -> Rejected:
+    """The outcome of an item the model raised on by itself (the batch isolated it)."""
+    return Rejected(reason, f"the model raised on this segment alone: {describe(e)}", model_error=True)
 
 
 def shard_name(path: str | os.PathLike) -> str:
@@ -120,6 +126,10 @@ class ShardJob:
         exception the resume file is kept for the next attempt."""
         self.progress = Progress(len(todo), self.unit)
         self.resume.start(outcome_line(k, o) for k, o in self.outcomes.items())
+        if self.failures:  # what a resumed job already did counts for the share
+            for k, o in self.outcomes.items():
+                if isinstance(o, Accepted):
+                    self.failures.success(k)
         try:
             yield self
             if self.failures:
@@ -138,11 +148,18 @@ class ShardJob:
         if audio_seconds is None:
             audio_seconds = float(item.get("duration") or 0.0)
         self.progress.update(audio_seconds=audio_seconds)
+        if isinstance(outcome, Accepted):
+            if self.failures:
+                self.failures.success(item["id"])
+        elif outcome.model_error:
+            self.model_error(item, outcome.detail)
+
+    def model_error(self, item: dict, error: Exception | str) -> None:
+        """Count a model error as soon as it is known (before the item's outcome is
+        emitted), so a model that fails on everything stops the job after the first
+        few items, not after a whole batch was retried one at a time."""
         if self.failures:
-            if isinstance(outcome, Accepted):
-                self.failures.success()
-            elif outcome.model_error:
-                self.failures.error(item["id"], outcome.detail)
+            self.failures.error(item["id"], error if isinstance(error, str) else describe(error))
 
     # -- after -----------------------------------------------------------------
     def accepted(self) -> Iterator[tuple[dict, dict]]:

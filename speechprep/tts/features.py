@@ -25,13 +25,12 @@ import numpy as np
 from ..audio import SAMPLE_RATE, AudioError, read_segment
 from ..batching import BatchRunner, isolate, resolve_device, seconds_budget
 from ..config import StageParams
-from ..errors import describe
 from ..failures import FailureRule
 from ..jsonio import read_jsonl
 from ..modelfiles import sha256_file
 from ..names import file_stem
 from ..npyio import load_npy, save_npy
-from ..shardjob import Accepted, Outcome, Rejected, ShardJob
+from ..shardjob import Accepted, Outcome, Rejected, ShardJob, model_rejected
 from .encoders import Encoders, encoder_identity
 from .text import TextNormalizer
 
@@ -82,7 +81,7 @@ def _finish(s: dict, result: Any, oom: bool, units: list[int], root: Path) -> Ou
     if isinstance(result, AudioError):
         return Rejected(result.reason, result.detail)
     if isinstance(result, Exception):  # the encoders raised on this clip alone
-        return Rejected("encoder_error", describe(result), model_error=True)
+        return model_rejected(result, "encoder_error")
     cond, emo = result
     for what, v in (("condition", cond), ("emotion", emo)):
         if isinstance(v, AudioError):
@@ -140,7 +139,8 @@ def run_features(asr_path: str, units_path: str, s2s_rejects_path: str, index_ou
 
             def infer(batch: list[tuple[dict, Any]]) -> list:
                 ok = [i for i, (_, a) in enumerate(batch) if not isinstance(a, AudioError)]
-                vecs = isolate(encoders, [batch[i][1] for i in ok], "tts encoder") if ok else []
+                failed = lambda k, e: job.model_error(batch[ok[k]][0], e)  # noqa: E731
+                vecs = isolate(encoders, [batch[i][1] for i in ok], "tts encoder", failed) if ok else []
                 out: list[Any] = [a for _, a in batch]
                 for i, v in zip(ok, vecs):
                     out[i] = v

@@ -1,32 +1,26 @@
 """The ASR stage with a real NeMo model: batching, OOM, bad audio, watchdog, resume."""
-import io
-import json
 import os
 import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 import torch
+from shards import DEMO, REPO, clean_segments, params, run, shard
 
 from speechprep import asr
-from speechprep.asr import AsrParams, transcribe_shard
-from speechprep.jsonio import read_jsonl, write_jsonl
-
-REPO = Path(__file__).resolve().parents[2]
-DEMO = REPO / "resources" / "demo"
-TRUTH = json.loads((DEMO / "truth.json").read_text(encoding="utf-8"))
+from speechprep.errors import UsageError
+from speechprep.failures import SystematicFailure
 
 
 @pytest.fixture(scope="session")
 def model_path(tmp_path_factory):
     """A demo model trained briefly: good enough to transcribe, built from code here."""
-    from speechprep.asr_demo_model import build
+    from speechprep.demo.asr_model import build
 
     out = tmp_path_factory.mktemp("model") / "demo_asr.nemo"
-    build(DEMO / "truth.json", out, max_steps=400, log=io.StringIO())
+    build(DEMO / "truth.json", out, max_steps=400)
     return out
 
 
@@ -36,37 +30,9 @@ def loaded(model_path):
     return asr.nemo_transcriber(model), asr.model_sample_rate(model), asr.model_identity(str(model_path))
 
 
-def clean_segments(n=None):
-    segs = []
-    for rel, info in sorted(TRUTH["files"].items()):
-        if info.get("clean"):
-            for k, sp in enumerate(info["speech"]):
-                fid = rel.replace("/", "__").rsplit(".", 1)[0]
-                segs.append({"id": f"{fid}_{k:04d}", "file_id": fid,
-                             "audio_filepath": str(DEMO / "audio" / rel),
-                             "offset": round(sp["start"] - 0.03, 3), "duration": round(sp["end"] - sp["start"] + 0.06, 3)})
-    return segs[:n] if n else segs
-
-
-def shard(tmp_path, segs, name="shard-0000"):
-    p = tmp_path / f"{name}.segments.jsonl"
-    write_jsonl(p, segs)
-    return p
-
-
-def run(tmp_path, segs, loaded, budget=120.0, transcribe=None, params=None, tag="out"):
-    tx, sr, ident = loaded
-    p = shard(tmp_path, segs)
-    out, rej, log = tmp_path / f"{tag}.jsonl", tmp_path / f"{tag}.rejects.jsonl", io.StringIO()
-    counts = transcribe_shard(str(p), str(out), str(rej), params or AsrParams(model="demo"),
-                              str(tmp_path / "scratch" / f"{tag}.jsonl"), transcribe or tx, sr, ident,
-                              budget, log=log)
-    return counts, list(read_jsonl(out)), list(read_jsonl(rej)), log.getvalue()
-
-
 def test_transcripts_carry_text_and_model_identity(tmp_path, loaded, model_path):
-    counts, lines, rejects, _ = run(tmp_path, clean_segments(8), loaded)
-    assert counts["transcribed"] == 8 and not rejects
+    counts, lines, rejects = run(tmp_path, clean_segments(8), loaded)
+    assert counts["ok"] == 8 and not rejects
     for line in lines:
         assert isinstance(line["text"], str)
         assert line["asr_model"] == str(model_path)
@@ -74,22 +40,23 @@ def test_transcripts_carry_text_and_model_identity(tmp_path, loaded, model_path)
         assert {"id", "file_id", "audio_filepath", "offset", "duration"} <= set(line)
 
 
-def test_oom_injection_halves_and_still_transcribes_everything(tmp_path, loaded):
+def test_oom_injection_halves_and_still_transcribes_everything(tmp_path, loaded, caplog):
+    caplog.set_level("INFO")
     tx = loaded[0]
     segs = clean_segments()
-    _, reference, _, _ = run(tmp_path, segs, loaded, tag="ref")
+    _, reference, _ = run(tmp_path, segs, loaded, tag="ref")
     sizes = []
 
-    def oom_above_3(audios):
+    def oom_above_3(audios, language):
         sizes.append(len(audios))
         if len(audios) > 3:
             raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 3.00 GiB (injected)")
-        return tx(audios)
+        return tx(audios, language)
 
-    counts, lines, rejects, log = run(tmp_path, segs, loaded, transcribe=oom_above_3, tag="oom")
-    assert not rejects and counts["transcribed"] == len(segs) and counts["ooms"] > 0
+    counts, lines, rejects = run(tmp_path, segs, loaded, transcribe=oom_above_3, tag="oom")
+    assert not rejects and counts["ok"] == len(segs) and counts["ooms"] > 0
     assert [(x["id"], x["text"]) for x in lines] == [(x["id"], x["text"]) for x in reference]
-    assert "OOM on a batch of" in log and "halving to" in log and "budget lowered" in log
+    assert "OOM on a batch of" in caplog.text and "halving to" in caplog.text and "budget lowered" in caplog.text
     assert sizes[0] > 3 and all(s <= 3 for s in sizes[sizes.index(max(s for s in sizes if s <= 3)):])
 
 
@@ -105,8 +72,8 @@ def test_bad_segments_in_a_batch_are_rejected_good_ones_transcribed(tmp_path, lo
         {"id": "short_0000", "audio_filepath": good[0]["audio_filepath"], "offset": 0.0, "duration": 0.05},
     ]
     segs = good[:2] + bad + good[2:]
-    _, alone, _, _ = run(tmp_path, good, loaded, tag="alone")
-    counts, lines, rejects, _ = run(tmp_path, segs, loaded, budget=1000.0, tag="mixed")
+    _, alone, _ = run(tmp_path, good, loaded, tag="alone")
+    counts, lines, rejects = run(tmp_path, segs, loaded, budget=1000.0, tag="mixed")
     assert {r["id"]: r["reason"] for r in rejects} == {
         "corrupt_0000": "unreadable", "zero_0000": "empty", "nan_0000": "non_finite",
         "past_end_0000": "empty", "long_0000": "too_long", "short_0000": "too_short"}
@@ -114,37 +81,79 @@ def test_bad_segments_in_a_batch_are_rejected_good_ones_transcribed(tmp_path, lo
     assert [(x["id"], x["text"]) for x in lines] == [(x["id"], x["text"]) for x in alone]
     # accounting: every input id in exactly one of outputs and rejects
     assert sorted([x["id"] for x in lines] + [r["id"] for r in rejects]) == sorted(s["id"] for s in segs)
-    assert counts["transcribed"] + counts["rejected"] == len(segs)
+    assert counts["ok"] + counts["rejected"] == len(segs)
 
 
-def test_model_exception_on_a_batch_rejects_only_the_guilty_segment(tmp_path, loaded):
+def test_model_exception_on_a_batch_rejects_only_the_guilty_segment(tmp_path, loaded, caplog):
     tx, sr, _ = loaded
     segs = clean_segments(6)
     guilty = segs[3]
     guilty_len = round(guilty["duration"] * sr)
 
-    def picky(audios):
+    def picky(audios, language):
         if any(abs(len(a) - guilty_len) <= 1 for a in audios):
             raise ValueError("cannot decode this one (injected)")
-        return tx(audios)
+        return tx(audios, language)
 
-    counts, lines, rejects, log = run(tmp_path, segs, loaded, transcribe=picky)
+    counts, lines, rejects = run(tmp_path, segs, loaded, transcribe=picky)
     assert [(r["id"], r["reason"]) for r in rejects] == [(guilty["id"], "model_error")]
-    assert len(lines) == 5 and "retrying one segment at a time" in log
+    assert "ValueError: cannot decode this one (injected)" in rejects[0]["detail"]
+    assert len(lines) == 5 and "retrying one at a time" in caplog.text
+
+
+NO_MODEL = (None, 16000, {"asr_model": "broken.nemo"})  # the transcriber is given; sample rate, identity
+
+
+def test_a_model_that_always_raises_fails_the_job_after_first_errors(tmp_path):
+    calls = []
+
+    def always(audios, language):
+        calls.append(len(audios))
+        raise RuntimeError("weights are NaN\n(injected)")
+
+    p = params(model="broken.nemo", model_failure={"first_errors": 3, "max_error_share": 0.5})
+    with pytest.raises(SystematicFailure) as e:
+        run(tmp_path, clean_segments(12), NO_MODEL, transcribe=always, p=p)
+    msg = str(e.value)
+    assert "broken.nemo" in msg and "the first 3 segments all failed" in msg
+    assert "RuntimeError: weights are NaN (injected)" in msg and "\n" not in msg
+    assert calls == [12, 1, 1, 1]  # the batch, then one at a time until the rule fired (not all 12)
+    assert not (tmp_path / "out.jsonl").exists() and (tmp_path / "scratch" / "out.jsonl").exists()
+
+
+def test_a_mostly_failing_shard_fails_at_the_end_by_share_and_again_when_rerun(tmp_path):
+    segs = clean_segments(8)
+    failing = {round(s["duration"] * 16000) for s in segs[2:]}
+    sizes = []
+
+    def mostly(audios, language):
+        sizes.append(len(audios))
+        if any(abs(len(a) - n) <= 1 for a in audios for n in failing):
+            raise ValueError("unsupported input (injected)")
+        return ["ok"] * len(audios)
+
+    for attempt in (1, 2):  # a retried job must fail the same way, not exit 0 with the rejects it kept
+        sizes.clear()
+        with pytest.raises(SystematicFailure, match=r"6 of 8 segments failed \(75%, more than "
+                                                    r"model_failure.max_error_share = 50%\)"):
+            run(tmp_path, segs, NO_MODEL, transcribe=mostly)
+        assert not (tmp_path / "out.jsonl").exists()
+        assert sizes[0] == (8 if attempt == 1 else 6)  # the rerun kept the successes, retried the errors
 
 
 def test_empty_transcripts_are_kept_and_counted(tmp_path, loaded):
-    counts, lines, rejects, _ = run(tmp_path, clean_segments(3), loaded, transcribe=lambda a: [""] * len(a))
+    counts, lines, rejects = run(tmp_path, clean_segments(3), loaded, transcribe=lambda a, lang: [""] * len(a))
     assert [x["text"] for x in lines] == ["", "", ""] and counts["empty_text"] == 3 and not rejects
 
 
 WATCHDOG_SCRIPT = """
 import sys, time, io
-sys.path.insert(0, {repo!r})
+from speechprep import logs
 from speechprep.asr import AsrParams, transcribe_shard
-def hang(audios):
+logs.setup("asr")
+def hang(audios, language):
     time.sleep(3600)
-transcribe_shard({segs!r}, {out!r}, {rej!r}, AsrParams(model="x", batch_timeout=2),
+transcribe_shard({segs!r}, {out!r}, {rej!r}, AsrParams.defaults(model="x", batch_timeout=2),
                  {scratch!r}, hang, 16000, {{"asr_model": "x"}}, 120.0)
 """
 
@@ -168,17 +177,17 @@ def test_watchdog_fails_the_job_with_a_stack_dump(tmp_path):
 
 RESUMABLE_SCRIPT = """
 import sys, time, json
-sys.path.insert(0, {repo!r})
-from speechprep import asr
+from speechprep import asr, logs
 from speechprep.asr import AsrParams, transcribe_shard
+logs.setup("asr")
 model = asr.load_model({model!r}, "cpu")
 tx = asr.nemo_transcriber(model)
-def slow(audios):
+def slow(audios, language):
     with open({calls!r}, "a", encoding="utf-8") as f:
         f.write(json.dumps(len(audios)) + "\\n")
     time.sleep({delay})
-    return tx(audios)
-transcribe_shard({segs!r}, {out!r}, {rej!r}, AsrParams(model={model!r}), {scratch!r}, slow,
+    return tx(audios, language)
+transcribe_shard({segs!r}, {out!r}, {rej!r}, AsrParams.defaults(model={model!r}), {scratch!r}, slow,
                  asr.model_sample_rate(model), asr.model_identity({model!r}), 3.0)
 """
 
@@ -215,7 +224,7 @@ def test_killed_mid_shard_resumes_after_last_finished_batch(tmp_path, model_path
     rerun = subprocess.run([sys.executable, "-c", script("run", 0, "rerun.calls")], capture_output=True,
                            text=True, timeout=300)
     assert rerun.returncode == 0, rerun.stderr[-3000:]
-    assert f"{len(segs) - done} to transcribe" in rerun.stderr
+    assert f"{done} already done or screened out" in rerun.stderr and f"{len(segs) - done} to process" in rerun.stderr
     assert (tmp_path / "run.jsonl").read_bytes() == (tmp_path / "ref.jsonl").read_bytes()
     # finished batches were not recomputed: the rerun sent the model exactly the rest
     rerun_calls = [int(x) for x in (tmp_path / "rerun.calls").read_text(encoding="utf-8").split()]
@@ -224,10 +233,6 @@ def test_killed_mid_shard_resumes_after_last_finished_batch(tmp_path, model_path
 
 
 def test_pretrained_name_offline_says_so():
-    with pytest.raises(SystemExit, match="needs? network access"):
+    with pytest.raises(UsageError, match="needs? network access"):
         asr.load_model("nvidia/stt_en_fastconformer_ctc_large", "cpu")
 
-
-def test_missing_local_model_says_so(tmp_path):
-    with pytest.raises(SystemExit, match="no such file"):
-        asr.load_model(str(tmp_path / "nope.nemo"), "cpu")

@@ -76,3 +76,26 @@ def test_oom_detection_and_cpu_budget():
     assert not is_oom(RuntimeError("shape mismatch"))
     assert seconds_budget("cpu", 42.0, 60.0) == 42.0
     assert seconds_budget("cpu", 420.0, 60.0, max_seconds=100.0) == 100.0
+
+
+def test_groups_are_batched_apart_within_the_budget_also_after_an_oom():
+    langs = ["en", "de", "en", "de", "en", "de", "en", "fr"]
+    its = [{**x, "lang": lang} for x, lang in zip(items([1, 4, 2, 2, 3, 1, 1, 2]), langs)]
+    calls = []
+
+    def infer(batch):
+        calls.append(batch)
+        if len(batch) > 2:
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory")
+        return [x["lang"] for x in batch]
+
+    r = BatchRunner(budget=12.0, duration=lambda x: x["duration"], infer=infer, free_cache=lambda: None,
+                    logger=lambda m: None, group=lambda x: x["lang"])
+    for b in r.plan(its):
+        assert len({x["lang"] for x in b}) == 1
+        assert len(b) == 1 or len(b) * max(x["duration"] for x in b) <= 12.0
+    assert sorted(len(b) for b in r.plan(its)) == [1, 3, 4]  # de 4,2,1 | en 3,2,1,1 | fr 2
+    out = list(r.run(its))
+    assert sorted(o.item["id"] for o in out) == sorted(x["id"] for x in its)
+    assert all(o.result == o.item["lang"] for o in out) and r.ooms > 0
+    assert all(len({x["lang"] for x in b}) == 1 for b in calls)
