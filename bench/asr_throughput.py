@@ -28,12 +28,12 @@ from pathlib import Path
 import numpy as np
 import soundfile as sf
 
+from speechprep import asr
+from speechprep.batching import seconds_budget
+from speechprep.demo import demo_audio
+from speechprep.jsonio import write_jsonl
+
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-from speechprep import asr  # noqa: E402
-from speechprep.audio import demo_audio  # noqa: E402
-from speechprep.batching import seconds_budget  # noqa: E402
-from speechprep.jsonio import write_jsonl  # noqa: E402
 
 
 def make_segments(root: Path, n: int, rng: np.random.Generator) -> list[dict]:
@@ -70,13 +70,14 @@ def main() -> None:
     nemo_logging.setLevel(logging.ERROR)
     torch.set_num_threads(2)
     if not Path(a.model).exists():
-        from speechprep.asr_demo_model import build
-        print(f"building the demo model at {a.model} (about a minute)")
+        from speechprep.demo.asr_model import build
+
+        print(f"building the demo model at {a.model} (a few minutes)")
         build(REPO / "resources/demo/truth.json", Path(a.model))
     model = asr.load_model(a.model, a.device)
     sr = asr.model_sample_rate(model)
     tx = asr.nemo_transcriber(model)
-    params = asr.AsrParams(model=a.model, device=a.device, cpu_batch_seconds=a.cpu_batch_seconds)
+    params = asr.AsrParams.defaults(model=a.model, device=a.device, cpu_batch_seconds=a.cpu_batch_seconds)
     budget = seconds_budget(a.device, params.cpu_batch_seconds, params.seconds_per_gib,
                             params.gpu_reserve_gib, params.max_batch_seconds)
     with tempfile.TemporaryDirectory() as tmp:
@@ -94,8 +95,7 @@ def main() -> None:
 
         def stage(r):
             asr.transcribe_shard(str(shard), str(tmp / f"o{r}.jsonl"), str(tmp / f"r{r}.jsonl"), params,
-                                 str(tmp / f"s{r}.jsonl"), tx, sr, {"asr_model": a.model}, budget,
-                                 log=io.StringIO())
+                                 str(tmp / f"s{r}.jsonl"), tx, sr, {"asr_model": a.model}, budget)
             return [json.loads(x)["text"] for x in (tmp / f"o{r}.jsonl").read_text(encoding="utf-8").split("\n") if x]
 
         baseline()  # warm-up (first dataloader set-up, lazy inits)

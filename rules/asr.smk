@@ -10,7 +10,7 @@ rule asr:
         rejects=f"{RESULTS}/{{ds}}/asr/{{shard}}.rejects.jsonl",
     params:
         cmd=speechprep("asr"),
-        asr=lambda wc: stage_params("asr", wc.ds),
+        asr=lambda wc: stage_params("asr", wc.ds, language=True),
         resume=f"{RESULTS}/{{ds}}/asr/.partial/{{shard}}.jsonl",
     benchmark:
         f"{RESULTS}/{{ds}}/benchmarks/asr/{{shard}}.tsv"

@@ -1,6 +1,7 @@
 # Shared helpers: config merging, per-stage interpreters, env-modules set-up,
 # and the shard lists that the ingest checkpoint produces.
 import json
+import os
 import shlex
 from functools import cache
 from pathlib import Path
@@ -14,6 +15,8 @@ from speechprep.inventory import inventory_digest
 from speechprep.modelfiles import is_local_model
 
 REPO = Path(workflow.basedir)
+# what the conda env files' last pip line installs: this checkout, editable
+os.environ.setdefault("SPEECHPREP_REPO", str(REPO))
 
 RESULTS = "results"
 # Outputs that span every dataset (the TTS tokenizer, combined manifests):
@@ -86,14 +89,16 @@ def inventory(ds):
 HASH_CACHE = f"{RESULTS}/.cache/sha256"
 
 
-def stage_params(stage, ds=None, skip=()):
+def stage_params(stage, ds=None, skip=(), language=False):
     """A stage's config minus its resource keys (changing threads reruns nothing)
     and `skip`, as JSON. For a model stage (`ds` given), with the shared
-    model-failure rule, the hash cache and the dataset's default language."""
+    model-failure rule and the hash cache; with `language`, the dataset's
+    default language."""
     p = {k: v for k, v in config[stage].items() if k != "threads" and k not in skip}
     if ds is not None:
         p["model_failure"] = config["model_failure"]
         p["hash_cache"] = HASH_CACHE
+    if language:
         p["dataset_language"] = config["datasets"][ds].get("language")
     return json.dumps(p, sort_keys=True)
 

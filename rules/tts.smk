@@ -45,7 +45,7 @@ rule tts_features:
         emo_vec=directory(f"{RESULTS}/{{ds}}/tts/{{shard}}/emo_vec"),
     params:
         cmd=speechprep("tts"),
-        tts=lambda wc: stage_params("tts", wc.ds, skip=TTS_TEXT_KEYS),
+        tts=lambda wc: stage_params("tts", wc.ds, skip=TTS_TEXT_KEYS, language=True),
         resume=f"{RESULTS}/{{ds}}/tts/.partial/{{shard}}.jsonl",
         out_dir=f"{RESULTS}/{{ds}}/tts/{{shard}}",
     benchmark:
