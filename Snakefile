@@ -28,7 +28,7 @@ include: "rules/report.smk"
 
 
 rule all:
+    default_target: True
     input:
         all_targets,
-    default_target: True
     localrule: True

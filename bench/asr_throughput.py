@@ -13,14 +13,13 @@ batches filled to the CPU seconds budget. Prints audio-seconds per second
 (medians of interleaved repeats) and the ratio (target >= 1.2x on CPU).
 With ``--device cuda`` the stage's budget comes from free GPU memory.
 """
+
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import logging
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -45,8 +44,15 @@ def make_segments(root: Path, n: int, rng: np.random.Generator) -> list[dict]:
     sf.write(src, source, sr)
     segs, t = [], 0.0
     for i, d in enumerate(lengths):
-        segs.append({"id": f"seg{i:04d}", "file_id": "long", "audio_filepath": str(src),
-                     "offset": round(t, 3), "duration": round(float(d), 3)})
+        segs.append(
+            {
+                "id": f"seg{i:04d}",
+                "file_id": "long",
+                "audio_filepath": str(src),
+                "offset": round(t, 3),
+                "duration": round(float(d), 3),
+            }
+        )
         t += d + 0.5
     for s in segs:  # the baseline's inputs: one file per segment
         a, b = int(s["offset"] * sr), int((s["offset"] + s["duration"]) * sr)
@@ -78,8 +84,9 @@ def main() -> None:
     sr = asr.model_sample_rate(model)
     tx = asr.nemo_transcriber(model)
     params = asr.AsrParams.defaults(model=a.model, device=a.device, cpu_batch_seconds=a.cpu_batch_seconds)
-    budget = seconds_budget(a.device, params.cpu_batch_seconds, params.seconds_per_gib,
-                            params.gpu_reserve_gib, params.max_batch_seconds)
+    budget = seconds_budget(
+        a.device, params.cpu_batch_seconds, params.seconds_per_gib, params.gpu_reserve_gib, params.max_batch_seconds
+    )
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         segs = make_segments(tmp, a.segments, np.random.default_rng(0))
@@ -94,8 +101,17 @@ def main() -> None:
             return [h.text for h in out]
 
         def stage(r):
-            asr.transcribe_shard(str(shard), str(tmp / f"o{r}.jsonl"), str(tmp / f"r{r}.jsonl"), params,
-                                 str(tmp / f"s{r}.jsonl"), tx, sr, {"asr_model": a.model}, budget)
+            asr.transcribe_shard(
+                str(shard),
+                str(tmp / f"o{r}.jsonl"),
+                str(tmp / f"r{r}.jsonl"),
+                params,
+                str(tmp / f"s{r}.jsonl"),
+                tx,
+                sr,
+                {"asr_model": a.model},
+                budget,
+            )
             return [json.loads(x)["text"] for x in (tmp / f"o{r}.jsonl").read_text(encoding="utf-8").split("\n") if x]
 
         baseline()  # warm-up (first dataloader set-up, lazy inits)
@@ -109,16 +125,26 @@ def main() -> None:
             times["stage"].append(time.perf_counter() - t)
         same = sum(x == y for x, y in zip(base_texts, stage_texts))
     med = {k: statistics.median(v) for k, v in times.items()}
-    print(f"ASR throughput: {a.segments} segments of 1-30 s, {audio / 60:.1f} min of audio, "
-          f"model {Path(a.model).name} on {a.device}, median of {a.repeats} interleaved runs")
-    print(f"  baseline: transcribe(paths, batch_size={a.batch_size}), one file per segment, "
-          f"manifest order: {med['baseline']:.2f} s, {audio / med['baseline']:.1f} audio-s/s  (runs: "
-          + ", ".join(f"{x:.2f}" for x in times["baseline"]) + ")")
-    print(f"  stage: sorted batches within {budget:.0f} padded s, read by offset from the source: "
-          f"{med['stage']:.2f} s, {audio / med['stage']:.1f} audio-s/s  (runs: "
-          + ", ".join(f"{x:.2f}" for x in times["stage"]) + ")")
-    print(f"stage / baseline: {med['baseline'] / med['stage']:.2f}x   (target >= 1.2x on CPU); "
-          f"identical transcripts: {same}/{a.segments}")
+    print(
+        f"ASR throughput: {a.segments} segments of 1-30 s, {audio / 60:.1f} min of audio, "
+        f"model {Path(a.model).name} on {a.device}, median of {a.repeats} interleaved runs"
+    )
+    print(
+        f"  baseline: transcribe(paths, batch_size={a.batch_size}), one file per segment, "
+        f"manifest order: {med['baseline']:.2f} s, {audio / med['baseline']:.1f} audio-s/s  (runs: "
+        + ", ".join(f"{x:.2f}" for x in times["baseline"])
+        + ")"
+    )
+    print(
+        f"  stage: sorted batches within {budget:.0f} padded s, read by offset from the source: "
+        f"{med['stage']:.2f} s, {audio / med['stage']:.1f} audio-s/s  (runs: "
+        + ", ".join(f"{x:.2f}" for x in times["stage"])
+        + ")"
+    )
+    print(
+        f"stage / baseline: {med['baseline'] / med['stage']:.2f}x   (target >= 1.2x on CPU); "
+        f"identical transcripts: {same}/{a.segments}"
+    )
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ over duration-sorted batches within the stage's padded-seconds budget.
 Prints audio-seconds per second (medians of interleaved repeats), the ratio
 (aim >= 1.5x on CPU) and the largest feature difference.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,21 +40,30 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--breakdown", action="store_true",
-                    help="also time the conv extractor and the transformer separately")
+    ap.add_argument(
+        "--breakdown", action="store_true", help="also time the conv extractor and the transformer separately"
+    )
     a = ap.parse_args()
     warnings.simplefilter("ignore")
     torch.set_num_threads(a.threads)
     with tempfile.TemporaryDirectory() as tmp:
-        model, _, _, _ = tiny_hubert(Path(tmp) / "l", layers=12, dim=768, ffn=3072, heads=12,
-                                     conv_layers=BASE_CONV_LAYERS, conv_pos=128, conv_pos_groups=16)
+        model, _, _, _ = tiny_hubert(
+            Path(tmp) / "l",
+            layers=12,
+            dim=768,
+            ffn=3072,
+            heads=12,
+            conv_layers=BASE_CONV_LAYERS,
+            conv_pos=128,
+            conv_pos_groups=16,
+        )
     model = model.to(a.device).eval()
     rng = np.random.default_rng(0)
     pool = np.concatenate(demo_audio(REPO / "resources/demo/truth.json"))
     segs = []
     for n in (rng.uniform(a.min_seconds, a.max_seconds, a.segments) * 16000).astype(int):
         start = int(rng.integers(0, len(pool) - n))
-        segs.append(torch.tensor(pool[start:start + n], device=a.device))
+        segs.append(torch.tensor(pool[start : start + n], device=a.device))
     audio = sum(len(x) for x in segs) / 16000
     order = sorted(range(len(segs)), key=lambda i: -len(segs[i]))
     batches, cur = [], []
@@ -90,15 +100,23 @@ def main() -> None:
         times["batched"].append(time.perf_counter() - t)
     diff = max((x - y).abs().max().item() for x, y in zip(ref, got))
     med = {k: statistics.median(v) for k, v in times.items()}
-    print(f"S2S features: HuBERT-base-sized model (random), layer {a.layer}, {a.segments} segments of "
-          f"{a.min_seconds:g}-{a.max_seconds:g} s ({audio:.0f} s of audio), {a.device}, {a.threads} threads, "
-          f"median of {a.repeats}")
-    print(f"  one segment at a time (textlesslib loop): {med['loop']:.2f} s, {audio / med['loop']:.1f} audio-s/s"
-          f"  (runs: {', '.join(f'{x:.2f}' for x in times['loop'])})")
-    print(f"  batched, {len(batches)} batches within {a.batch_seconds:g} padded s: {med['batched']:.2f} s, "
-          f"{audio / med['batched']:.1f} audio-s/s  (runs: {', '.join(f'{x:.2f}' for x in times['batched'])})")
-    print(f"batched / loop: {med['loop'] / med['batched']:.2f}x   (aim >= 1.5x on CPU); "
-          f"max |feature difference| {diff:.2e}")
+    print(
+        f"S2S features: HuBERT-base-sized model (random), layer {a.layer}, {a.segments} segments of "
+        f"{a.min_seconds:g}-{a.max_seconds:g} s ({audio:.0f} s of audio), {a.device}, {a.threads} threads, "
+        f"median of {a.repeats}"
+    )
+    print(
+        f"  one segment at a time (textlesslib loop): {med['loop']:.2f} s, {audio / med['loop']:.1f} audio-s/s"
+        f"  (runs: {', '.join(f'{x:.2f}' for x in times['loop'])})"
+    )
+    print(
+        f"  batched, {len(batches)} batches within {a.batch_seconds:g} padded s: {med['batched']:.2f} s, "
+        f"{audio / med['batched']:.1f} audio-s/s  (runs: {', '.join(f'{x:.2f}' for x in times['batched'])})"
+    )
+    print(
+        f"batched / loop: {med['loop'] / med['batched']:.2f}x   (aim >= 1.5x on CPU); "
+        f"max |feature difference| {diff:.2e}"
+    )
     if a.breakdown:
         breakdown(model, segs, a.layer)
 
@@ -121,12 +139,12 @@ def breakdown(model, segs, layer) -> None:
         for bs in (4, 8, 16):
             t = time.perf_counter()
             for k in range(0, len(order), bs):
-                group = [feats[i] for i in order[k:k + bs]]
+                group = [feats[i] for i in order[k : k + bs]]
                 x = group[0].new_zeros(len(group), len(group[0]), group[0].shape[1])
                 pad = torch.ones(len(group), len(group[0]), dtype=torch.bool)
                 for j, f in enumerate(group):
-                    x[j, :len(f)] = f
-                    pad[j, :len(f)] = False
+                    x[j, : len(f)] = f
+                    pad[j, : len(f)] = False
                 model.encoder(x, padding_mask=pad, layer=layer - 1)
             print(f"  transformer in groups of {bs}: {time.perf_counter() - t:.2f} s")
 

@@ -18,10 +18,10 @@ prints segments per second (median of interleaved repeats), the ratio, and
 each process's peak RSS. With ``--device cuda`` the stage's batch budget
 comes from free GPU memory.
 """
+
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import resource
 import statistics
@@ -47,8 +47,15 @@ def make_segments(root: Path, n: int, seed: int = 0) -> list[dict]:
     sf.write(src, source, sr)
     segs, t = [], 0.0
     for i, d in enumerate(lengths):
-        segs.append({"id": f"seg{i:04d}", "audio_filepath": str(src), "offset": round(t, 3),
-                     "duration": round(float(d), 3), "text": "a segment"})
+        segs.append(
+            {
+                "id": f"seg{i:04d}",
+                "audio_filepath": str(src),
+                "offset": round(t, 3),
+                "duration": round(float(d), 3),
+                "text": "a segment",
+            }
+        )
         t += d + 0.5
     return segs
 
@@ -70,16 +77,26 @@ def run_variant(variant: str, segs_path: Path, units_path: Path, out: Path, devi
         enc = Encoders(p.condition, p.emotion, device, threads=2)
         write_jsonl(out / "s2s_rejects.jsonl", [])
         t = time.perf_counter()
-        run_features(str(segs_path), str(units_path), str(out / "s2s_rejects.jsonl"), str(out / "index.jsonl"),
-                     str(out / "rejects.jsonl"), str(out / "shard"), p, str(out / ".partial" / "shard.jsonl"),
-                     threads=2, encoders=enc)
+        run_features(
+            str(segs_path),
+            str(units_path),
+            str(out / "s2s_rejects.jsonl"),
+            str(out / "index.jsonl"),
+            str(out / "rejects.jsonl"),
+            str(out / "shard"),
+            p,
+            str(out / ".partial" / "shard.jsonl"),
+            threads=2,
+            encoders=enc,
+        )
     else:
         import opensmile
         from resemblyzer import VoiceEncoder, preprocess_wav
 
         enc = VoiceEncoder(device, verbose=False)
-        smile = opensmile.Smile(feature_set=opensmile.FeatureSet.eGeMAPSv02,
-                                feature_level=opensmile.FeatureLevel.Functionals)
+        smile = opensmile.Smile(
+            feature_set=opensmile.FeatureSet.eGeMAPSv02, feature_level=opensmile.FeatureLevel.Functionals
+        )
         for kind in ("codes", "condition", "emo_vec"):
             (out / kind).mkdir(parents=True)
         t = time.perf_counter()
@@ -90,8 +107,11 @@ def run_variant(variant: str, segs_path: Path, units_path: Path, out: Path, devi
             emo = smile.process_signal(wav, 16000).to_numpy(dtype=np.float32).reshape(-1)
             save_npy(out / "emo_vec" / f"{s['id']}.npy", emo)
     seconds = time.perf_counter() - t
-    return {"seconds": seconds, "segments": len(segs),
-            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+    return {
+        "seconds": seconds,
+        "segments": len(segs),
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
 
 
 def main() -> None:
@@ -114,26 +134,34 @@ def main() -> None:
         d = Path(tmp)
         segs = make_segments(d, a.segments)
         write_jsonl(d / "segments.jsonl", segs)
-        write_jsonl(d / "units.jsonl", [{"id": s["id"], "units": list(range(int(s["duration"] * 50)))}
-                                        for s in segs])
+        write_jsonl(d / "units.jsonl", [{"id": s["id"], "units": list(range(int(s["duration"] * 50)))} for s in segs])
         audio = sum(s["duration"] for s in segs)
         print(f"{len(segs)} segments, {audio:.0f} s of audio, device {a.device}, {a.repeats} repeats")
         res: dict[str, list[dict]] = {"loop": [], "stage": []}
         for r in range(a.repeats):
             for variant in ("loop", "stage") if r % 2 == 0 else ("stage", "loop"):
-                p = subprocess.run([sys.executable, __file__, "--_variant", variant, "--_dir", tmp,
-                                    "--device", a.device], capture_output=True, text=True, encoding="utf-8",
-                                   check=True)
+                p = subprocess.run(
+                    [sys.executable, __file__, "--_variant", variant, "--_dir", tmp, "--device", a.device],
+                    capture_output=True,
+                    text=True,
+                    encoding="utf-8",
+                    check=True,
+                )
                 m = json.loads(p.stdout.strip().splitlines()[-1])
                 res[variant].append(m)
-                print(f"  {variant:5s} repeat {r}: {m['segments'] / m['seconds']:.2f} segments/s, "
-                      f"peak RSS {m['peak_rss_mb']:.0f} MB", flush=True)
+                print(
+                    f"  {variant:5s} repeat {r}: {m['segments'] / m['seconds']:.2f} segments/s, "
+                    f"peak RSS {m['peak_rss_mb']:.0f} MB",
+                    flush=True,
+                )
         rate = {k: statistics.median(m["segments"] / m["seconds"] for m in v) for k, v in res.items()}
         rss = {k: statistics.median(m["peak_rss_mb"] for m in v) for k, v in res.items()}
         print(f"loop : {rate['loop']:.2f} segments/s (median), peak RSS {rss['loop']:.0f} MB")
         print(f"stage: {rate['stage']:.2f} segments/s (median), peak RSS {rss['stage']:.0f} MB")
-        print(f"stage / loop: {rate['stage'] / rate['loop']:.2f}x segments per second, "
-              f"{rss['stage'] / rss['loop']:.2f}x peak memory")
+        print(
+            f"stage / loop: {rate['stage'] / rate['loop']:.2f}x segments per second, "
+            f"{rss['stage'] / rss['loop']:.2f}x peak memory"
+        )
 
 
 if __name__ == "__main__":

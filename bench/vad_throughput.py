@@ -11,11 +11,11 @@ outputs included). Prints audio-seconds per second, medians over repeats,
 and the ratios: per worker (target >= 0.95) and 2 workers vs 1 (target >= 1.8
 on an idle 2-core machine).
 """
+
 from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -39,7 +39,7 @@ def make_corpus(root: Path, n: int, seconds: float) -> list[dict]:
     for i in range(n):
         start = (i * 104729) % (len(pool) - int(seconds * sr))
         p = root / f"f{i:04d}.wav"
-        sf.write(p, pool[start:start + int(seconds * sr)], sr, subtype="PCM_16")
+        sf.write(p, pool[start : start + int(seconds * sr)], sr, subtype="PCM_16")
         entries.append({"id": f"f{i:04d}", "audio_filepath": str(p)})
     return entries
 
@@ -52,15 +52,22 @@ def bare_loop(entries: list[dict], hop: int = 256, threshold: float = 0.5) -> fl
         x, _ = sf.read(e["audio_filepath"], dtype="int16")
         vad = TenVad(hop, threshold)
         for i in range(len(x) // hop):
-            vad.process(x[i * hop:(i + 1) * hop])
+            vad.process(x[i * hop : (i + 1) * hop])
     return time.perf_counter() - t
 
 
 def stage(entries: list[dict], shard: Path, out: Path, workers: int) -> float:
     out.mkdir(parents=True, exist_ok=True)
     t = time.perf_counter()
-    run_shard(str(shard), str(out / "seg.jsonl"), str(out / "stats.jsonl"), str(out / "rej.jsonl"),
-              VadParams.defaults(), workers, str(out / "resume.jsonl"))
+    run_shard(
+        str(shard),
+        str(out / "seg.jsonl"),
+        str(out / "stats.jsonl"),
+        str(out / "rej.jsonl"),
+        VadParams.defaults(),
+        workers,
+        str(out / "resume.jsonl"),
+    )
     return time.perf_counter() - t
 
 
@@ -82,11 +89,16 @@ def main() -> None:
             times["stage, 1 worker"].append(stage(entries, shard, tmp / f"o1-{r}", 1))
             times["stage, 2 workers"].append(stage(entries, shard, tmp / f"o2-{r}", 2))
     med = {k: statistics.median(v) for k, v in times.items()}
-    print(f"VAD throughput on {a.files} files x {a.seconds:.0f} s = {audio / 60:.1f} min of audio, "
-          f"median of {a.repeats} runs")
+    print(
+        f"VAD throughput on {a.files} files x {a.seconds:.0f} s = {audio / 60:.1f} min of audio, "
+        f"median of {a.repeats} runs"
+    )
     for k, v in med.items():
-        print(f"  {k:24s} {v:7.2f} s  {audio / v:8.1f} audio-s/s   (runs: "
-              + ", ".join(f"{x:.2f}" for x in times[k]) + ")")
+        print(
+            f"  {k:24s} {v:7.2f} s  {audio / v:8.1f} audio-s/s   (runs: "
+            + ", ".join(f"{x:.2f}" for x in times[k])
+            + ")"
+        )
     per_worker = med["bare loop (1 process)"] / med["stage, 1 worker"]
     scaling = med["stage, 1 worker"] / med["stage, 2 workers"]
     print(f"stage per worker / bare loop: {per_worker:.3f}x   (target >= 0.95)")

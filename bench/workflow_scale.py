@@ -13,6 +13,7 @@ then, with the real workflow and the local profile:
   4. the no-op dry run after it (``Nothing to be done``)     target: < 30 s
 Prints each wall time and the job count.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -29,9 +30,22 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def smk(work: Path, *args: str) -> tuple[float, str]:
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(work),
-           "--configfile", str(work / "config.yaml"), "--profile", str(REPO / "profiles/local"),
-           "--cores", "2", *args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "-s",
+        str(REPO / "Snakefile"),
+        "--directory",
+        str(work),
+        "--configfile",
+        str(work / "config.yaml"),
+        "--profile",
+        str(REPO / "profiles/local"),
+        "--cores",
+        "2",
+        *args,
+    ]
     t = time.perf_counter()
     p = subprocess.run(cmd, capture_output=True, text=True, encoding="utf-8")
     dt = time.perf_counter() - t
@@ -53,12 +67,21 @@ def main() -> None:
         t = time.perf_counter()
         with open(work / "big.jsonl", "w", encoding="utf-8") as f:
             for i in range(a.entries):
-                f.write(json.dumps({"audio_filepath": f"/data/corpus/spk{i % 5000:04d}/utt{i:07d}.flac",
-                                    "duration": round(rng.uniform(2.0, 12.0), 3)}) + "\n")
+                f.write(
+                    json.dumps(
+                        {
+                            "audio_filepath": f"/data/corpus/spk{i % 5000:04d}/utt{i:07d}.flac",
+                            "duration": round(rng.uniform(2.0, 12.0), 3),
+                        }
+                    )
+                    + "\n"
+                )
         gen = time.perf_counter() - t
         (work / "config.yaml").write_text(
             f"datasets:\n  big:\n    manifest: {work / 'big.jsonl'}\n    probe: false\n"
-            f"    shard_hours: {a.shard_hours}\nvad:\n  threads: 1\n", encoding="utf-8")
+            f"    shard_hours: {a.shard_hours}\nvad:\n  threads: 1\n",
+            encoding="utf-8",
+        )
         print(f"manifest: {a.entries:,} entries generated in {gen:.1f} s")
 
         t_ingest, _ = smk(work, "results/big/manifest.jsonl")
@@ -75,12 +98,15 @@ def main() -> None:
         t_run, _ = smk(work)
         summary = json.loads((work / "results/big/vad/summary.json").read_text(encoding="utf-8"))
         ok = summary["rejected"] + summary["files"] == a.entries
-        print(f"3. full run: {t_run:.1f} s ({t_run / max(jobs, 1) * 1000:.0f} ms/job); "
-              f"VAD rejects {summary['rejects_by_reason']}; accounting {'holds' if ok else 'BROKEN'}")
+        print(
+            f"3. full run: {t_run:.1f} s ({t_run / max(jobs, 1) * 1000:.0f} ms/job); "
+            f"VAD rejects {summary['rejects_by_reason']}; accounting {'holds' if ok else 'BROKEN'}"
+        )
         t_noop, out = smk(work, "--dry-run")
         nothing = "Nothing to be done" in out
-        print(f"4. no-op dry run: {t_noop:.1f} s, "
-              f"{'nothing to be done' if nothing else 'JOBS PLANNED'}   (target < 30 s)")
+        print(
+            f"4. no-op dry run: {t_noop:.1f} s, {'nothing to be done' if nothing else 'JOBS PLANNED'}   (target < 30 s)"
+        )
         if not nothing:
             print(out[-3000:])
 

@@ -8,22 +8,22 @@ rule asr:
     output:
         transcripts=f"{RESULTS}/{{ds}}/asr/{{shard}}.jsonl",
         rejects=f"{RESULTS}/{{ds}}/asr/{{shard}}.rejects.jsonl",
-    params:
-        cmd=speechprep("asr"),
-        asr=lambda wc: stage_params("asr", wc.ds, language=True),
-        resume=f"{RESULTS}/{{ds}}/asr/.partial/{{shard}}.jsonl",
-    benchmark:
-        f"{RESULTS}/{{ds}}/benchmarks/asr/{{shard}}.tsv"
     log:
         f"{RESULTS}/{{ds}}/logs/asr/{{shard}}.log",
-    threads: config["asr"]["threads"]
-    resources:
-        mem_mb=scaled(6000, 200, of="segments"),
-        runtime=scaled(30, 60, of="segments"),
+    benchmark:
+        f"{RESULTS}/{{ds}}/benchmarks/asr/{{shard}}.tsv"
     conda:
         "../envs/asr.yaml"
     envmodules:
         "speechprep/asr",
+    threads: config["asr"]["threads"]
+    resources:
+        mem_mb=scaled(6000, 200, of="segments"),
+        runtime=scaled(30, 60, of="segments"),
+    params:
+        cmd=speechprep("asr"),
+        asr=lambda wc: stage_params("asr", wc.ds, language=True),
+        resume=f"{RESULTS}/{{ds}}/asr/.partial/{{shard}}.jsonl",
     shell:
         "{params.cmd} asr run --segments {input.segments:q} --params {params.asr:q} --threads {threads}"
         " --resume {params.resume:q} --out {output.transcripts:q} --rejects {output.rejects:q}"
@@ -37,18 +37,18 @@ rule asr_merge:
     output:
         manifest=f"{RESULTS}/{{ds}}/asr/manifest.jsonl",
         summary=f"{RESULTS}/{{ds}}/asr/summary.json",
-    params:
-        cmd=speechprep("asr"),
     log:
         f"{RESULTS}/{{ds}}/logs/asr_merge.log",
-    threads: 1
-    resources:
-        mem_mb=2000,
-        runtime=30,
     conda:
         "../envs/asr.yaml"
     envmodules:
         "speechprep/asr",
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=30,
+    params:
+        cmd=speechprep("asr"),
     shell:
         "{params.cmd} asr merge --manifest {output.manifest:q} --summary {output.summary:q}"
         " --shards {input.shards:q} --rejects {input.rejects:q} > {log:q} 2>&1"

@@ -6,27 +6,29 @@
 
 checkpoint ingest:
     input:
-        lambda wc: [config["datasets"][wc.ds]["manifest"]]
-        if config["datasets"][wc.ds].get("manifest")
-        else [],
+        lambda wc: (
+            [config["datasets"][wc.ds]["manifest"]]
+            if config["datasets"][wc.ds].get("manifest")
+            else []
+        ),
     output:
         manifest=f"{RESULTS}/{{ds}}/manifest.jsonl",
         rejects=f"{RESULTS}/{{ds}}/rejects/ingest.jsonl",
         shards=directory(f"{RESULTS}/{{ds}}/shards"),
-    params:
-        cmd=speechprep("ingest"),
-        dataset=lambda wc: json.dumps(dataset_cfg(wc.ds), sort_keys=True),
-        inventory=lambda wc: inventory(wc.ds),
     log:
         f"{RESULTS}/{{ds}}/logs/ingest.log",
-    threads: config["ingest"]["threads"]
-    resources:
-        mem_mb=scaled(4000),
-        runtime=scaled(60),
     conda:
         "../envs/ingest.yaml"
     envmodules:
         "speechprep/ingest",
+    threads: config["ingest"]["threads"]
+    resources:
+        mem_mb=scaled(4000),
+        runtime=scaled(60),
+    params:
+        cmd=speechprep("ingest"),
+        dataset=lambda wc: json.dumps(dataset_cfg(wc.ds), sort_keys=True),
+        inventory=lambda wc: inventory(wc.ds),
     shell:
         "{params.cmd} ingest run --name {wildcards.ds:q} --dataset {params.dataset:q}"
         " --threads {threads} --manifest {output.manifest:q} --rejects {output.rejects:q}"

@@ -7,18 +7,18 @@ rule demo_asr_model:
         truth=DEMO_TRUTH,
     output:
         "resources/models/demo_asr.nemo",
-    params:
-        cmd=speechprep("asr"),
     log:
         "resources/models/logs/demo_asr.log",
-    threads: 2
-    resources:
-        mem_mb=4000,
-        runtime=30,
     conda:
         "../envs/asr.yaml"
     envmodules:
         "speechprep/asr",
+    threads: 2
+    resources:
+        mem_mb=4000,
+        runtime=30,
+    params:
+        cmd=speechprep("asr"),
     shell:
         "{params.cmd} demo asr-model --truth {input.truth:q} --out {output:q} > {log:q} 2>&1"
 
@@ -31,17 +31,17 @@ rule demo_s2s_models:
         kmeans="resources/models/demo_km.bin",
         vocoder="resources/models/demo_vocoder.pt",
         vocoder_config="resources/models/demo_vocoder.json",
-    params:
-        cmd=speechprep("s2s"),
     log:
         "resources/models/logs/demo_s2s.log",
-    threads: 1
-    resources:
-        mem_mb=2000,
-        runtime=15,
     conda:
         "../envs/s2s.yaml"
     envmodules:
         "speechprep/s2s",
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=15,
+    params:
+        cmd=speechprep("s2s"),
     shell:
         "{params.cmd} demo s2s-models --truth {input.truth:q} --out-dir resources/models > {log:q} 2>&1"

@@ -15,21 +15,21 @@ rule report_plots:
             caption="../report/stages.rst",
             category="{ds}",
         ),
+    log:
+        f"{RESULTS}/{{ds}}/logs/report_plots.log",
+    conda:
+        "../envs/report.yaml"
+    envmodules:
+        "speechprep/report",
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=15,
     params:
         cmd=speechprep("report"),
         stages=lambda wc: " ".join(config["stages"]),
         results=lambda wc: f"{RESULTS}/{wc.ds}",
         out_dir=lambda wc: f"{RESULTS}/{wc.ds}/report",
-    log:
-        f"{RESULTS}/{{ds}}/logs/report_plots.log",
-    threads: 1
-    resources:
-        mem_mb=2000,
-        runtime=15,
-    conda:
-        "../envs/report.yaml"
-    envmodules:
-        "speechprep/report",
     shell:
         "{params.cmd} report plots --results {params.results:q} --stages {params.stages}"
         " --out-dir {params.out_dir:q} > {log:q} 2>&1"

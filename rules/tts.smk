@@ -11,21 +11,21 @@ rule tts_tokenizer:
     output:
         model=f"{RESULTS}/{ALL}/tts/tokenizer.model",
         vocab=f"{RESULTS}/{ALL}/tts/tokenizer.vocab",
+    log:
+        f"{RESULTS}/{ALL}/logs/tts_tokenizer.log",
+    conda:
+        "../envs/tts.yaml"
+    envmodules:
+        "speechprep/tts",
+    threads: 1
+    resources:
+        mem_mb=4000,
+        runtime=60,
     params:
         cmd=speechprep("tts"),
         manifests=lambda wc, input: json.dumps(dict(zip(config["datasets"], input.manifests))),
         languages=lambda wc: json.dumps(dataset_languages(), sort_keys=True),
         tts=lambda wc: tts_tokenizer_params(),
-    log:
-        f"{RESULTS}/{ALL}/logs/tts_tokenizer.log",
-    threads: 1
-    resources:
-        mem_mb=4000,
-        runtime=60,
-    conda:
-        "../envs/tts.yaml"
-    envmodules:
-        "speechprep/tts",
     shell:
         "{params.cmd} tts tokenizer --manifests {params.manifests:q} --languages {params.languages:q}"
         " --params {params.tts:q} --model {output.model:q} > {log:q} 2>&1"
@@ -43,23 +43,23 @@ rule tts_features:
         codes=directory(f"{RESULTS}/{{ds}}/tts/{{shard}}/codes"),
         condition=directory(f"{RESULTS}/{{ds}}/tts/{{shard}}/condition"),
         emo_vec=directory(f"{RESULTS}/{{ds}}/tts/{{shard}}/emo_vec"),
+    log:
+        f"{RESULTS}/{{ds}}/logs/tts/{{shard}}.log",
+    benchmark:
+        f"{RESULTS}/{{ds}}/benchmarks/tts/{{shard}}.tsv"
+    conda:
+        "../envs/tts.yaml"
+    envmodules:
+        "speechprep/tts",
+    threads: config["tts"]["threads"]
+    resources:
+        mem_mb=scaled(4000, 100, of="segments"),
+        runtime=scaled(30, 60, of="segments"),
     params:
         cmd=speechprep("tts"),
         tts=lambda wc: stage_params("tts", wc.ds, skip=TTS_TEXT_KEYS, language=True),
         resume=f"{RESULTS}/{{ds}}/tts/.partial/{{shard}}.jsonl",
         out_dir=f"{RESULTS}/{{ds}}/tts/{{shard}}",
-    benchmark:
-        f"{RESULTS}/{{ds}}/benchmarks/tts/{{shard}}.tsv"
-    log:
-        f"{RESULTS}/{{ds}}/logs/tts/{{shard}}.log",
-    threads: config["tts"]["threads"]
-    resources:
-        mem_mb=scaled(4000, 100, of="segments"),
-        runtime=scaled(30, 60, of="segments"),
-    conda:
-        "../envs/tts.yaml"
-    envmodules:
-        "speechprep/tts",
     shell:
         "{params.cmd} tts features --segments {input.segments:q} --units {input.units:q}"
         " --s2s-rejects {input.s2s_rejects:q} --params {params.tts:q} --threads {threads}"
@@ -74,20 +74,20 @@ rule tts_text:
     output:
         index=f"{RESULTS}/{{ds}}/tts/{{shard}}.text.jsonl",
         ids=directory(f"{RESULTS}/{{ds}}/tts/{{shard}}/text_ids"),
-    params:
-        cmd=speechprep("tts"),
-    benchmark:
-        f"{RESULTS}/{{ds}}/benchmarks/tts_text/{{shard}}.tsv"
     log:
         f"{RESULTS}/{{ds}}/logs/tts_text/{{shard}}.log",
-    threads: 1
-    resources:
-        mem_mb=2000,
-        runtime=scaled(15),
+    benchmark:
+        f"{RESULTS}/{{ds}}/benchmarks/tts_text/{{shard}}.tsv"
     conda:
         "../envs/tts.yaml"
     envmodules:
         "speechprep/tts",
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=scaled(15),
+    params:
+        cmd=speechprep("tts"),
     shell:
         "{params.cmd} tts text --index {input.index:q} --tokenizer {input.tokenizer:q}"
         " --out {output.index:q} --ids-dir {output.ids:q} > {log:q} 2>&1"
@@ -105,22 +105,22 @@ rule tts_manifest:
         train=f"{RESULTS}/{{ds}}/tts/train_manifest.jsonl",
         val=f"{RESULTS}/{{ds}}/tts/val_manifest.jsonl",
         stats=f"{RESULTS}/{{ds}}/tts/stats.json",
+    log:
+        f"{RESULTS}/{{ds}}/logs/tts_manifest.log",
+    conda:
+        "../envs/tts.yaml"
+    envmodules:
+        "speechprep/tts",
+    threads: 1
+    resources:
+        mem_mb=scaled(4000),
+        runtime=scaled(30),
     params:
         cmd=speechprep("tts"),
         val_ratio=lambda wc: config["tts"]["val_ratio"],
         config_sha256=lambda wc: config_sha256(),
         encoders=lambda wc: tts_encoders(),
         hash_cache=HASH_CACHE,
-    log:
-        f"{RESULTS}/{{ds}}/logs/tts_manifest.log",
-    threads: 1
-    resources:
-        mem_mb=scaled(4000),
-        runtime=scaled(30),
-    conda:
-        "../envs/tts.yaml"
-    envmodules:
-        "speechprep/tts",
     shell:
         "{params.cmd} tts manifest --dataset {wildcards.ds:q} --val-ratio {params.val_ratio}"
         " --config-sha256 {params.config_sha256} --encoders {params.encoders:q}"
@@ -139,18 +139,18 @@ rule tts_combined:
         train=f"{RESULTS}/{ALL}/tts/train_manifest.jsonl",
         val=f"{RESULTS}/{ALL}/tts/val_manifest.jsonl",
         stats=f"{RESULTS}/{ALL}/tts/stats.json",
-    params:
-        cmd=speechprep("tts"),
     log:
         f"{RESULTS}/{ALL}/logs/tts_combined.log",
-    threads: 1
-    resources:
-        mem_mb=scaled(4000),
-        runtime=scaled(30),
     conda:
         "../envs/tts.yaml"
     envmodules:
         "speechprep/tts",
+    threads: 1
+    resources:
+        mem_mb=scaled(4000),
+        runtime=scaled(30),
+    params:
+        cmd=speechprep("tts"),
     shell:
         "{params.cmd} tts combined --stats-in {input.stats:q} --train-in {input.train:q}"
         " --val-in {input.val:q} --train {output.train:q} --val {output.val:q}"

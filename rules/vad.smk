@@ -9,22 +9,22 @@ rule vad:
         segments=f"{RESULTS}/{{ds}}/vad/{{shard}}.segments.jsonl",
         stats=f"{RESULTS}/{{ds}}/vad/{{shard}}.stats.jsonl",
         rejects=f"{RESULTS}/{{ds}}/vad/{{shard}}.rejects.jsonl",
-    params:
-        cmd=speechprep("vad"),
-        vad=lambda wc: stage_params("vad"),
-        resume=f"{RESULTS}/{{ds}}/vad/.partial/{{shard}}.jsonl",
-    benchmark:
-        f"{RESULTS}/{{ds}}/benchmarks/vad/{{shard}}.tsv"
     log:
         f"{RESULTS}/{{ds}}/logs/vad/{{shard}}.log",
-    threads: config["vad"]["threads"]
-    resources:
-        mem_mb=scaled(2000, 20, of="shard"),
-        runtime=scaled(20, 40, of="shard"),
+    benchmark:
+        f"{RESULTS}/{{ds}}/benchmarks/vad/{{shard}}.tsv"
     conda:
         "../envs/vad.yaml"
     envmodules:
         "speechprep/vad",
+    threads: config["vad"]["threads"]
+    resources:
+        mem_mb=scaled(2000, 20, of="shard"),
+        runtime=scaled(20, 40, of="shard"),
+    params:
+        cmd=speechprep("vad"),
+        vad=lambda wc: stage_params("vad"),
+        resume=f"{RESULTS}/{{ds}}/vad/.partial/{{shard}}.jsonl",
     shell:
         "{params.cmd} vad run --shard {input.shard:q} --params {params.vad:q}"
         " --threads {threads} --resume {params.resume:q} --segments {output.segments:q}"
@@ -36,21 +36,21 @@ rule vad_merge:
         stats=per_shard(f"{RESULTS}/{{ds}}/vad/{{shard}}.stats.jsonl"),
         rejects=per_shard(f"{RESULTS}/{{ds}}/vad/{{shard}}.rejects.jsonl"),
         segments=per_shard(f"{RESULTS}/{{ds}}/vad/{{shard}}.segments.jsonl"),
-    params:
-        cmd=speechprep("vad"),
     output:
         csv=f"{RESULTS}/{{ds}}/vad/stats.csv",
         summary=f"{RESULTS}/{{ds}}/vad/summary.json",
     log:
         f"{RESULTS}/{{ds}}/logs/vad_merge.log",
-    threads: 1
-    resources:
-        mem_mb=2000,
-        runtime=30,
     conda:
         "../envs/vad.yaml"
     envmodules:
         "speechprep/vad",
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=30,
+    params:
+        cmd=speechprep("vad"),
     shell:
         "{params.cmd} vad merge --csv {output.csv:q} --summary {output.summary:q}"
         " --stats {input.stats:q} --rejects {input.rejects:q} --segments {input.segments:q} > {log:q} 2>&1"

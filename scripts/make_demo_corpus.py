@@ -9,6 +9,7 @@ or unusual files) and ``truth.json`` with, per file, the speech intervals and
 their texts or the outcome the pipeline must produce. Needs espeak-ng on PATH;
 the demo itself does not.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -29,34 +30,49 @@ VOICES = {  # directory name -> espeak-ng voice
     "caribbean": "en-029+f4",
 }
 PHRASES = [
-    "the cat sat on the mat", "a red bus goes to town",
-    "we like green apples", "open the door please",
-    "the sun is very hot", "my dog can run fast",
-    "put the cup on the table", "she reads a good book",
-    "it is cold outside today", "he plays the old piano",
-    "turn left at the bridge", "the bird sings at dawn",
-    "we eat rice and fish", "close the window now",
-    "the train is late again", "they walk in the park",
-    "bring me some water", "the lamp is too bright",
-    "a small boat on the lake", "the clock struck nine",
-    "my hands are very cold", "the milk is in the fridge",
-    "please sit down here", "the road is long and wet",
-    "we sing a happy song", "the box is full of toys",
-    "look at the tall tree", "the baby is asleep",
-    "a fox ran past the farm", "the tea is still warm",
-    "paint the fence blue", "the moon is out tonight",
+    "the cat sat on the mat",
+    "a red bus goes to town",
+    "we like green apples",
+    "open the door please",
+    "the sun is very hot",
+    "my dog can run fast",
+    "put the cup on the table",
+    "she reads a good book",
+    "it is cold outside today",
+    "he plays the old piano",
+    "turn left at the bridge",
+    "the bird sings at dawn",
+    "we eat rice and fish",
+    "close the window now",
+    "the train is late again",
+    "they walk in the park",
+    "bring me some water",
+    "the lamp is too bright",
+    "a small boat on the lake",
+    "the clock struck nine",
+    "my hands are very cold",
+    "the milk is in the fridge",
+    "please sit down here",
+    "the road is long and wet",
+    "we sing a happy song",
+    "the box is full of toys",
+    "look at the tall tree",
+    "the baby is asleep",
+    "a fox ran past the farm",
+    "the tea is still warm",
+    "paint the fence blue",
+    "the moon is out tonight",
 ]
 NOISE = 3e-4  # noise floor (about -70 dBFS), so silence is not digital zero
 
 
 def speak(text: str, voice: str) -> np.ndarray:
     """espeak-ng -> float32 mono at SR, leading/trailing silence trimmed."""
-    wav = subprocess.run(["espeak-ng", "-v", voice, "--stdout", text],
-                         check=True, capture_output=True).stdout
+    wav = subprocess.run(["espeak-ng", "-v", voice, "--stdout", text], check=True, capture_output=True).stdout
     x, sr = sf.read(io.BytesIO(wav), dtype="float32")
     x = soxr.resample(x, sr, SR).astype(np.float32)
     loud = np.flatnonzero(np.abs(x) > 0.01 * np.abs(x).max())
-    return x[loud[0]: loud[-1] + 1]
+    return x[loud[0] : loud[-1] + 1]
 
 
 def compose(rng, pieces, gaps):
@@ -95,13 +111,18 @@ def main() -> None:
             rel = f"{name}/clip{k:02d}.{ext}"
             (audio / name).mkdir(parents=True, exist_ok=True)
             sf.write(audio / rel, y, SR, subtype="PCM_16")
-            truth["files"][rel] = {"expect": "ok", "clean": True, "voice": name,
-                                   "duration": round(len(y) / SR, 4), "speech": spans}
+            truth["files"][rel] = {
+                "expect": "ok",
+                "clean": True,
+                "voice": name,
+                "duration": round(len(y) / SR, 4),
+                "speech": spans,
+            }
 
     edge = audio / "edge_cases"
     edge.mkdir(parents=True, exist_ok=True)
     files = truth["files"]
-    say = lambda t: (t, speak(t, VOICES["us_male"]))  # noqa: E731
+    say = lambda t: (t, speak(t, VOICES["us_male"]))
 
     (edge / "corrupt.wav").write_bytes(b"RIFF" + rng.integers(0, 256, 2044, dtype=np.uint8).tobytes())
     files["edge_cases/corrupt.wav"] = {"expect": "reject", "stage": "ingest", "reason": "unreadable"}
@@ -111,7 +132,7 @@ def main() -> None:
     files["edge_cases/header_only.wav"] = {"expect": "reject", "stage": "ingest", "reason": "empty"}
 
     y, _ = compose(rng, [say("the cat sat on the mat")], [0.3, 0.3])
-    y[len(y) // 2: len(y) // 2 + 50] = np.nan
+    y[len(y) // 2 : len(y) // 2 + 50] = np.nan
     sf.write(edge / "nan_float.wav", y, SR, subtype="FLOAT")
     files["edge_cases/nan_float.wav"] = {"expect": "reject", "stage": "vad", "reason": "non_finite"}
     y = rng.normal(0, 0.05, SR // 2).astype(np.float32)
@@ -129,12 +150,24 @@ def main() -> None:
     y, spans = compose(rng, [say("a red bus goes to town"), say("we like green apples")], [0.5, 0.8, 0.5])
     y8 = soxr.resample(y, SR, 8000)
     sf.write(edge / "stereo_8k.wav", np.stack([y8, 0.5 * y8], axis=1), 8000, subtype="PCM_16")
-    files["edge_cases/stereo_8k.wav"] = {"expect": "ok", "clean": False, "duration": round(len(y) / SR, 4),
-                                         "speech": spans, "sample_rate": 8000, "channels": 2}
+    files["edge_cases/stereo_8k.wav"] = {
+        "expect": "ok",
+        "clean": False,
+        "duration": round(len(y) / SR, 4),
+        "speech": spans,
+        "sample_rate": 8000,
+        "channels": 2,
+    }
     y, spans = compose(rng, [say("open the door please")], [0.5, 0.5])
     sf.write(edge / "rate_44k.wav", soxr.resample(y, SR, 44100), 44100, subtype="PCM_16")
-    files["edge_cases/rate_44k.wav"] = {"expect": "ok", "clean": False, "duration": round(len(y) / SR, 4),
-                                        "speech": spans, "sample_rate": 44100, "channels": 1}
+    files["edge_cases/rate_44k.wav"] = {
+        "expect": "ok",
+        "clean": False,
+        "duration": round(len(y) / SR, 4),
+        "speech": spans,
+        "sample_rate": 44100,
+        "channels": 1,
+    }
     (edge / "README.txt").write_text("Not audio: ignored by ingest (extension not listed).\n", encoding="utf-8")
 
     (out / "truth.json").write_text(json.dumps(truth, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")

@@ -1,4 +1,5 @@
 """``python -m speechprep <stage> <job> ...``: see :mod:`speechprep.cli`."""
+
 import sys
 
 from .cli import main

@@ -14,14 +14,16 @@ checkpointed, so a killed job restarts after its last finished batch (model
 errors are retried). A watchdog fails the job, with every thread's stack in
 the log, when a batch makes no progress.
 """
+
 from __future__ import annotations
 
 import logging
 import os
 import tarfile
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -79,6 +81,7 @@ def model_identity(spec: str, hash_cache: str | None = None) -> dict[str, str]:
 
 def check_nemo_file(path: str) -> None:
     """Cheap checks before NeMo's restore: a complete tar archive with a ``model_config.yaml``."""
+
     def invalid(reason: str) -> ModelFileError:
         return ModelFileError(f"asr.model: {path} is not a valid .nemo file ({reason})")
 
@@ -88,7 +91,7 @@ def check_nemo_file(path: str) -> None:
     if size == 0:
         raise invalid("empty file, 0 bytes")
     try:
-        tar = tarfile.open(path, "r:*")
+        tar = tarfile.open(path, "r:*")  # noqa: SIM115 (closed by the with below, once open worked)
     except (tarfile.TarError, OSError, EOFError):
         raise invalid(f"not a tar archive, {size} bytes") from None
     try:
@@ -115,20 +118,22 @@ def load_model(spec: str, device: str):
     if local:
         try:
             model = ASRModel.restore_from(path, map_location=torch.device(device))
-        except Exception as e:  # noqa: BLE001 (whatever NeMo raises on a broken archive)
+        except Exception as e:
             if is_oom(e):
                 raise
-            raise ModelFileError(f"asr.model: {path} is not a valid .nemo file "
-                                 f"(NeMo could not restore it: {describe(e)})") from None
+            raise ModelFileError(
+                f"asr.model: {path} is not a valid .nemo file (NeMo could not restore it: {describe(e)})"
+            ) from None
     else:
         try:
             model = ASRModel.from_pretrained(spec, map_location=torch.device(device))
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 (whatever the hub client raises offline)
             raise UsageError(
                 f"asr.model {spec!r} is not a local file, so it was taken for a pretrained model name, "
                 f"and fetching it failed ({describe(e)}). Pretrained names need network access to the "
                 "model hub; offline, download the .nemo file where you have access and set asr.model "
-                "to its path.") from None
+                "to its path."
+            ) from None
     model.eval()
     return model
 
@@ -163,8 +168,10 @@ def multitask_prompt(model) -> Callable[[str], dict[str, str]] | None:
 
     def prompt(language: str) -> dict[str, str]:
         if special is not None and f"<|{language}|>" not in special:
-            raise ValueError(f"language {language!r} is not one of the model's languages ({', '.join(languages)}); "
-                             "set the segment's language, the dataset's language or asr.language")
+            raise ValueError(
+                f"language {language!r} is not one of the model's languages ({', '.join(languages)}); "
+                "set the segment's language, the dataset's language or asr.language"
+            )
         values = {"task": "asr", "source_lang": language, "target_lang": language, "pnc": "yes"}
         return {k: v for k, v in values.items() if k in slots}
 
@@ -206,8 +213,9 @@ def screen(seg: dict[str, Any], p: AsrParams) -> Rejected | None:
     """Reject from the manifest alone, before any audio is read."""
     d = seg.get("duration")
     if d is not None and d > p.max_duration:
-        return Rejected("too_long", f"{d:.2f} s exceeds asr.max_duration ({p.max_duration} s); "
-                                    "VAD's max_segment should cut it")
+        return Rejected(
+            "too_long", f"{d:.2f} s exceeds asr.max_duration ({p.max_duration} s); VAD's max_segment should cut it"
+        )
     if d is not None and d < p.min_duration:
         return Rejected("too_short", f"{d:.3f} s is below asr.min_duration ({p.min_duration} s)")
     return None
@@ -218,8 +226,13 @@ class SegmentBatcher:
     A batch holds segments of one language (``BatchRunner`` groups them). One
     result per segment: an ``AudioError``, the model's exception, or the text."""
 
-    def __init__(self, transcribe: Transcriber, sample_rate: int, params: AsrParams,
-                 on_failure: Callable[[dict, Exception], None] | None = None):
+    def __init__(
+        self,
+        transcribe: Transcriber,
+        sample_rate: int,
+        params: AsrParams,
+        on_failure: Callable[[dict, Exception], None] | None = None,
+    ):
         self.transcribe, self.sample_rate, self.p = transcribe, sample_rate, params
         self.on_failure = on_failure or (lambda seg, e: None)
 
@@ -233,8 +246,12 @@ class SegmentBatcher:
         good = [i for i, r in enumerate(results) if not isinstance(r, AudioError)]
         if good:
             language = segment_language(batch[0], self.p)
-            texts = isolate(lambda audios: self.transcribe(audios, language), [results[i] for i in good],
-                            "asr model", lambda k, e: self.on_failure(batch[good[k]], e))
+            texts = isolate(
+                lambda audios: self.transcribe(audios, language),
+                [results[i] for i in good],
+                "asr model",
+                lambda k, e: self.on_failure(batch[good[k]], e),
+            )
             for i, t in zip(good, texts):
                 results[i] = t
         return results
@@ -250,45 +267,70 @@ def _outcome(seg: dict, result: Any, oom: bool) -> Outcome:
     return Accepted({"text": result})
 
 
-
 # --------------------------------------------------------------------------
 # a shard
 # --------------------------------------------------------------------------
-def transcribe_shard(segments_path: str, out_path: str, rejects_path: str, params: AsrParams,
-                     resume: str, transcribe: Transcriber, sample_rate: int, identity: dict[str, str],
-                     budget: float) -> dict[str, Any]:
+def transcribe_shard(
+    segments_path: str,
+    out_path: str,
+    rejects_path: str,
+    params: AsrParams,
+    resume: str,
+    transcribe: Transcriber,
+    sample_rate: int,
+    identity: dict[str, str],
+    budget: float,
+) -> dict[str, Any]:
     """Transcribe every segment of a shard; each ends in ``out_path`` or ``rejects_path``.
 
     Raises :class:`~speechprep.failures.SystematicFailure` (resume file kept, no
     outputs) when the model fails on too many segments (``params.model_failure``).
     """
     fp = {k: v for k, v in asdict(params).items() if k not in ("batch_timeout", "model_failure", "hash_cache")}
-    job = ShardJob(STAGE, segments_path, resume, {**fp, **identity, "sample_rate": sample_rate},
-                   ALGORITHM_VERSION, failure_rule=FailureRule.from_dict(params.model_failure), model=params.model)
+    job = ShardJob(
+        STAGE,
+        segments_path,
+        resume,
+        {**fp, **identity, "sample_rate": sample_rate},
+        ALGORITHM_VERSION,
+        failure_rule=FailureRule.from_dict(params.model_failure),
+        model=params.model,
+    )
     todo = job.todo(lambda seg: screen(seg, params))
     log.info("batch budget %.1f padded s", budget)
-    runner = BatchRunner(budget=budget, duration=lambda s: float(s["duration"]),
-                         infer=SegmentBatcher(transcribe, sample_rate, params,
-                                              lambda seg, e: job.model_error(seg, e)),
-                         group=lambda s: segment_language(s, params))
+    runner = BatchRunner(
+        budget=budget,
+        duration=lambda s: float(s["duration"]),
+        infer=SegmentBatcher(transcribe, sample_rate, params, lambda seg, e: job.model_error(seg, e)),
+        group=lambda s: segment_language(s, params),
+    )
     t0 = time.monotonic()
     with job.running(todo), Watchdog(params.batch_timeout) as wd:
         runner.on_batch_start = lambda batch: wd.batch(
             f"of {len(batch)} segments ({sum(s['duration'] for s in batch):.1f} s): "
-            + ", ".join(s["id"] for s in batch[:20]) + (" ..." if len(batch) > 20 else ""))
+            + ", ".join(s["id"] for s in batch[:20])
+            + (" ..." if len(batch) > 20 else "")
+        )
         for o in runner.run(todo):
             job.emit(o.item, _outcome(o.item, o.result, o.oom))
         wd.done()
     wall = time.monotonic() - t0
     lines = [{**seg, "text": r["text"], **identity} for seg, r in job.accepted()]
     audio = sum(float(s["duration"]) for s in todo)
-    return job.commit({out_path: lines}, rejects_path, empty_text=sum(x["text"] == "" for x in lines),
-                      ooms=runner.ooms, audio_seconds=round(audio, 2), wall_seconds=round(wall, 2),
-                      audio_seconds_per_second=round(audio / wall, 1) if wall > 0 and audio else None)
+    return job.commit(
+        {out_path: lines},
+        rejects_path,
+        empty_text=sum(x["text"] == "" for x in lines),
+        ooms=runner.ooms,
+        audio_seconds=round(audio, 2),
+        wall_seconds=round(wall, 2),
+        audio_seconds_per_second=round(audio / wall, 1) if wall > 0 and audio else None,
+    )
 
 
-def run(segments_path: str, out_path: str, rejects_path: str, params: AsrParams, resume: str,
-        threads: int = 1) -> dict[str, Any]:
+def run(
+    segments_path: str, out_path: str, rejects_path: str, params: AsrParams, resume: str, threads: int = 1
+) -> dict[str, Any]:
     """The stage entry: load the model once, size the batches, transcribe the shard."""
     import torch
     from nemo.utils import logging as nemo_logging
@@ -300,16 +342,25 @@ def run(segments_path: str, out_path: str, rejects_path: str, params: AsrParams,
     model = load_model(params.model, device)
     sr = model_sample_rate(model)
     identity = model_identity(params.model, params.hash_cache)
-    budget = seconds_budget(device, params.cpu_batch_seconds, params.seconds_per_gib,
-                            params.gpu_reserve_gib, params.max_batch_seconds)
-    log.info("%s from %s on %s, %d Hz, loaded in %.1f s", type(model).__name__, params.model, device, sr,
-             time.monotonic() - t)
-    return transcribe_shard(segments_path, out_path, rejects_path, params, resume,
-                            nemo_transcriber(model), sr, identity, budget)
+    budget = seconds_budget(
+        device, params.cpu_batch_seconds, params.seconds_per_gib, params.gpu_reserve_gib, params.max_batch_seconds
+    )
+    log.info(
+        "%s from %s on %s, %d Hz, loaded in %.1f s",
+        type(model).__name__,
+        params.model,
+        device,
+        sr,
+        time.monotonic() - t,
+    )
+    return transcribe_shard(
+        segments_path, out_path, rejects_path, params, resume, nemo_transcriber(model), sr, identity, budget
+    )
 
 
-def merge(shard_files: Sequence[str], rejects_files: Sequence[str], manifest_out: str,
-          summary_out: str) -> dict[str, Any]:
+def merge(
+    shard_files: Sequence[str], rejects_files: Sequence[str], manifest_out: str, summary_out: str
+) -> dict[str, Any]:
     """``asr/manifest.jsonl`` (every shard, in shard order) and ``asr/summary.json``."""
     import json
 
@@ -325,8 +376,15 @@ def merge(shard_files: Sequence[str], rejects_files: Sequence[str], manifest_out
                 audio += float(r["duration"])
                 models.add(r["asr_model"])
     reasons = count_reasons(rejects_files)
-    summary = {"stage": STAGE, "shards": len(shard_files), "transcribed": n, "empty_text": empty,
-               "rejected": sum(reasons.values()), "rejects_by_reason": reasons,
-               "audio_hours": round(audio / 3600, 4), "models": sorted(models)}
+    summary = {
+        "stage": STAGE,
+        "shards": len(shard_files),
+        "transcribed": n,
+        "empty_text": empty,
+        "rejected": sum(reasons.values()),
+        "rejects_by_reason": reasons,
+        "audio_hours": round(audio / 3600, 4),
+        "models": sorted(models),
+    }
     write_json(summary_out, summary)
     return summary

@@ -3,11 +3,12 @@
 Errors are :class:`AudioError` with a stable ``reason`` code (the rejects
 ``reason``) and a human ``detail``; callers turn them into reject lines.
 """
+
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Callable, Iterator
 
 import numpy as np
 import soundfile as sf
@@ -47,7 +48,7 @@ def probe(path: str) -> AudioInfo:
         raise AudioError("empty", "zero-length file (0 bytes)")
     try:
         info = sf.info(path)
-    except Exception as e:  # soundfile raises LibsndfileError/RuntimeError/TypeError
+    except Exception as e:  # noqa: BLE001 (soundfile raises LibsndfileError/RuntimeError/TypeError)
         raise AudioError("unreadable", f"not a readable audio file ({type(e).__name__}: {e})") from None
     if info.samplerate <= 0 or info.channels <= 0:
         raise AudioError("unreadable", f"invalid header: rate={info.samplerate} channels={info.channels}")
@@ -56,9 +57,14 @@ def probe(path: str) -> AudioInfo:
     return AudioInfo(int(info.frames), int(info.samplerate), int(info.channels), info.format, info.subtype)
 
 
-def stream_mono(path: str, target_sr: int = SAMPLE_RATE, block_seconds: float = 60.0,
-                offset: float = 0.0, duration: float | None = None,
-                on_damage: Callable[[float, str], None] | None = None) -> Iterator[np.ndarray]:
+def stream_mono(
+    path: str,
+    target_sr: int = SAMPLE_RATE,
+    block_seconds: float = 60.0,
+    offset: float = 0.0,
+    duration: float | None = None,
+    on_damage: Callable[[float, str], None] | None = None,
+) -> Iterator[np.ndarray]:
     """Decode ``path`` once, block by block: float32 mono at ``target_sr``.
 
     Multichannel audio is averaged to mono, other rates are resampled with a
@@ -75,7 +81,7 @@ def stream_mono(path: str, target_sr: int = SAMPLE_RATE, block_seconds: float = 
 
     try:
         f = sf.SoundFile(path)
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001 (as above)
         probe(path)  # raises the precise reason (missing, empty, unreadable)
         raise AudioError("unreadable", f"cannot open ({type(e).__name__}: {e})") from None
     with f:
@@ -92,7 +98,7 @@ def stream_mono(path: str, target_sr: int = SAMPLE_RATE, block_seconds: float = 
         while pos < stop:
             try:
                 x = f.read(min(block, stop - pos), dtype="float32", always_2d=True)
-            except Exception as e:
+            except Exception as e:  # noqa: BLE001 (any decoder error: the damage)
                 error = f"decode failed at {pos / sr:.3f} s ({type(e).__name__}: {e})"
                 if on_damage is None:
                     raise AudioError("unreadable", error) from None
@@ -141,21 +147,28 @@ def _decodable_part(path: str, start: int, pos: int, stop: int, step: int = 1024
             if len(y) == 0:
                 break
             if at + len(y) > pos:
-                parts.append(y[max(0, pos - at):])
+                parts.append(y[max(0, pos - at) :])
             at += len(y)
     return np.concatenate(parts) if parts else np.zeros((0, 1), np.float32)
 
 
-def read_segment(seg: dict, target_sr: int = SAMPLE_RATE, min_duration: float = 0.0,
-                 setting: str = "min_duration") -> np.ndarray:
+def read_segment(
+    seg: dict, target_sr: int = SAMPLE_RATE, min_duration: float = 0.0, setting: str = "min_duration"
+) -> np.ndarray:
     """A segment (``audio_filepath``, ``offset``, ``duration``) as float32 mono at
     ``target_sr``, decoded in one block. AudioError when it is unusable, including
     ``empty`` and ``too_short`` (below ``min_duration``, the config key ``setting``).
     """
     d = seg.get("duration")
-    blocks = list(stream_mono(seg["audio_filepath"], target_sr,
-                              block_seconds=float(d) + 1.0 if d else 60.0,
-                              offset=float(seg.get("offset") or 0.0), duration=d))
+    blocks = list(
+        stream_mono(
+            seg["audio_filepath"],
+            target_sr,
+            block_seconds=float(d) + 1.0 if d else 60.0,
+            offset=float(seg.get("offset") or 0.0),
+            duration=d,
+        )
+    )
     x = np.concatenate(blocks) if blocks else np.zeros(0, np.float32)
     if len(x) == 0:
         raise AudioError("empty", "no samples at this offset/duration")

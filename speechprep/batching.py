@@ -13,12 +13,14 @@ Shared by every stage that runs a model over segments (ASR, TTS features):
   the run goes on. After an OOM, later batches are planned with the smaller
   budget that worked.
 """
+
 from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Hashable, Iterator, Sequence
+from typing import Any
 
 from .errors import describe
 
@@ -28,12 +30,15 @@ log = logging.getLogger("speechprep.batching")
 def is_oom(exc: BaseException) -> bool:
     """CUDA (or other device) out-of-memory, whichever way torch raised it."""
     name = type(exc).__name__
-    return name == "OutOfMemoryError" or (
-        isinstance(exc, RuntimeError) and "out of memory" in str(exc).lower())
+    return name == "OutOfMemoryError" or (isinstance(exc, RuntimeError) and "out of memory" in str(exc).lower())
 
 
-def isolate(call: Callable[[list], Sequence[Any]], items: list, what: str = "model",
-            on_failure: Callable[[int, Exception], None] | None = None) -> list:
+def isolate(
+    call: Callable[[list], Sequence[Any]],
+    items: list,
+    what: str = "model",
+    on_failure: Callable[[int, Exception], None] | None = None,
+) -> list:
     """``call(items)``, one result per item. When it raises (out of memory
     aside, which propagates so that :class:`BatchRunner` halves the batch), each
     item is run alone, so only an item that fails by itself gets its exception
@@ -46,7 +51,7 @@ def isolate(call: Callable[[list], Sequence[Any]], items: list, what: str = "mod
             if len(out) != 1:
                 raise RuntimeError(f"{what} returned {len(out)} results for 1 item")
             return out[0]
-        except Exception as e:  # noqa: BLE001 (any model failure; only OOM is special)
+        except Exception as e:
             if is_oom(e):
                 raise
             log.warning("%s error: %s", what, describe(e))
@@ -61,7 +66,7 @@ def isolate(call: Callable[[list], Sequence[Any]], items: list, what: str = "mod
         if len(out) != len(items):
             raise RuntimeError(f"{what} returned {len(out)} results for {len(items)} items")
         return out
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         if is_oom(e):
             raise
         log.warning("%s error on a batch of %d (%s); retrying one at a time", what, len(items), describe(e))
@@ -86,8 +91,9 @@ def resolve_device(device: str) -> str:
     return device
 
 
-def seconds_budget(device: str, cpu_seconds: float, seconds_per_gib: float,
-                   reserve_gib: float = 1.0, max_seconds: float | None = None) -> float:
+def seconds_budget(
+    device: str, cpu_seconds: float, seconds_per_gib: float, reserve_gib: float = 1.0, max_seconds: float | None = None
+) -> float:
     """Padded audio seconds per batch.
 
     On CUDA: (free memory - ``reserve_gib``) * ``seconds_per_gib`` (a per-model
@@ -157,7 +163,7 @@ class BatchRunner:
                 self.on_batch_start(b)
                 try:
                     results = self.infer(b)
-                except Exception as e:  # noqa: BLE001 (only OOM is handled here)
+                except Exception as e:
                     if not is_oom(e):
                         raise
                     self.ooms += 1
@@ -168,8 +174,9 @@ class BatchRunner:
                         yield Outcome(b[0], oom=True)
                         continue
                     half = len(b) // 2
-                    self.logger(f"OOM on a batch of {len(b)} ({secs:.1f} padded s): "
-                                f"halving to {half} + {len(b) - half}")
+                    self.logger(
+                        f"OOM on a batch of {len(b)} ({secs:.1f} padded s): halving to {half} + {len(b) - half}"
+                    )
                     stack += [b[half:], b[:half]]
                     shrunk = True
                     continue

@@ -9,6 +9,7 @@ systematically (124 comes from the watchdog). Flags are named after the
 config keys they carry (``--threads`` is ``<stage>.threads``); ``--params``
 is the stage's config section as JSON, as the rules pass it.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -17,7 +18,8 @@ import logging
 import re
 import sys
 import warnings
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from . import logs
 from .envspec import require_stage_env
@@ -57,9 +59,18 @@ def _torch_threads(n: int) -> None:
 
 
 # -- ingest ---------------------------------------------------------------------
-@job("ingest", "run", "ingest", "list or read a dataset, probe headers, write the manifest and shards",
-     req("--name"), req("--dataset", "the dataset's config, as JSON", type=json.loads), THREADS,
-     req("--manifest"), req("--rejects"), req("--shards-dir"))
+@job(
+    "ingest",
+    "run",
+    "ingest",
+    "list or read a dataset, probe headers, write the manifest and shards",
+    req("--name"),
+    req("--dataset", "the dataset's config, as JSON", type=json.loads),
+    THREADS,
+    req("--manifest"),
+    req("--rejects"),
+    req("--shards-dir"),
+)
 def _ingest(a):
     from . import ingest
 
@@ -67,17 +78,36 @@ def _ingest(a):
 
 
 # -- vad --------------------------------------------------------------------------
-@job("vad", "run", "vad", "TEN-VAD over one shard: segments, per-file statistics, rejects",
-     req("--shard"), PARAMS, THREADS, RESUME, req("--segments"), req("--stats"), req("--rejects"))
+@job(
+    "vad",
+    "run",
+    "vad",
+    "TEN-VAD over one shard: segments, per-file statistics, rejects",
+    req("--shard"),
+    PARAMS,
+    THREADS,
+    RESUME,
+    req("--segments"),
+    req("--stats"),
+    req("--rejects"),
+)
 def _vad(a):
     from . import vad
 
     vad.run_shard(a.shard, a.segments, a.stats, a.rejects, vad.VadParams.from_dict(a.params), a.threads, a.resume)
 
 
-@job("vad", "merge", "vad", "every shard's statistics in stats.csv and summary.json",
-     req("--stats", nargs="+"), req("--rejects", nargs="+"), req("--segments", nargs="+"),
-     req("--csv"), req("--summary"))
+@job(
+    "vad",
+    "merge",
+    "vad",
+    "every shard's statistics in stats.csv and summary.json",
+    req("--stats", nargs="+"),
+    req("--rejects", nargs="+"),
+    req("--segments", nargs="+"),
+    req("--csv"),
+    req("--summary"),
+)
 def _vad_merge(a):
     from . import vad
 
@@ -85,16 +115,34 @@ def _vad_merge(a):
 
 
 # -- asr --------------------------------------------------------------------------
-@job("asr", "run", "asr", "NeMo transcripts of one shard of segments",
-     req("--segments"), PARAMS, THREADS, RESUME, req("--out"), req("--rejects"))
+@job(
+    "asr",
+    "run",
+    "asr",
+    "NeMo transcripts of one shard of segments",
+    req("--segments"),
+    PARAMS,
+    THREADS,
+    RESUME,
+    req("--out"),
+    req("--rejects"),
+)
 def _asr(a):
     from . import asr
 
     asr.run(a.segments, a.out, a.rejects, asr.AsrParams.from_dict(a.params), a.resume, a.threads)
 
 
-@job("asr", "merge", "asr", "every shard's transcripts in one manifest, and a summary",
-     req("--shards", nargs="+"), req("--rejects", nargs="+"), req("--manifest"), req("--summary"))
+@job(
+    "asr",
+    "merge",
+    "asr",
+    "every shard's transcripts in one manifest, and a summary",
+    req("--shards", nargs="+"),
+    req("--rejects", nargs="+"),
+    req("--manifest"),
+    req("--summary"),
+)
 def _asr_merge(a):
     from . import asr
 
@@ -102,8 +150,19 @@ def _asr_merge(a):
 
 
 # -- s2s --------------------------------------------------------------------------
-@job("s2s", "run", "s2s", "HuBERT units and unit HiFi-GAN resynthesis of one shard",
-     req("--segments"), PARAMS, THREADS, RESUME, req("--units"), req("--wav-dir"), req("--rejects"))
+@job(
+    "s2s",
+    "run",
+    "s2s",
+    "HuBERT units and unit HiFi-GAN resynthesis of one shard",
+    req("--segments"),
+    PARAMS,
+    THREADS,
+    RESUME,
+    req("--units"),
+    req("--wav-dir"),
+    req("--rejects"),
+)
 def _s2s(a):
     from . import s2s
 
@@ -111,14 +170,23 @@ def _s2s(a):
     s2s.run_shard(a.segments, a.units, a.wav_dir, a.rejects, s2s.S2sParams.from_dict(a.params), a.resume)
 
 
-@job("s2s", "inspect", "s2s", "what is legacy about a fairseq checkpoint; --write-modern writes a copy "
-     "plain fairseq loads", ("checkpoint", {}), opt("--write-modern", metavar="OUT"))
+@job(
+    "s2s",
+    "inspect",
+    "s2s",
+    "what is legacy about a fairseq checkpoint; --write-modern writes a copy plain fairseq loads",
+    ("checkpoint", {}),
+    opt("--write-modern", metavar="OUT"),
+)
 def _s2s_inspect(a):
     from . import fairseq_legacy as legacy
 
     try:
-        rep = legacy.write_modern(a.checkpoint, a.write_modern) if a.write_modern \
+        rep = (
+            legacy.write_modern(a.checkpoint, a.write_modern)
+            if a.write_modern
             else legacy.inspect_checkpoint(a.checkpoint)
+        )
     except SpeechprepError:
         raise
     except Exception as e:  # noqa: BLE001 (fairseq failing to build it, an unwritable OUT: one line)
@@ -130,55 +198,123 @@ def _s2s_inspect(a):
 
 
 # -- tts --------------------------------------------------------------------------
-@job("tts", "tokenizer", "tts", "train the SentencePiece tokenizer on every dataset's transcripts",
-     req("--manifests", 'JSON {"<ds>": "<ds>/asr/manifest.jsonl"}', type=json.loads),
-     opt("--languages", 'JSON {"<ds>": "<language>"}', type=json.loads, default={}),
-     req("--params", "tts.vocab_size and tts.languages, as JSON", type=json.loads), req("--model"))
+@job(
+    "tts",
+    "tokenizer",
+    "tts",
+    "train the SentencePiece tokenizer on every dataset's transcripts",
+    req("--manifests", 'JSON {"<ds>": "<ds>/asr/manifest.jsonl"}', type=json.loads),
+    opt("--languages", 'JSON {"<ds>": "<language>"}', type=json.loads, default={}),
+    req("--params", "tts.vocab_size and tts.languages, as JSON", type=json.loads),
+    req("--model"),
+)
 def _tts_tokenizer(a):
     from .tts import text
 
-    text.train_corpus_tokenizer(a.manifests, a.languages, a.params["languages"], int(a.params["vocab_size"]),
-                                a.model)
+    text.train_corpus_tokenizer(a.manifests, a.languages, a.params["languages"], int(a.params["vocab_size"]), a.model)
 
 
-@job("tts", "features", "tts", "codes, condition and emotion vectors of one shard",
-     req("--segments", "asr/<shard>.jsonl"), req("--units", "s2s/<shard>.units.jsonl"),
-     req("--s2s-rejects", "s2s/<shard>.rejects.jsonl"), PARAMS, THREADS, RESUME, req("--index"),
-     req("--rejects"), req("--out-dir", "tts/<shard>: gets codes/, condition/, emo_vec/"))
+@job(
+    "tts",
+    "features",
+    "tts",
+    "codes, condition and emotion vectors of one shard",
+    req("--segments", "asr/<shard>.jsonl"),
+    req("--units", "s2s/<shard>.units.jsonl"),
+    req("--s2s-rejects", "s2s/<shard>.rejects.jsonl"),
+    PARAMS,
+    THREADS,
+    RESUME,
+    req("--index"),
+    req("--rejects"),
+    req("--out-dir", "tts/<shard>: gets codes/, condition/, emo_vec/"),
+)
 def _tts_features(a):
     from .tts import features
 
     _torch_threads(a.threads)
-    features.run_features(a.segments, a.units, a.s2s_rejects, a.index, a.rejects, a.out_dir,
-                          features.TtsParams.from_dict(a.params), a.resume, a.threads)
+    features.run_features(
+        a.segments,
+        a.units,
+        a.s2s_rejects,
+        a.index,
+        a.rejects,
+        a.out_dir,
+        features.TtsParams.from_dict(a.params),
+        a.resume,
+        a.threads,
+    )
 
 
-@job("tts", "text", "tts", "text ids of one shard's accepted segments",
-     req("--index", "tts/<shard>.features.jsonl"), req("--tokenizer"), req("--out"), req("--ids-dir"))
+@job(
+    "tts",
+    "text",
+    "tts",
+    "text ids of one shard's accepted segments",
+    req("--index", "tts/<shard>.features.jsonl"),
+    req("--tokenizer"),
+    req("--out"),
+    req("--ids-dir"),
+)
 def _tts_text(a):
     from .tts import text
 
     text.run_text(a.index, a.tokenizer, a.out, a.ids_dir)
 
 
-@job("tts", "manifest", "tts", "a dataset's train/val manifests and stats.json",
-     req("--dataset"), req("--val-ratio", "tts.val_ratio", type=float), req("--config-sha256"),
-     req("--tokenizer"), req("--features", nargs="+"), req("--texts", nargs="+"), req("--rejects", nargs="+"),
-     req("--asr", nargs="+", help="asr/<shard>.jsonl (the ASR model's identity)"),
-     req("--units", nargs="+", help="s2s/<shard>.units.jsonl (the S2S models' identity)"),
-     req("--encoders", 'tts.condition and tts.emotion, as JSON {"condition": ..., "emotion": ...}',
-         type=json.loads), opt("--hash-cache", "directory of cached model digests"),
-     req("--train"), req("--val"), req("--stats"))
+@job(
+    "tts",
+    "manifest",
+    "tts",
+    "a dataset's train/val manifests and stats.json",
+    req("--dataset"),
+    req("--val-ratio", "tts.val_ratio", type=float),
+    req("--config-sha256"),
+    req("--tokenizer"),
+    req("--features", nargs="+"),
+    req("--texts", nargs="+"),
+    req("--rejects", nargs="+"),
+    req("--asr", nargs="+", help="asr/<shard>.jsonl (the ASR model's identity)"),
+    req("--units", nargs="+", help="s2s/<shard>.units.jsonl (the S2S models' identity)"),
+    req("--encoders", 'tts.condition and tts.emotion, as JSON {"condition": ..., "emotion": ...}', type=json.loads),
+    opt("--hash-cache", "directory of cached model digests"),
+    req("--train"),
+    req("--val"),
+    req("--stats"),
+)
 def _tts_manifest(a):
     from .tts import manifests
 
-    manifests.build_manifests(a.dataset, a.features, a.texts, a.rejects, a.asr, a.units, a.tokenizer,
-                              a.encoders, a.hash_cache, a.val_ratio, a.config_sha256, a.train, a.val, a.stats)
+    manifests.build_manifests(
+        a.dataset,
+        a.features,
+        a.texts,
+        a.rejects,
+        a.asr,
+        a.units,
+        a.tokenizer,
+        a.encoders,
+        a.hash_cache,
+        a.val_ratio,
+        a.config_sha256,
+        a.train,
+        a.val,
+        a.stats,
+    )
 
 
-@job("tts", "combined", "tts", "train/val manifests and stats across datasets",
-     req("--stats-in", nargs="+"), req("--train-in", nargs="+"), req("--val-in", nargs="+"),
-     req("--train"), req("--val"), req("--stats"))
+@job(
+    "tts",
+    "combined",
+    "tts",
+    "train/val manifests and stats across datasets",
+    req("--stats-in", nargs="+"),
+    req("--train-in", nargs="+"),
+    req("--val-in", nargs="+"),
+    req("--train"),
+    req("--val"),
+    req("--stats"),
+)
 def _tts_combined(a):
     from .tts import manifests
 
@@ -186,16 +322,30 @@ def _tts_combined(a):
 
 
 # -- report and demo models ----------------------------------------------------------
-@job("report", "plots", "report", "plots and the stage table of one dataset for snakemake --report",
-     req("--results", "results/<ds>"), req("--stages", nargs="+"), req("--out-dir"))
+@job(
+    "report",
+    "plots",
+    "report",
+    "plots and the stage table of one dataset for snakemake --report",
+    req("--results", "results/<ds>"),
+    req("--stages", nargs="+"),
+    req("--out-dir"),
+)
 def _report(a):
     from . import report
 
     report.make(a.results, a.stages, a.out_dir)
 
 
-@job("demo", "asr-model", "asr", "train the demo ASR model (NOT a recognizer) on the demo corpus",
-     req("--truth", "resources/demo/truth.json"), req("--out"), opt("--max-steps", type=int, default=1500))
+@job(
+    "demo",
+    "asr-model",
+    "asr",
+    "train the demo ASR model (NOT a recognizer) on the demo corpus",
+    req("--truth", "resources/demo/truth.json"),
+    req("--out"),
+    opt("--max-steps", type=int, default=1500),
+)
 def _demo_asr(a):
     from pathlib import Path
 
@@ -204,8 +354,14 @@ def _demo_asr(a):
     asr_model.build(Path(a.truth), Path(a.out), max_steps=a.max_steps)
 
 
-@job("demo", "s2s-models", "s2s", "build the demo S2S models (random weights) from code",
-     req("--truth", "resources/demo/truth.json"), req("--out-dir"))
+@job(
+    "demo",
+    "s2s-models",
+    "s2s",
+    "build the demo S2S models (random weights) from code",
+    req("--truth", "resources/demo/truth.json"),
+    req("--out-dir"),
+)
 def _demo_s2s(a):
     from pathlib import Path
 
@@ -215,15 +371,17 @@ def _demo_s2s(a):
 
 
 def parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="python -m speechprep",
-                                 description="Run one job of the speechprep workflow (each rule runs one).")
+    ap = argparse.ArgumentParser(
+        prog="python -m speechprep", description="Run one job of the speechprep workflow (each rule runs one)."
+    )
     stages = ap.add_subparsers(dest="stage", required=True, metavar="stage")
     subs: dict[str, Any] = {}
     for (stage, name), (env, help, args, _) in JOBS.items():
         if stage not in subs:
             jobs = ", ".join(n for s, n in JOBS if s == stage)
             subs[stage] = stages.add_parser(stage, help=f"jobs: {jobs}").add_subparsers(
-                dest="job", required=True, metavar="job")
+                dest="job", required=True, metavar="job"
+            )
         p = subs[stage].add_parser(name, help=help, description=f"{help} (environment: {env})")
         for flag, kw in args:
             p.add_argument(flag, **kw)

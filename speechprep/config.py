@@ -10,6 +10,7 @@
 Importable without PyYAML (the Snakefile's driver env has it; :func:`defaults`
 imports it when called).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -39,8 +40,10 @@ def check(config: dict[str, Any]) -> None:
                 continue  # the schema says what is wrong
             given = [k for k in ("audio_dir", "manifest") if ds.get(k)]
             if not given:
-                problems.append(f"dataset {name!r} has neither `audio_dir` (a directory of audio files) "
-                                "nor `manifest` (a JSONL file with audio_filepath per line): give one")
+                problems.append(
+                    f"dataset {name!r} has neither `audio_dir` (a directory of audio files) "
+                    "nor `manifest` (a JSONL file with audio_filepath per line): give one"
+                )
             elif len(given) == 2:
                 problems.append(f"dataset {name!r} has both `audio_dir` and `manifest`: give one")
     if problems:
@@ -82,16 +85,25 @@ class StageParams:
         unknown = sorted(set(d) - set(names) - set(RESOURCE_KEYS))
         missing = [n for n in names if n not in d]
         if unknown or missing:
-            raise ConfigError(f"{cls.SECTION} settings: " + "; ".join(
-                ([f"unknown {', '.join(unknown)}"] if unknown else [])
-                + ([f"missing {', '.join(missing)}"] if missing else [])))
+            raise ConfigError(
+                f"{cls.SECTION} settings: "
+                + "; ".join(
+                    ([f"unknown {', '.join(unknown)}"] if unknown else [])
+                    + ([f"missing {', '.join(missing)}"] if missing else [])
+                )
+            )
         return cls(**{n: d[n] for n in names})
 
     @classmethod
     def defaults(cls, **overrides: Any) -> Self:
         """The parameters of ``config/config.yaml`` with ``overrides`` (tests, benchmarks)."""
         cfg = defaults()
-        d = {**cfg[cls.SECTION], "model_failure": cfg["model_failure"], "hash_cache": None,
-             "dataset_language": None, **overrides}
+        d = {
+            **cfg[cls.SECTION],
+            "model_failure": cfg["model_failure"],
+            "hash_cache": None,
+            "dataset_language": None,
+            **overrides,
+        }
         names = {f.name for f in fields(cls)}
         return cls.from_dict({k: v for k, v in d.items() if k in names or k in overrides})

@@ -13,6 +13,7 @@ stage's pinned packages at their pinned versions.
 This module deliberately uses only the standard library: it must be able to
 say "wrong environment" from any Python, including one without PyYAML.
 """
+
 from __future__ import annotations
 
 import importlib.metadata
@@ -136,9 +137,11 @@ def require_stage_env(stage: str) -> None:
             f"(interpreter {sys.executable}, prefix {sys.prefix}); it needs the pins of {env_file(stage)}: "
             + "; ".join(problems)
             + f". With env-modules: run scripts/setup.sh and check that `module load speechprep/{stage}` "
-            "works in a job's shell. With conda: run snakemake with --sdm conda.")
-    logging.getLogger("speechprep.envspec").info("stage '%s' env ok: prefix=%s python=%s", stage, sys.prefix,
-                                                 sys.executable)
+            "works in a job's shell. With conda: run snakemake with --sdm conda."
+        )
+    logging.getLogger("speechprep.envspec").info(
+        "stage '%s' env ok: prefix=%s python=%s", stage, sys.prefix, sys.executable
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -155,9 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     path = Path(args[0]) if args[0].endswith(".yaml") else env_file(args[0])
     special = setup_options(path)
     for req in pip_requirements(path):
-        if len(args) == 1:
-            print(req)
-        elif args[1] == "--plain" and req not in special:
+        if len(args) == 1 or (args[1] == "--plain" and req not in special):
             print(req)
         elif args[1] == "--setup" and req in special:
             print(f"{os.path.expandvars(req)}\t{special[req]}")

@@ -4,6 +4,7 @@ Code in the package raises these (never ``SystemExit``); :mod:`speechprep.cli`
 prints the message as one line and exits with the error's code, so a rule's
 log ends with what to fix rather than a traceback.
 """
+
 from __future__ import annotations
 
 

@@ -14,6 +14,7 @@ outcomes here, and the job fails, naming the model and the first error:
 Audio rejects (unreadable, too short, ...) are the input's fault, not the
 model's: they are not counted.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -35,7 +36,7 @@ class FailureRule:
     max_error_share: float
 
     @classmethod
-    def from_dict(cls, d: dict) -> "FailureRule":
+    def from_dict(cls, d: dict) -> FailureRule:
         return cls(first_errors=int(d["first_errors"]), max_error_share=float(d["max_error_share"]))
 
 
@@ -69,10 +70,12 @@ class ModelFailures:
     def finish(self) -> None:
         total = self.ok + self.errors
         if self.errors and self.errors / total > self.rule.max_error_share:
-            raise SystematicFailure(self._message(
-                f"{self.errors} of {total} segments failed ({self.errors / total:.0%}, more than "
-                f"model_failure.max_error_share = {self.rule.max_error_share:.0%})"))
+            raise SystematicFailure(
+                self._message(
+                    f"{self.errors} of {total} segments failed ({self.errors / total:.0%}, more than "
+                    f"model_failure.max_error_share = {self.rule.max_error_share:.0%})"
+                )
+            )
 
     def _message(self, what: str) -> str:
-        return (f"{self.stage}: the model {self.model} fails systematically: {what}. "
-                f"First error: {self.first}")
+        return f"{self.stage}: the model {self.model} fails systematically: {what}. First error: {self.first}"

@@ -30,6 +30,7 @@ before fairseq builds the model, and loading stays strict:
 :func:`inspect_checkpoint` reports what is legacy about a checkpoint;
 :func:`write_modern` writes a copy that plain fairseq loads.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -54,23 +55,44 @@ ALLOWED: Allowlist = {
     "argparse": frozenset({"Namespace"}),
     "collections": frozenset({"OrderedDict", "defaultdict"}),
     "typing": frozenset({"Any"}),
-    "builtins": frozenset({"dict", "list", "tuple", "set", "frozenset", "int", "float", "str", "bool",
-                           "bytes", "complex", "object"}),
+    "builtins": frozenset(
+        {"dict", "list", "tuple", "set", "frozenset", "int", "float", "str", "bool", "bytes", "complex", "object"}
+    ),
     "omegaconf.dictconfig": frozenset({"DictConfig"}),
     "omegaconf.listconfig": frozenset({"ListConfig"}),
     "omegaconf.base": frozenset({"ContainerMetadata", "Metadata"}),
-    "omegaconf.nodes": frozenset({"AnyNode", "StringNode", "IntegerNode", "FloatNode", "BooleanNode",
-                                  "EnumNode", "BytesNode", "PathNode"}),
+    "omegaconf.nodes": frozenset(
+        {"AnyNode", "StringNode", "IntegerNode", "FloatNode", "BooleanNode", "EnumNode", "BytesNode", "PathNode"}
+    ),
     "fairseq.data.dictionary": frozenset({"Dictionary"}),
     **safe_pickle.NUMPY,
 }
 # Unpickling a numpy.dtype yields an instance of one of these classes, which torch
 # checks too although the pickle does not name it: plain data types only.
-DTYPE_CLASSES = ("BoolDType", "Int8DType", "UInt8DType", "Int16DType", "UInt16DType", "Int32DType",
-                 "UInt32DType", "Int64DType", "UInt64DType", "LongLongDType", "ULongLongDType",
-                 "Float16DType", "Float32DType", "Float64DType", "LongDoubleDType", "Complex64DType",
-                 "Complex128DType", "CLongDoubleDType", "BytesDType", "StrDType", "DateTime64DType",
-                 "TimeDelta64DType")
+DTYPE_CLASSES = (
+    "BoolDType",
+    "Int8DType",
+    "UInt8DType",
+    "Int16DType",
+    "UInt16DType",
+    "Int32DType",
+    "UInt32DType",
+    "Int64DType",
+    "UInt64DType",
+    "LongLongDType",
+    "ULongLongDType",
+    "Float16DType",
+    "Float32DType",
+    "Float64DType",
+    "LongDoubleDType",
+    "Complex64DType",
+    "Complex128DType",
+    "CLongDoubleDType",
+    "BytesDType",
+    "StrDType",
+    "DateTime64DType",
+    "TimeDelta64DType",
+)
 
 
 class LegacyCheckpointError(ModelFileError):
@@ -98,8 +120,10 @@ class Report:
         out.append("integer fields stored as floats, cast: " + (", ".join(self.int_casts) or "none"))
         out.append("pos_conv weight norm converted: " + ("; ".join(self.pos_conv) or "no"))
         for key, where in self.label_override.items():
-            out.append(f"label dictionaries: {where} (task.{key}); to move the copy, move them with it "
-                       f"and load it with arg_overrides={{'{key}': <their new directory>}}")
+            out.append(
+                f"label dictionaries: {where} (task.{key}); to move the copy, move them with it "
+                f"and load it with arg_overrides={{'{key}': <their new directory>}}"
+            )
         return out
 
 
@@ -137,7 +161,8 @@ def _legacy_format_globals(path: Path) -> list[str]:
             magic = []
         if magic != [torch.serialization.MAGIC_NUMBER]:
             raise LegacyCheckpointError(
-                f"{path}: not a torch checkpoint (neither torch's zip format nor the legacy format of torch < 1.6)")
+                f"{path}: not a torch checkpoint (neither torch's zip format nor the legacy format of torch < 1.6)"
+            )
         try:
             for _ in range(4):  # protocol version, system info, the object, storage keys
                 for op, arg, _ in pickletools.genops(f):
@@ -145,7 +170,8 @@ def _legacy_format_globals(path: Path) -> list[str]:
                         names.add(arg.replace(" ", "."))
                     elif op.name == "STACK_GLOBAL":
                         raise LegacyCheckpointError(
-                            f"{path}: its pickle uses protocol 4 globals, which weights-only loading cannot read")
+                            f"{path}: its pickle uses protocol 4 globals, which weights-only loading cannot read"
+                        )
         except LegacyCheckpointError:
             raise
         except Exception as e:  # noqa: BLE001 (pickletools: exhausted or unknown opcode)
@@ -161,7 +187,8 @@ def safe_load(path: str | os.PathLike) -> tuple[dict, list[str]]:
     if refused:
         raise LegacyCheckpointError(
             f"refusing to load {path}: its pickle names {', '.join(refused)}, which "
-            "speechprep.fairseq_legacy.ALLOWED does not allow (nothing was unpickled)")
+            "speechprep.fairseq_legacy.ALLOWED does not allow (nothing was unpickled)"
+        )
     # keyed by the name as the pickle spells it: torch matches (object, name) pairs by
     # that name, while a bare object goes by its real module, which for
     # numpy.core.multiarray.scalar is numpy._core.multiarray on numpy 2
@@ -293,8 +320,10 @@ def cast_args(args: argparse.Namespace) -> list[str]:
 # ---------------------------------------------------------------------------
 # 3. pos_conv weight norm
 # ---------------------------------------------------------------------------
-_WN = re.compile(r"^(?P<prefix>.*pos_conv\.0)\.(?P<kind>weight_g|weight_v|parametrizations\.weight\.original0|"
-                 r"parametrizations\.weight\.original1)$")
+_WN = re.compile(
+    r"^(?P<prefix>.*pos_conv\.0)\.(?P<kind>weight_g|weight_v|parametrizations\.weight\.original0|"
+    r"parametrizations\.weight\.original1)$"
+)
 
 
 def installed_pos_conv_layout() -> tuple[str, int]:
@@ -331,7 +360,11 @@ def convert_pos_conv(model_state: dict, target: tuple[str, int]) -> list[str]:
         if "weight_g" in t:
             src, g, v = "legacy", t["weight_g"], t["weight_v"]
         else:
-            src, g, v = "parametrizations", t["parametrizations.weight.original0"], t["parametrizations.weight.original1"]
+            src, g, v = (
+                "parametrizations",
+                t["parametrizations.weight.original0"],
+                t["parametrizations.weight.original1"],
+            )
         src_dim = _norm_dim(g)
         if (src, src_dim) == (layout, dim):
             continue
@@ -341,8 +374,11 @@ def convert_pos_conv(model_state: dict, target: tuple[str, int]) -> list[str]:
         new_g, new_v = torch.norm_except_dim(w, 2, dim), w
         for kind in t:
             del model_state[f"{prefix}.{kind}"]
-        names = ("weight_g", "weight_v") if layout == "legacy" else (
-            "parametrizations.weight.original0", "parametrizations.weight.original1")
+        names = (
+            ("weight_g", "weight_v")
+            if layout == "legacy"
+            else ("parametrizations.weight.original0", "parametrizations.weight.original1")
+        )
         model_state[f"{prefix}.{names[0]}"] = new_g.to(g.dtype)
         model_state[f"{prefix}.{names[1]}"] = new_v.to(v.dtype)
         changes.append(f"{prefix}: {src} g over dim {src_dim} -> {layout} g over dim {dim}")
@@ -371,8 +407,10 @@ def load_state(path: str | os.PathLike) -> tuple[dict, Report]:
     """The checkpoint's state, repaired for the installed fairseq, and a report."""
     state, allowed = safe_load(path)
     if "model" not in state or (state.get("args") is None and state.get("cfg") is None):
-        raise LegacyCheckpointError(f"{path}: not a fairseq model checkpoint (it has no model with cfg or args; "
-                                    f"keys: {', '.join(map(str, state))})")
+        raise LegacyCheckpointError(
+            f"{path}: not a fairseq model checkpoint (it has no model with cfg or args; "
+            f"keys: {', '.join(map(str, state))})"
+        )
     rep = Report(str(path), allowed_globals=allowed)
     if state.get("args") is not None:
         rep.style = "args"
@@ -444,10 +482,15 @@ def write_modern(path: str | os.PathLike, out: str | os.PathLike) -> Report:
         key = "label_dir" if "label_dir" in cfg["task"] else "data"
         cfg["task"][key] = str(label_dir.resolve())
         rep.label_override = {key: cfg["task"][key]}
-    modern = {"cfg": cfg, "args": None, "model": state["model"],
-              "optimizer_history": [{"criterion_name": "none", "optimizer_name": "none",
-                                     "lr_scheduler_state": {}, "num_updates": 0}],
-              "extra_state": {"train_iterator": {"epoch": 0}}}
+    modern = {
+        "cfg": cfg,
+        "args": None,
+        "model": state["model"],
+        "optimizer_history": [
+            {"criterion_name": "none", "optimizer_name": "none", "lr_scheduler_state": {}, "num_updates": 0}
+        ],
+        "extra_state": {"train_iterator": {"epoch": 0}},
+    }
     with atomic_open(out, "wb") as f:
         torch.save(modern, f)
     checkpoint_utils.load_checkpoint_to_cpu(str(out))  # proves plain fairseq reads it

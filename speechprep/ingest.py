@@ -10,20 +10,21 @@
 * nothing is lost: every input file or manifest line ends in the manifest or in
   ``rejects/ingest.jsonl`` with a reason code.
 """
+
 from __future__ import annotations
 
 import codecs
 import hashlib
 import json
-import math
 import logging
+import math
 import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from .inventory import walk_audio
 from .errors import UsageError
+from .inventory import walk_audio
 from .jsonio import dumps, write_jsonl, write_text_if_changed
 from .rejects import reject
 
@@ -69,7 +70,7 @@ def _not_utf8(rec) -> str | None:
     try:
         json.dumps(rec, ensure_ascii=False).encode("utf-8")
     except UnicodeEncodeError as e:
-        return f"holds {e.object[e.start:e.end]!r}, a lone UTF-16 surrogate, which UTF-8 cannot encode"
+        return f"holds {e.object[e.start : e.end]!r}, a lone UTF-16 surrogate, which UTF-8 cannot encode"
     return None
 
 
@@ -89,8 +90,7 @@ def _line_problem(rec) -> str | None:
         if "\0" in str(i):
             return "id contains a NUL byte"
     d = rec.get("duration")
-    if d is not None and not (isinstance(d, (int, float)) and not isinstance(d, bool)
-                              and math.isfinite(d) and d > 0):
+    if d is not None and not (isinstance(d, (int, float)) and not isinstance(d, bool) and math.isfinite(d) and d > 0):
         return f"duration must be a positive number, got {_short(repr(d), 80)}"
     for k in PASSTHROUGH:
         if k in rec and rec[k] is not None and not isinstance(rec[k], str):
@@ -131,8 +131,9 @@ class Ingest:
             if not _utf8_ok(rel):
                 shown = printable_path(rel)
                 self.warn(f"file name is not valid UTF-8: {shown}")
-                self.add_reject(derive_id(shown), printable_path(path), "bad_encoding",
-                                f"file name is not valid UTF-8: {shown}")
+                self.add_reject(
+                    derive_id(shown), printable_path(path), "bad_encoding", f"file name is not valid UTF-8: {shown}"
+                )
                 continue
             entry = {"_source": rel, "_explicit": False, "id": derive_id(rel), "audio_filepath": path}
             if st is None:
@@ -145,7 +146,7 @@ class Ingest:
         with open(manifest, "rb") as f:
             for n, raw in enumerate(f, 1):
                 if n == 1 and raw.startswith(codecs.BOM_UTF8):
-                    raw = raw[len(codecs.BOM_UTF8):]  # a manifest saved on Windows
+                    raw = raw[len(codecs.BOM_UTF8) :]  # a manifest saved on Windows
                 self._manifest_line(manifest, base, n, raw)
 
     def _manifest_line(self, manifest: str, base: str, n: int, raw: bytes) -> None:
@@ -153,10 +154,11 @@ class Ingest:
         try:
             line = raw.decode("utf-8")
         except UnicodeDecodeError as e:
-            shown = raw[max(0, e.start - 20): e.end + 20]
+            shown = raw[max(0, e.start - 20) : e.end + 20]
             self.warn(f"{where}: not valid UTF-8, skipped")
-            self.add_reject(n, None, "bad_encoding",
-                            f"{where}: invalid UTF-8 byte at column {e.start + 1}: {shown!r}", line=n)
+            self.add_reject(
+                n, None, "bad_encoding", f"{where}: invalid UTF-8 byte at column {e.start + 1}: {shown!r}", line=n
+            )
             return
         if not line.strip():
             return
@@ -188,8 +190,7 @@ class Ingest:
         else:
             rel = os.path.relpath(path, base)
             id_ = derive_id(rel if not rel.startswith("..") else path.lstrip(os.sep))
-        entry = {"_source": f"{where}:{path}", "_explicit": explicit, "_line": n,
-                 "id": id_, "audio_filepath": path}
+        entry = {"_source": f"{where}:{path}", "_explicit": explicit, "_line": n, "id": id_, "audio_filepath": path}
         if rec.get("duration") is not None:
             entry["duration"] = float(rec["duration"])
         for k in PASSTHROUGH:
@@ -220,8 +221,13 @@ class Ingest:
                 keep.append(first)
                 for e in explicit[1:]:
                     self.warn(f"duplicate id {id_!r} ({e['_source']}), skipped")
-                    self.add_reject(id_, e["audio_filepath"], "duplicate_id",
-                                    f"id {id_!r} already used by {first['_source']}", line=e.get("_line"))
+                    self.add_reject(
+                        id_,
+                        e["audio_filepath"],
+                        "duplicate_id",
+                        f"id {id_!r} already used by {first['_source']}",
+                        line=e.get("_line"),
+                    )
                 derived = [e for e in group if not e["_explicit"]]
             else:
                 derived = group
@@ -278,23 +284,28 @@ def shard_count(entries: list[dict], shards: int | None, shard_hours: float | No
     if missing:
         raise UsageError(
             f"shard_hours needs every file's duration, but {missing} entries have none; "
-            "turn probing on (probe: true), give `duration` in the input manifest, or set a fixed `shards`")
+            "turn probing on (probe: true), give `duration` in the input manifest, or set a fixed `shards`"
+        )
     hours = sum(e["duration"] for e in entries) / 3600.0
     return max(1, math.ceil(hours / float(shard_hours)))
 
 
 def public(e: dict) -> dict:
     """A manifest line: contract fields first, private bookkeeping dropped."""
-    out = {"id": e["id"], "audio_filepath": e["audio_filepath"], "duration": e.get("duration"),
-           "sample_rate": e.get("sample_rate"), "channels": e.get("channels")}
+    out = {
+        "id": e["id"],
+        "audio_filepath": e["audio_filepath"],
+        "duration": e.get("duration"),
+        "sample_rate": e.get("sample_rate"),
+        "channels": e.get("channels"),
+    }
     for k, v in e.items():
         if not k.startswith("_") and k not in out:
             out[k] = v
     return out
 
 
-def run(name: str, ds: dict, manifest_out: str, rejects_out: str, shards_dir: str,
-        threads: int = 1) -> dict:
+def run(name: str, ds: dict, manifest_out: str, rejects_out: str, shards_dir: str, threads: int = 1) -> dict:
     """Ingest dataset ``name`` (its config ``ds``); returns a summary."""
     ing = Ingest(name)
     if ds.get("audio_dir"):
@@ -322,7 +333,13 @@ def run(name: str, ds: dict, manifest_out: str, rejects_out: str, shards_dir: st
     write_text_if_changed(manifest_out, "".join(x + "\n" for x in lines))
     write_jsonl(rejects_out, ing.rejects)
     hours = sum(e.get("duration") or 0.0 for e in entries) / 3600.0
-    summary = {"dataset": name, "inputs": n_inputs, "accepted": len(entries),
-               "rejected": len(ing.rejects), "shards": n, "hours": round(hours, 4)}
+    summary = {
+        "dataset": name,
+        "inputs": n_inputs,
+        "accepted": len(entries),
+        "rejected": len(ing.rejects),
+        "shards": n,
+        "hours": round(hours, 4),
+    }
     log.info("%s", summary)
     return summary

@@ -4,11 +4,13 @@ Standard library only: the Snakefile imports this in the driver environment to
 decide whether ingest must rerun (a file added, removed or modified changes
 :func:`inventory_digest`).
 """
+
 from __future__ import annotations
 
 import hashlib
 import os
-from typing import Iterable, Iterator
+from collections.abc import Iterable, Iterator
+
 
 def walk_audio(root: str, extensions: Iterable[str]) -> Iterator[tuple[str, os.stat_result | None]]:
     """``(path relative to root, stat)`` of every audio file below ``root``, sorted.

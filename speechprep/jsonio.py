@@ -4,19 +4,21 @@ Every output is written to a temporary file in the target's directory and
 renamed over the target, so a killed job never leaves a truncated output that
 a later run could take for finished. All text is UTF-8.
 """
+
 from __future__ import annotations
 
 import contextlib
 import json
 import os
 import tempfile
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 _UMASK = os.umask(0o022)
 os.umask(_UMASK)
-_NAME_MAX = 255          # bytes in a file name on common file systems
-_TEMP_DECORATION = 12    # mkstemp's 8 random characters + ".tmp"
+_NAME_MAX = 255  # bytes in a file name on common file systems
+_TEMP_DECORATION = 12  # mkstemp's 8 random characters + ".tmp"
 
 
 @contextlib.contextmanager

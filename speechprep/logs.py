@@ -1,4 +1,5 @@
 """One log format for every job: ``time level stage[shard]: message``."""
+
 from __future__ import annotations
 
 import logging

@@ -1,4 +1,5 @@
 """Model files: local-or-named, and their identity (path + sha256). Standard library only."""
+
 from __future__ import annotations
 
 import hashlib
@@ -6,15 +7,18 @@ import json
 import os
 from pathlib import Path
 
-
 MODEL_SUFFIXES = (".nemo", ".pt", ".ckpt", ".model", ".joblib", ".pkl", ".json")
 
 
 def is_local_model(spec: str) -> bool:
     """A file path rather than a hub name such as ``nvidia/parakeet-tdt-0.6b-v2``:
     it exists, has a model file suffix, or is written as a path (absolute, ./, ../, ~)."""
-    return (os.path.exists(spec) or spec.endswith(MODEL_SUFFIXES) or os.path.isabs(spec)
-            or spec.startswith(("./", "../", "~")))
+    return (
+        os.path.exists(spec)
+        or spec.endswith(MODEL_SUFFIXES)
+        or os.path.isabs(spec)
+        or spec.startswith(("./", "../", "~"))
+    )
 
 
 def sha256_file(path: str | os.PathLike, chunk: int = 1 << 22) -> str:
@@ -38,15 +42,16 @@ def sha256_cached(path: str | os.PathLike, cache_dir: str | os.PathLike | None) 
     entry = Path(cache_dir) / f"{key.hexdigest()[:32]}.json"
     try:
         cached = json.loads(entry.read_text(encoding="utf-8"))
-        if cached.get("path") == path and cached.get("size") == st.st_size and \
-                cached.get("mtime_ns") == st.st_mtime_ns:
+        if cached.get("path") == path and cached.get("size") == st.st_size and cached.get("mtime_ns") == st.st_mtime_ns:
             return cached["sha256"]
     except (OSError, ValueError, KeyError, AttributeError):
         pass
     digest = sha256_file(path)
     entry.parent.mkdir(parents=True, exist_ok=True)
     tmp = entry.with_name(f".{entry.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps({"path": path, "size": st.st_size, "mtime_ns": st.st_mtime_ns,
-                               "sha256": digest}) + "\n", encoding="utf-8")
+    tmp.write_text(
+        json.dumps({"path": path, "size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": digest}) + "\n",
+        encoding="utf-8",
+    )
     os.replace(tmp, entry)
     return digest

@@ -6,6 +6,7 @@ common file systems. :func:`file_stem` keeps short ids as they are and turns
 a long one into a readable prefix plus a hash of the whole id; the line that
 names the file always carries the full ``id``.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -28,7 +29,7 @@ def file_stem(id_: str) -> str:
         return id_
     digest = hashlib.sha256(raw).hexdigest()[:_HASH_CHARS]
     readable = "".join("_" if c in _UNSAFE or not _encodable(c) else c for c in id_)
-    prefix = readable.encode("utf-8")[:MAX_STEM_BYTES - _HASH_CHARS - 1].decode("utf-8", "ignore")
+    prefix = readable.encode("utf-8")[: MAX_STEM_BYTES - _HASH_CHARS - 1].decode("utf-8", "ignore")
     return f"{prefix}-{digest}"
 
 

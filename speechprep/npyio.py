@@ -1,5 +1,6 @@
 """Atomic ``.npy`` writes, and a loader that treats a truncated or wrong-typed file as absent,
 so a killed job never leaves an array that later counts as done."""
+
 from __future__ import annotations
 
 import os

@@ -1,4 +1,5 @@
 """Progress lines for a job's log: items done, rate, audio speed, ETA."""
+
 from __future__ import annotations
 
 import logging
@@ -26,9 +27,11 @@ class Progress:
         pct = 100.0 * self.done / self.total if self.total else 100.0
         eta = (self.total - self.done) / rate if rate > 0 else float("nan")
         eta_s = _hms(eta) if eta == eta else "?"
-        return (f"{self.done}/{self.total} {self.unit} ({pct:.1f}%) | "
-                f"{rate:.2f} {self.unit}/s, {self.audio / dt:.1f}x realtime | "
-                f"elapsed {_hms(dt)} ETA {eta_s}")
+        return (
+            f"{self.done}/{self.total} {self.unit} ({pct:.1f}%) | "
+            f"{rate:.2f} {self.unit}/s, {self.audio / dt:.1f}x realtime | "
+            f"elapsed {_hms(dt)} ETA {eta_s}"
+        )
 
     def update(self, n: int = 1, audio_seconds: float = 0.0) -> None:
         self.done += n

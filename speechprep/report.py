@@ -5,6 +5,7 @@ every stage's rejects, the stages' per-shard outputs, and the `benchmark:`
 files Snakemake writes for each shard job (wall seconds), which give the
 throughput per stage in audio seconds per second.
 """
+
 from __future__ import annotations
 
 import csv
@@ -36,9 +37,16 @@ def stage_table(res: Path, stages: list[str]) -> list[dict[str, Any]]:
         seconds = sum(_bench_seconds(str(b)) for b in bench)
         audio = sum((shard_audio if stage == "vad" else seg_audio).get(b.stem, 0.0) for b in bench)
         rejects = sum(1 for p in (res / stage).glob("shard-*.rejects.jsonl") for _ in read_jsonl(p))
-        rows.append({"stage": stage, "shard_jobs": len(bench), "rejected": rejects,
-                     "audio_hours": round(audio / 3600, 4), "job_seconds": round(seconds, 1),
-                     "audio_seconds_per_second": round(audio / seconds, 1) if seconds else None})
+        rows.append(
+            {
+                "stage": stage,
+                "shard_jobs": len(bench),
+                "rejected": rejects,
+                "audio_hours": round(audio / 3600, 4),
+                "job_seconds": round(seconds, 1),
+                "audio_seconds_per_second": round(audio / seconds, 1) if seconds else None,
+            }
+        )
     return rows
 
 
@@ -60,9 +68,11 @@ def make(res: str | Path, stages: list[str], out_dir: str | Path) -> list[Path]:
         plt.close(fig)
         written.append(p)
 
-    for key, name, title, xlabel in (("duration", "duration_hist.png", "File durations", "seconds"),
-                                     ("speech_ratio", "speech_ratio_hist.png", "Speech ratio per file", "speech / duration"),
-                                     ("n_segments", "segments_per_file.png", "Segments per file", "segments")):
+    for key, name, title, xlabel in (
+        ("duration", "duration_hist.png", "File durations", "seconds"),
+        ("speech_ratio", "speech_ratio_hist.png", "Speech ratio per file", "speech / duration"),
+        ("n_segments", "segments_per_file.png", "Segments per file", "segments"),
+    ):
         fig, ax = plt.subplots(figsize=(6, 3.5))
         ax.hist([r[key] for r in stats] or [0], bins=30, color="#4477aa")
         ax.set_title(f"{title} ({len(stats)} files)")
@@ -71,7 +81,7 @@ def make(res: str | Path, stages: list[str], out_dir: str | Path) -> list[Path]:
         save(fig, name)
 
     reasons: Counter = Counter()
-    for p in [res / "rejects" / "ingest.jsonl"] + sorted(res.glob("*/shard-*.rejects.jsonl")):
+    for p in [res / "rejects" / "ingest.jsonl", *sorted(res.glob("*/shard-*.rejects.jsonl"))]:
         if p.exists():
             for r in read_jsonl(p):
                 reasons[f"{r['stage']}: {r['reason']}"] += 1

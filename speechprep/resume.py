@@ -5,13 +5,15 @@ fingerprints the shard's input and the stage's parameters, so a resume file
 left by a different input is discarded, not reused. A line cut short by a kill
 is ignored (that item is simply redone).
 """
+
 from __future__ import annotations
 
 import hashlib
 import json
 import os
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from .jsonio import atomic_open, dumps
 
@@ -60,7 +62,7 @@ class ResumeFile:
             f.write(json.dumps({"fingerprint": self.fingerprint}) + "\n")
             for r in lines:
                 f.write(dumps(r) + "\n")
-        self._f = open(self.path, "a", encoding="utf-8")
+        self._f = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 (open while the job runs; close())
 
     def append(self, line: dict) -> None:
         self._f.write(dumps(line) + "\n")

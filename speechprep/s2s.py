@@ -14,15 +14,18 @@ textlesslib's dense model -> quantizer -> vocoder chain, on fairseq directly:
   the HuBERT one) + config JSON, with or without duration prediction, writing
   16 kHz WAVs.
 """
+
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -30,7 +33,7 @@ from . import safe_pickle
 from .audio import SAMPLE_RATE, AudioError, read_segment
 from .batching import BatchRunner, isolate, resolve_device
 from .config import StageParams
-from .errors import ModelFileError, UsageError, describe
+from .errors import ModelFileError, UsageError
 from .failures import FailureRule
 from .jsonio import atomic_open
 from .modelfiles import sha256_cached
@@ -95,7 +98,7 @@ def dense_features(model, wavs: list, layer: int, normalize: bool) -> list:
         lens = [len(f) for f in feats]
         x = feats[0].new_zeros(len(feats), max(lens), feats[0].shape[1])
         for i, f in enumerate(feats):
-            x[i, :len(f)] = f
+            x[i, : len(f)] = f
         x = model.layer_norm(x)
         if model.post_extract_proj is not None:
             x = model.post_extract_proj(x)
@@ -117,7 +120,7 @@ class KmeansError(ModelFileError):
 # NumpyArrayWrapper; numpy scalars and dtypes; builtin containers.
 _SKLEARN_KMEANS = frozenset({"KMeans", "MiniBatchKMeans"})
 KMEANS_ALLOWED: safe_pickle.Allowlist = {
-    "sklearn.cluster._kmeans": _SKLEARN_KMEANS,   # scikit-learn >= 0.22
+    "sklearn.cluster._kmeans": _SKLEARN_KMEANS,  # scikit-learn >= 0.22
     "sklearn.cluster.k_means_": _SKLEARN_KMEANS,  # older
     "joblib.numpy_pickle": frozenset({"NumpyArrayWrapper"}),
     "builtins": frozenset({"dict", "list", "tuple", "set", "frozenset"}),
@@ -147,8 +150,10 @@ def load_kmeans_centers(path: str | os.PathLike) -> np.ndarray:
         # joblib routes the nested pickle of an object array through this too
         def find_class(self, module, name):
             if not safe_pickle.allowed(KMEANS_ALLOWED, module, name):
-                raise KmeansError(f"refusing to load {path}: its pickle names {module}.{name}, which "
-                                  "speechprep.s2s.KMEANS_ALLOWED does not allow (nothing of it was run)")
+                raise KmeansError(
+                    f"refusing to load {path}: its pickle names {module}.{name}, which "
+                    "speechprep.s2s.KMEANS_ALLOWED does not allow (nothing of it was run)"
+                )
             if module.startswith("sklearn."):
                 return _Estimator
             return safe_pickle.resolve(module, name)
@@ -177,10 +182,10 @@ class Quantizer:
         import torch
 
         self.c = torch.as_tensor(centers, device=device).t().contiguous()  # (D, K)
-        self.cnorm = (self.c ** 2).sum(0, keepdim=True)
+        self.cnorm = (self.c**2).sum(0, keepdim=True)
 
     def __call__(self, x) -> np.ndarray:
-        dist = (x ** 2).sum(1, keepdim=True) - 2 * x @ self.c + self.cnorm
+        dist = (x**2).sum(1, keepdim=True) - 2 * x @ self.c + self.cnorm
         return dist.argmin(dim=1).cpu().numpy()
 
 
@@ -214,8 +219,9 @@ def load_vocoder(checkpoint: str, config: str, device: str):
         cfg = json.load(f)
     state, _ = safe_load(checkpoint)
     if "generator" not in state:
-        raise LegacyCheckpointError(f"{checkpoint}: not a unit HiFi-GAN checkpoint (no 'generator'; keys: "
-                                    f"{', '.join(map(str, state))})")
+        raise LegacyCheckpointError(
+            f"{checkpoint}: not a unit HiFi-GAN checkpoint (no 'generator'; keys: {', '.join(map(str, state))})"
+        )
     weights = io.BytesIO()
     torch.save({"generator": state["generator"]}, weights)
     weights.seek(0)
@@ -232,8 +238,7 @@ def synthesize(vocoder, units: list[int], dur_prediction: bool, device: str) -> 
 
     code = dedup(units)[0] if dur_prediction else units
     with torch.no_grad():
-        wav = vocoder({"code": torch.tensor(code, dtype=torch.long, device=device).view(1, -1)},
-                      dur_prediction)
+        wav = vocoder({"code": torch.tensor(code, dtype=torch.long, device=device).view(1, -1)}, dur_prediction)
     return wav.float().cpu().numpy().reshape(-1)
 
 
@@ -263,11 +268,25 @@ class Models:
         n_layers = len(self.hubert.encoder.layers)
         if not 1 <= p.layer <= n_layers:
             raise UsageError(f"s2s.layer is {p.layer}, but the HuBERT checkpoint has layers 1..{n_layers}")
-        log.info("HuBERT %s (%d layers, using %d, %g Hz, normalize=%s); legacy: %s", p.hubert, n_layers, p.layer,
-                 self.frame_rate, self.normalize, "; ".join(report.lines()[1:]))
-        log.info("k-means %s (%d units); vocoder %s (hop %d, duration prediction %s); loaded in %.1f s on %s",
-                 p.kmeans, self.quantizer.c.shape[1], p.vocoder, self.hop, self.dur_prediction,
-                 time.monotonic() - t, device)
+        log.info(
+            "HuBERT %s (%d layers, using %d, %g Hz, normalize=%s); legacy: %s",
+            p.hubert,
+            n_layers,
+            p.layer,
+            self.frame_rate,
+            self.normalize,
+            "; ".join(report.lines()[1:]),
+        )
+        log.info(
+            "k-means %s (%d units); vocoder %s (hop %d, duration prediction %s); loaded in %.1f s on %s",
+            p.kmeans,
+            self.quantizer.c.shape[1],
+            p.vocoder,
+            self.hop,
+            self.dur_prediction,
+            time.monotonic() - t,
+            device,
+        )
         torch.set_grad_enabled(False)
 
 
@@ -286,7 +305,7 @@ def units_for_batch(models: Models, audios: list[np.ndarray], max_chunk: int) ->
     pieces, owner = [], []
     for i, a in enumerate(audios):
         for start in range(0, len(a), max_chunk):
-            pieces.append(a[start:start + max_chunk])
+            pieces.append(a[start : start + max_chunk])
             owner.append(i)
     feats = dense_features(models.hubert, pieces, models.layer, models.normalize)
     units: list[list[int]] = [[] for _ in audios]
@@ -313,20 +332,28 @@ class SegmentBatcher:
             except AudioError as e:
                 results.append(e)
         good = [i for i, r in enumerate(results) if not isinstance(r, AudioError)]
-        failed = lambda k, e: self.on_failure(batch[good[k]], e)  # noqa: E731
+        failed = lambda k, e: self.on_failure(batch[good[k]], e)
         for i, r in zip(good, isolate(self._run, [results[i] for i in good], "s2s model", failed)):
             results[i] = r
         return results
 
     def _run(self, audios: list[np.ndarray]) -> list[tuple[list[int], np.ndarray]]:
         m = self.models
-        return [(u, synthesize(m.vocoder, u, m.dur_prediction, m.device))
-                for u in units_for_batch(m, audios, self.max_chunk)]
+        return [
+            (u, synthesize(m.vocoder, u, m.dur_prediction, m.device))
+            for u in units_for_batch(m, audios, self.max_chunk)
+        ]
 
 
-
-def run_shard(segments_path: str, units_out: str, wav_dir: str, rejects_out: str, p: S2sParams,
-              resume: str, models: Models | None = None) -> dict[str, Any]:
+def run_shard(
+    segments_path: str,
+    units_out: str,
+    wav_dir: str,
+    rejects_out: str,
+    p: S2sParams,
+    resume: str,
+    models: Models | None = None,
+) -> dict[str, Any]:
     """Units and resynthesised WAVs for every segment of a shard (resumable).
 
     Raises :class:`~speechprep.failures.SystematicFailure` when the models fail on
@@ -338,9 +365,15 @@ def run_shard(segments_path: str, units_out: str, wav_dir: str, rejects_out: str
     ident = identity(p)
     scratch = Path(resume).with_suffix("")  # WAVs wait here until the shard is done
     fp = {k: v for k, v in asdict(p).items() if k not in ("model_failure", "hash_cache")}
-    job = ShardJob(STAGE, segments_path, resume, {**fp, **ident}, ALGORITHM_VERSION,
-                   failure_rule=FailureRule.from_dict(p.model_failure),
-                   model=f"{p.hubert} (k-means {p.kmeans}, vocoder {p.vocoder})")
+    job = ShardJob(
+        STAGE,
+        segments_path,
+        resume,
+        {**fp, **ident},
+        ALGORITHM_VERSION,
+        failure_rule=FailureRule.from_dict(p.model_failure),
+        model=f"{p.hubert} (k-means {p.kmeans}, vocoder {p.vocoder})",
+    )
 
     def screen(s: dict) -> Rejected | None:
         d = float(s["duration"])
@@ -361,13 +394,16 @@ def run_shard(segments_path: str, units_out: str, wav_dir: str, rejects_out: str
         units, wav = result
         with atomic_open(scratch / f"{file_stem(s['id'])}.wav", "wb") as f:
             sf.write(f, wav, SAMPLE_RATE, format="WAV", subtype="PCM_16")
-        return Accepted({"units": units, "wav_samples": int(len(wav))})
+        return Accepted({"units": units, "wav_samples": len(wav)})
 
     todo = job.todo(screen, keep)
     scratch.mkdir(parents=True, exist_ok=True)
     with job.running(todo):
-        runner = BatchRunner(budget=p.batch_seconds, duration=lambda s: float(s["duration"]),
-                             infer=SegmentBatcher(models, p, lambda s, e: job.model_error(s, e)))
+        runner = BatchRunner(
+            budget=p.batch_seconds,
+            duration=lambda s: float(s["duration"]),
+            infer=SegmentBatcher(models, p, lambda s, e: job.model_error(s, e)),
+        )
         for o in runner.run(todo):
             job.emit(o.item, outcome(o.item, o.result, o.oom))
 
@@ -376,14 +412,21 @@ def run_shard(segments_path: str, units_out: str, wav_dir: str, rejects_out: str
     lines = []
     for s, r in job.accepted():
         dd, durs = dedup(r["units"])
-        lines.append({"id": s["id"], "units": r["units"], "frame_rate": models.frame_rate, "dedup_units": dd,
-                      "durations": durs, "wav": str(out / f"{file_stem(s['id'])}.wav"),
-                      "wav_samples": r["wav_samples"], **ident})
+        lines.append(
+            {
+                "id": s["id"],
+                "units": r["units"],
+                "frame_rate": models.frame_rate,
+                "dedup_units": dd,
+                "durations": durs,
+                "wav": str(out / f"{file_stem(s['id'])}.wav"),
+                "wav_samples": r["wav_samples"],
+                **ident,
+            }
+        )
     for line in lines:
         os.replace(scratch / Path(line["wav"]).name, line["wav"])
     counts = job.commit({units_out: lines}, rejects_out)
-    try:
+    with contextlib.suppress(OSError):
         scratch.rmdir()
-    except OSError:
-        pass
     return counts

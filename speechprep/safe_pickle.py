@@ -7,6 +7,7 @@ Every other global a pickle names is refused before anything is unpickled
 (torch checkpoints) or at the lookup itself (joblib files), so nothing it
 names can run.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -21,8 +22,14 @@ NUMPY: Allowlist = {
     "numpy._core.multiarray": frozenset({"_reconstruct", "scalar"}),
 }
 # the only allowed names that are not classes
-NUMPY_FUNCTIONS = frozenset({"numpy.core.multiarray._reconstruct", "numpy.core.multiarray.scalar",
-                             "numpy._core.multiarray._reconstruct", "numpy._core.multiarray.scalar"})
+NUMPY_FUNCTIONS = frozenset(
+    {
+        "numpy.core.multiarray._reconstruct",
+        "numpy.core.multiarray.scalar",
+        "numpy._core.multiarray._reconstruct",
+        "numpy._core.multiarray.scalar",
+    }
+)
 
 # numpy 2 moved numpy.core to numpy._core; the old path imports only with a deprecation warning
 _MOVED = {"numpy.core.multiarray": "numpy._core.multiarray"}

@@ -18,20 +18,22 @@ owns the rest:
   rejects format of ``docs/outputs.md``), and the atomic writes of the
   outputs, after which the resume file goes.
 """
+
 from __future__ import annotations
 
 import contextlib
 import logging
 import os
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any
 
 from .errors import describe
 from .failures import FailureRule, ModelFailures
 from .jsonio import read_jsonl, write_jsonl
-from .rejects import reject
 from .progress import Progress
+from .rejects import reject
 from .resume import ResumeFile, fingerprint
 
 log = logging.getLogger("speechprep.shardjob")
@@ -72,8 +74,7 @@ def outcome_line(item_id: str, o: Outcome) -> dict:
     """An outcome as a resume-file line."""
     if isinstance(o, Accepted):
         return {"id": item_id, **o.data}
-    return {"id": item_id, "reject": o.reason, "detail": o.detail, "model_error": o.model_error,
-            "extra": o.extra}
+    return {"id": item_id, "reject": o.reason, "detail": o.detail, "model_error": o.model_error, "extra": o.extra}
 
 
 def outcome_from_line(line: dict) -> Outcome:
@@ -85,22 +86,32 @@ def outcome_from_line(line: dict) -> Outcome:
 class ShardJob:
     """One shard of one stage: items from a JSONL file, each ending accepted or rejected."""
 
-    def __init__(self, stage: str, items_path: str | os.PathLike, resume_path: str | os.PathLike,
-                 params: Any, version: str, unit: str = "segments",
-                 failure_rule: FailureRule | None = None, model: str | None = None):
+    def __init__(
+        self,
+        stage: str,
+        items_path: str | os.PathLike,
+        resume_path: str | os.PathLike,
+        params: Any,
+        version: str,
+        unit: str = "segments",
+        failure_rule: FailureRule | None = None,
+        model: str | None = None,
+    ):
         self.stage, self.unit = stage, unit
         self.name = shard_name(items_path)
         self.items = list(read_jsonl(items_path))
         self.resume = ResumeFile(resume_path, fingerprint(items_path, params, version))
         ids = {item["id"] for item in self.items}
-        self.outcomes: dict[str, Outcome] = {
-            k: outcome_from_line(v) for k, v in self.resume.load().items() if k in ids}
+        self.outcomes: dict[str, Outcome] = {k: outcome_from_line(v) for k, v in self.resume.load().items() if k in ids}
         self.failures = ModelFailures(stage, model or "?", failure_rule) if failure_rule else None
         self.progress: Progress | None = None
 
     # -- before ----------------------------------------------------------------
-    def todo(self, screen: Callable[[dict], Rejected | None] | None = None,
-             keep: Callable[[dict, Outcome], bool] | None = None) -> list[dict]:
+    def todo(
+        self,
+        screen: Callable[[dict], Rejected | None] | None = None,
+        keep: Callable[[dict, Outcome], bool] | None = None,
+    ) -> list[dict]:
         """The items still to process. A saved outcome is kept unless ``keep(item,
         outcome)`` says it no longer holds (say, its file is gone); ``screen(item)``
         rejects an item from the manifest alone, before any processing."""
@@ -115,13 +126,19 @@ class ShardJob:
                 self.outcomes[item["id"]] = screened
             else:
                 todo.append(item)
-        log.info("%d %s, %d already done or screened out (resume file %s), %d to process",
-                 len(self.items), self.unit, len(self.items) - len(todo), self.resume.path, len(todo))
+        log.info(
+            "%d %s, %d already done or screened out (resume file %s), %d to process",
+            len(self.items),
+            self.unit,
+            len(self.items) - len(todo),
+            self.resume.path,
+            len(todo),
+        )
         return todo
 
     # -- during ----------------------------------------------------------------
     @contextlib.contextmanager
-    def running(self, todo: list[dict]) -> Iterator["ShardJob"]:
+    def running(self, todo: list[dict]) -> Iterator[ShardJob]:
         """Process ``todo`` inside this block, calling :meth:`emit` per item. On any
         exception the resume file is kept for the next attempt."""
         self.progress = Progress(len(todo), self.unit)
@@ -175,12 +192,12 @@ class ShardJob:
         for item in self.items:
             o = self.outcomes[item["id"]]
             if isinstance(o, Rejected):
-                out.append(reject(item["id"], item.get("audio_filepath"), self.stage, o.reason, o.detail,
-                                  **o.extra))
+                out.append(reject(item["id"], item.get("audio_filepath"), self.stage, o.reason, o.detail, **o.extra))
         return out
 
-    def commit(self, outputs: dict[str | os.PathLike, Iterable[dict]], rejects_path: str | os.PathLike,
-               **counts: Any) -> dict[str, Any]:
+    def commit(
+        self, outputs: dict[str | os.PathLike, Iterable[dict]], rejects_path: str | os.PathLike, **counts: Any
+    ) -> dict[str, Any]:
         """Write ``outputs`` and the rejects atomically, drop the resume file, log the counts."""
         written = {Path(p).name: write_jsonl(p, lines) for p, lines in outputs.items()}
         rejected = write_jsonl(rejects_path, self.reject_lines())

@@ -5,15 +5,16 @@ work on frame flags and are unit-tested without audio. :func:`analyze_file`
 runs one file; :func:`run_shard` runs a shard's files in a process pool on a
 :class:`~speechprep.shardjob.ShardJob` (resumable per file).
 """
+
 from __future__ import annotations
 
 import logging
-import time
 from collections import deque
+from collections.abc import Callable, Iterable
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import asdict, dataclass
-from typing import Any, Callable, Iterable
+from typing import Any
 
 import numpy as np
 
@@ -28,8 +29,18 @@ log = logging.getLogger("speechprep.vad")
 STAGE = "vad"
 # Bump when a change to this module changes results, so stale checkpoints are not reused.
 ALGORITHM_VERSION = "1"
-STATS_FIELDS = ("id", "duration", "speech_ratio", "n_segments", "max_speech", "min_speech",
-                "avg_speech", "max_silence", "min_silence", "avg_silence")
+STATS_FIELDS = (
+    "id",
+    "duration",
+    "speech_ratio",
+    "n_segments",
+    "max_speech",
+    "min_speech",
+    "avg_speech",
+    "max_silence",
+    "min_silence",
+    "avg_silence",
+)
 PASSTHROUGH = ("speaker", "language")
 
 
@@ -77,13 +88,13 @@ def speech_flags(chunks: Iterable[np.ndarray], params: VadParams) -> tuple[np.nd
         full = len(a) // hop
         process = vad.process
         for i in range(full):
-            p, f = process(a[i * hop:(i + 1) * hop])
+            p, f = process(a[i * hop : (i + 1) * hop])
             probs.append(p)
             flags.append(f)
-        carry = a[full * hop:]
+        carry = a[full * hop :]
     if len(carry):
         last = np.zeros(hop, np.int16)
-        last[:len(carry)] = carry
+        last[: len(carry)] = carry
         p, f = vad.process(last)
         probs.append(p)
         flags.append(f)
@@ -95,8 +106,9 @@ def check_ten_vad(params: VadParams) -> None:
     try:
         speech_flags([np.zeros(params.hop_size, np.float32)], params)
     except OSError as e:
-        raise UsageError(f"TEN-VAD's library cannot be loaded: {e}. "
-                         "Debian: apt-get install libc++1; conda: libcxx (envs/vad.yaml)") from None
+        raise UsageError(
+            f"TEN-VAD's library cannot be loaded: {e}. Debian: apt-get install libc++1; conda: libcxx (envs/vad.yaml)"
+        ) from None
 
 
 # --------------------------------------------------------------------------
@@ -120,8 +132,7 @@ class _Seg:
         return self.end - self.start
 
 
-def _split(seg: _Seg, limit: float, min_piece: float, probs: np.ndarray, hop_s: float,
-           notes: list[str]) -> list[_Seg]:
+def _split(seg: _Seg, limit: float, min_piece: float, probs: np.ndarray, hop_s: float, notes: list[str]) -> list[_Seg]:
     """Cut ``seg`` until no piece exceeds ``limit``: at its longest internal silence
     that leaves ``min_piece`` on both sides, or, without one, at its least
     speech-like frame in the middle half, again ``min_piece`` from either end.
@@ -138,20 +149,22 @@ def _split(seg: _Seg, limit: float, min_piece: float, probs: np.ndarray, hop_s: 
         hi_t = seg.end - max(seg.length / 4, min_piece)
         if hi_t < lo_t:
             t = (seg.start + seg.end) / 2
-            notes.append(f"{seg.length:.2f} s of speech at {seg.start:.2f} s cut in the middle: no cut point "
-                         f"leaves min_speech ({min_piece} s) on both sides within max_segment")
+            notes.append(
+                f"{seg.length:.2f} s of speech at {seg.start:.2f} s cut in the middle: no cut point "
+                f"leaves min_speech ({min_piece} s) on both sides within max_segment"
+            )
         else:
             lo, hi = int(np.ceil(lo_t / hop_s)), min(int(hi_t / hop_s), len(probs) - 1)
-            t = (lo + int(np.argmin(probs[lo:hi + 1]))) * hop_s if lo <= hi else (lo_t + hi_t) / 2
+            t = (lo + int(np.argmin(probs[lo : hi + 1]))) * hop_s if lo <= hi else (lo_t + hi_t) / 2
         cut = (t, t)
     left = _Seg(seg.start, cut[0], [x for x in seg.gaps if x[1] <= cut[0]])
     right = _Seg(cut[1], seg.end, [x for x in seg.gaps if x[0] >= cut[1]])
-    return (_split(left, limit, min_piece, probs, hop_s, notes)
-            + _split(right, limit, min_piece, probs, hop_s, notes))
+    return _split(left, limit, min_piece, probs, hop_s, notes) + _split(right, limit, min_piece, probs, hop_s, notes)
 
 
-def make_segments(flags: np.ndarray, probs: np.ndarray, duration: float, p: VadParams,
-                  notes: list[str] | None = None) -> list[tuple[float, float]]:
+def make_segments(
+    flags: np.ndarray, probs: np.ndarray, duration: float, p: VadParams, notes: list[str] | None = None
+) -> list[tuple[float, float]]:
     """Speech segments ``(start, end)`` in seconds.
 
     Gaps shorter than ``min_silence`` are merged, speech shorter than
@@ -195,12 +208,15 @@ def file_stats(file_id: str, duration: float, segments: list[tuple[float, float]
         return round(float(x), 4)
 
     return {
-        "id": file_id, "duration": r(duration),
+        "id": file_id,
+        "duration": r(duration),
         "speech_ratio": r(sum(speech) / duration) if duration > 0 else 0.0,
         "n_segments": len(segments),
-        "max_speech": r(max(speech, default=0)), "min_speech": r(min(speech, default=0)),
+        "max_speech": r(max(speech, default=0)),
+        "min_speech": r(min(speech, default=0)),
         "avg_speech": r(sum(speech) / len(speech)) if speech else 0.0,
-        "max_silence": r(max(silence, default=0)), "min_silence": r(min(silence, default=0)),
+        "max_silence": r(max(silence, default=0)),
+        "min_silence": r(min(silence, default=0)),
         "avg_silence": r(sum(silence) / len(silence)) if silence else 0.0,
     }
 
@@ -214,31 +230,41 @@ def analyze_file(entry: dict[str, Any], p: VadParams) -> Outcome:
     fid, path = entry["id"], entry["audio_filepath"]
     damage: list[tuple[float, str]] = []
     try:
-        probs, flags, n = speech_flags(stream_mono(path, SAMPLE_RATE, p.block_seconds,
-                                                   on_damage=lambda t, d: damage.append((t, d))), p)
+        probs, flags, n = speech_flags(
+            stream_mono(path, SAMPLE_RATE, p.block_seconds, on_damage=lambda t, d: damage.append((t, d))), p
+        )
     except AudioError as e:
         return Rejected(e.reason, e.detail)
     except FileNotFoundError:
         return Rejected("missing", "file does not exist")
-    except Exception as e:  # never let one file abort the shard
+    except Exception as e:  # noqa: BLE001 (never let one file abort the shard)
         return Rejected("error", f"{type(e).__name__}: {e}")
     if n == 0:
         return Rejected("empty", "no samples decoded")
     duration = n / SAMPLE_RATE
     if n < p.hop_size:
-        return Rejected("too_short", f"{duration * 1000:.1f} ms is shorter than one VAD frame "
-                                     f"({p.hop_size / SAMPLE_RATE * 1000:.0f} ms)")
+        return Rejected(
+            "too_short",
+            f"{duration * 1000:.1f} ms is shorter than one VAD frame ({p.hop_size / SAMPLE_RATE * 1000:.0f} ms)",
+        )
     notes: list[str] = []
     segments = make_segments(flags, probs, duration, p, notes)
     if damage:
         notes.append(f"damaged: {damage[0][1]}; the {duration:.3f} s before the damage are used")
     if not segments:
-        return Rejected("no_speech", f"no speech in {duration:.2f} s (max speech probability "
-                                     f"{float(probs.max()):.2f}, threshold {p.threshold})")
+        return Rejected(
+            "no_speech",
+            f"no speech in {duration:.2f} s (max speech probability {float(probs.max()):.2f}, threshold {p.threshold})",
+        )
     seg_lines = []
     for k, (s, e) in enumerate(segments):
-        line = {"id": f"{fid}_{k:04d}", "file_id": fid, "audio_filepath": path,
-                "offset": round(s, 4), "duration": round(e - s, 4)}
+        line = {
+            "id": f"{fid}_{k:04d}",
+            "file_id": fid,
+            "audio_filepath": path,
+            "offset": round(s, 4),
+            "duration": round(e - s, 4),
+        }
         for key in PASSTHROUGH:
             if entry.get(key) is not None:
                 line[key] = entry[key]
@@ -310,8 +336,9 @@ def execute(todo: list[dict], params: VadParams, workers: int, emit: Emit) -> No
                 emit(e, Rejected("worker_crash", "the VAD worker process died while analysing this file"))
 
 
-def run_shard(shard_path: str, segments_out: str, stats_out: str, rejects_out: str,
-              params: VadParams, workers: int, resume: str) -> dict[str, Any]:
+def run_shard(
+    shard_path: str, segments_out: str, stats_out: str, rejects_out: str, params: VadParams, workers: int, resume: str
+) -> dict[str, Any]:
     """VAD over every file of a shard; returns counts. Resumes from ``resume``."""
     check_ten_vad(params)
     job = ShardJob(STAGE, shard_path, resume, asdict(params), ALGORITHM_VERSION, unit="files")
@@ -321,20 +348,24 @@ def run_shard(shard_path: str, segments_out: str, stats_out: str, rejects_out: s
         if isinstance(outcome, Accepted):
             for note in outcome.data.get("notes", ()):
                 log.info("%s: %s", entry["id"], note)
-        job.emit(entry, outcome, audio_seconds=outcome.data["stats"]["duration"]
-                 if isinstance(outcome, Accepted) else 0.0)
+        job.emit(
+            entry, outcome, audio_seconds=outcome.data["stats"]["duration"] if isinstance(outcome, Accepted) else 0.0
+        )
 
     with job.running(todo):
         log.info("%d files to analyse with %d workers", len(todo), workers)
         execute(todo, params, workers, emit)
     done = list(job.accepted())
-    return job.commit({stats_out: [d["stats"] for _, d in done],
-                       segments_out: [s for _, d in done for s in d["segments"]]},
-                      rejects_out, segments=sum(len(d["segments"]) for _, d in done))
+    return job.commit(
+        {stats_out: [d["stats"] for _, d in done], segments_out: [s for _, d in done for s in d["segments"]]},
+        rejects_out,
+        segments=sum(len(d["segments"]) for _, d in done),
+    )
 
 
-def merge(stats_files: list[str], rejects_files: list[str], segments_files: list[str],
-          csv_out: str, summary_out: str) -> dict[str, Any]:
+def merge(
+    stats_files: list[str], rejects_files: list[str], segments_files: list[str], csv_out: str, summary_out: str
+) -> dict[str, Any]:
     """``vad/stats.csv`` (every shard's per-file stats) and ``vad/summary.json``."""
     import csv
 
@@ -355,9 +386,16 @@ def merge(stats_files: list[str], rejects_files: list[str], segments_files: list
         with open(path, encoding="utf-8") as f:
             n_segments += sum(1 for line in f if line.strip())
     reasons = count_reasons(rejects_files)
-    summary = {"stage": STAGE, "shards": len(stats_files), "files": n_files,
-               "rejected": sum(reasons.values()), "rejects_by_reason": reasons,
-               "segments": n_segments, "truncated_files": truncated, "audio_hours": round(audio / 3600, 4),
-               "speech_hours": round(speech / 3600, 4)}
+    summary = {
+        "stage": STAGE,
+        "shards": len(stats_files),
+        "files": n_files,
+        "rejected": sum(reasons.values()),
+        "rejects_by_reason": reasons,
+        "segments": n_segments,
+        "truncated_files": truncated,
+        "audio_hours": round(audio / 3600, 4),
+        "speech_hours": round(speech / 3600, 4),
+    }
     write_json(summary_out, summary)
     return summary

@@ -6,6 +6,7 @@ batch starts (naming it) and :meth:`Watchdog.done` when it ends; a
 background thread dumps every thread's stack to the log and ends the process
 with :data:`EXIT_CODE` when a batch runs longer than ``timeout``.
 """
+
 from __future__ import annotations
 
 import faulthandler
@@ -31,7 +32,7 @@ class Watchdog:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._watch, name="speechprep-watchdog", daemon=True)
 
-    def __enter__(self) -> "Watchdog":
+    def __enter__(self) -> Watchdog:
         if self.timeout > 0:
             self._thread.start()
         return self
@@ -58,8 +59,10 @@ class Watchdog:
                 self._fire(desc, time.monotonic() - since)
 
     def _fire(self, desc: str, stalled: float) -> None:
-        msg = (f"WATCHDOG: no progress for {stalled:.0f} s (limit {self.timeout:.0f} s) on {self.label} "
-               f"{desc}; stacks of every thread follow, then the job fails (exit {EXIT_CODE})")
+        msg = (
+            f"WATCHDOG: no progress for {stalled:.0f} s (limit {self.timeout:.0f} s) on {self.label} "
+            f"{desc}; stacks of every thread follow, then the job fails (exit {EXIT_CODE})"
+        )
         log.error("%s", msg)
         sys.stderr.flush()
         faulthandler.dump_traceback(file=sys.__stderr__, all_threads=True)

@@ -1,5 +1,6 @@
 """What the tests of every stage share: the demo corpus and its truth, segments of it,
 stage parameters from config/config.yaml. Importable from any stage's venv."""
+
 from __future__ import annotations
 
 import json
@@ -28,9 +29,13 @@ def demo_segments(n: int | None = None, pad: float = 0.0, text: bool = False, vo
         if not info.get("clean"):
             continue
         for k, sp in enumerate(info["speech"]):
-            seg = {"id": f"{file_id(rel)}_{k:04d}", "file_id": file_id(rel),
-                   "audio_filepath": str(DEMO / "audio" / rel),
-                   "offset": round(sp["start"] - pad, 3), "duration": round(sp["end"] - sp["start"] + 2 * pad, 3)}
+            seg = {
+                "id": f"{file_id(rel)}_{k:04d}",
+                "file_id": file_id(rel),
+                "audio_filepath": str(DEMO / "audio" / rel),
+                "offset": round(sp["start"] - pad, 3),
+                "duration": round(sp["end"] - sp["start"] + 2 * pad, 3),
+            }
             if text:
                 seg["text"] = sp["text"]
             if voice:

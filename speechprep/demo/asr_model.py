@@ -8,11 +8,12 @@ reproduces those texts; on anything else its output is meaningless.
 
     python -m speechprep demo asr-model --truth resources/demo/truth.json --out resources/models/demo_asr.nemo
 """
+
 from __future__ import annotations
 
 import json
-import os
 import logging
+import os
 import random
 import tempfile
 import time
@@ -39,8 +40,14 @@ def training_manifest(truth_path: Path, out: Path, copies: int, jitter: float, s
             for k in range(copies):
                 a = max(0.0, sp["start"] - (rng.uniform(0, jitter) if k else 0.0))
                 b = min(info["duration"], sp["end"] + (rng.uniform(0, jitter) if k else 0.0))
-                rows.append({"audio_filepath": str((audio_root / rel).resolve()), "offset": round(a, 3),
-                             "duration": round(b - a, 3), "text": sp["text"]})
+                rows.append(
+                    {
+                        "audio_filepath": str((audio_root / rel).resolve()),
+                        "offset": round(a, 3),
+                        "duration": round(b - a, 3),
+                        "text": sp["text"],
+                    }
+                )
     with open(out, "w", encoding="utf-8") as f:
         for r in rows:
             f.write(json.dumps(r) + "\n")
@@ -51,29 +58,70 @@ def model_config(manifest: str, batch_size: int):
     from omegaconf import OmegaConf
 
     def block(filters, kernel, stride=1, residual=False):
-        return {"filters": filters, "repeat": 1, "kernel": [kernel], "stride": [stride], "dilation": [1],
-                "dropout": 0.0, "residual": residual, "separable": True}
+        return {
+            "filters": filters,
+            "repeat": 1,
+            "kernel": [kernel],
+            "stride": [stride],
+            "dilation": [1],
+            "dropout": 0.0,
+            "residual": residual,
+            "separable": True,
+        }
 
     feats, width = 64, 128
-    return OmegaConf.create({
-        "sample_rate": 16000,
-        "labels": LABELS,
-        "train_ds": {"manifest_filepath": manifest, "sample_rate": 16000, "labels": LABELS,
-                     "batch_size": batch_size, "shuffle": True, "num_workers": 0, "trim_silence": False,
-                     "max_duration": 30.0, "normalize_transcripts": False},
-        "preprocessor": {"_target_": "nemo.collections.asr.modules.AudioToMelSpectrogramPreprocessor",
-                         "sample_rate": 16000, "normalize": "per_feature", "window_size": 0.025,
-                         "window_stride": 0.01, "features": feats, "n_fft": 512, "dither": 0.0},
-        "encoder": {"_target_": "nemo.collections.asr.modules.ConvASREncoder", "feat_in": feats,
-                    "activation": "relu", "conv_mask": True,
-                    "jasper": [block(width, 11, stride=2), block(width, 13, residual=True),
-                               block(width, 15, residual=True), block(width, 17, residual=True),
-                               block(width, 1)]},
-        "decoder": {"_target_": "nemo.collections.asr.modules.ConvASRDecoder", "feat_in": width,
-                    "num_classes": len(LABELS), "vocabulary": LABELS},
-        "optim": {"name": "adamw", "lr": 0.01, "weight_decay": 0.0,
-                  "sched": {"name": "CosineAnnealing", "warmup_steps": 20, "min_lr": 1e-4}},
-    })
+    return OmegaConf.create(
+        {
+            "sample_rate": 16000,
+            "labels": LABELS,
+            "train_ds": {
+                "manifest_filepath": manifest,
+                "sample_rate": 16000,
+                "labels": LABELS,
+                "batch_size": batch_size,
+                "shuffle": True,
+                "num_workers": 0,
+                "trim_silence": False,
+                "max_duration": 30.0,
+                "normalize_transcripts": False,
+            },
+            "preprocessor": {
+                "_target_": "nemo.collections.asr.modules.AudioToMelSpectrogramPreprocessor",
+                "sample_rate": 16000,
+                "normalize": "per_feature",
+                "window_size": 0.025,
+                "window_stride": 0.01,
+                "features": feats,
+                "n_fft": 512,
+                "dither": 0.0,
+            },
+            "encoder": {
+                "_target_": "nemo.collections.asr.modules.ConvASREncoder",
+                "feat_in": feats,
+                "activation": "relu",
+                "conv_mask": True,
+                "jasper": [
+                    block(width, 11, stride=2),
+                    block(width, 13, residual=True),
+                    block(width, 15, residual=True),
+                    block(width, 17, residual=True),
+                    block(width, 1),
+                ],
+            },
+            "decoder": {
+                "_target_": "nemo.collections.asr.modules.ConvASRDecoder",
+                "feat_in": width,
+                "num_classes": len(LABELS),
+                "vocabulary": LABELS,
+            },
+            "optim": {
+                "name": "adamw",
+                "lr": 0.01,
+                "weight_decay": 0.0,
+                "sched": {"name": "CosineAnnealing", "warmup_steps": 20, "min_lr": 1e-4},
+            },
+        }
+    )
 
 
 def build(truth_path: Path, out: Path, max_steps: int = 1500, seed: int = 0) -> dict:
@@ -93,9 +141,17 @@ def build(truth_path: Path, out: Path, max_steps: int = 1500, seed: int = 0) -> 
         cfg = model_config(str(manifest), batch_size=16)
         cfg.optim.sched.max_steps = max_steps
 
-        trainer = pl.Trainer(accelerator="cpu", devices=1, max_steps=max_steps, logger=False, deterministic=True,
-                             enable_checkpointing=False, enable_progress_bar=False,
-                             enable_model_summary=False, default_root_dir=tmp)
+        trainer = pl.Trainer(
+            accelerator="cpu",
+            devices=1,
+            max_steps=max_steps,
+            logger=False,
+            deterministic=True,
+            enable_checkpointing=False,
+            enable_progress_bar=False,
+            enable_model_summary=False,
+            default_root_dir=tmp,
+        )
         model = EncDecCTCModel(cfg=cfg, trainer=trainer)
         n_params = sum(p.numel() for p in model.parameters())
         log.info("demo ASR model: %d parameters, %d training rows, %d steps on CPU", n_params, len(rows), max_steps)
@@ -111,5 +167,3 @@ def build(truth_path: Path, out: Path, max_steps: int = 1500, seed: int = 0) -> 
     info = {"parameters": n_params, "steps": trainer.global_step, "train_seconds": round(train_s, 1)}
     log.info("demo ASR model saved to %s: %s", out, info)
     return info
-
-

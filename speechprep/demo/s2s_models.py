@@ -8,6 +8,7 @@
   :mod:`speechprep.fairseq_legacy`: pickled argparse/omegaconf/fairseq/numpy
   objects, integer fields stored as floats, pos_conv weight norm in another layout.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,9 +35,19 @@ def _write_dict(label_dir: Path, label: str, n: int) -> None:
 BASE_CONV_LAYERS = "[(512, 10, 5)] + [(512, 3, 2)] * 4 + [(512, 2, 2)] * 2"
 
 
-def tiny_hubert(label_dir: Path, n_labels: int = 50, seed: int = 0, layers: int = 2, dim: int = 64,
-                normalize: bool = False, conv_layers: str = CONV_LAYERS, ffn: int | None = None,
-                heads: int = 2, conv_pos: int = 16, conv_pos_groups: int = 4):
+def tiny_hubert(
+    label_dir: Path,
+    n_labels: int = 50,
+    seed: int = 0,
+    layers: int = 2,
+    dim: int = 64,
+    normalize: bool = False,
+    conv_layers: str = CONV_LAYERS,
+    ffn: int | None = None,
+    heads: int = 2,
+    conv_pos: int = 16,
+    conv_pos_groups: int = 4,
+):
     """``(model, task)`` built by fairseq from its own configs."""
     from fairseq.models.hubert.hubert import HubertConfig
     from fairseq.tasks.hubert_pretraining import HubertPretrainingConfig, HubertPretrainingTask
@@ -44,16 +55,36 @@ def tiny_hubert(label_dir: Path, n_labels: int = 50, seed: int = 0, layers: int 
 
     torch.manual_seed(seed)
     _write_dict(label_dir, "km", n_labels)
-    task_cfg = HubertPretrainingConfig(data=str(label_dir), label_dir=str(label_dir), labels=["km"],
-                                       label_rate=50.0, sample_rate=16000, normalize=normalize,
-                                       enable_padding=False, max_sample_size=250000)
+    task_cfg = HubertPretrainingConfig(
+        data=str(label_dir),
+        label_dir=str(label_dir),
+        labels=["km"],
+        label_rate=50.0,
+        sample_rate=16000,
+        normalize=normalize,
+        enable_padding=False,
+        max_sample_size=250000,
+    )
     task = HubertPretrainingTask.setup_task(task_cfg)
-    model_cfg = HubertConfig(label_rate=50.0, extractor_mode="default", encoder_layers=layers,
-                             encoder_embed_dim=dim, encoder_ffn_embed_dim=ffn or 2 * dim,
-                             encoder_attention_heads=heads, conv_feature_layers=conv_layers,
-                             conv_pos=conv_pos, conv_pos_groups=conv_pos_groups, final_dim=32, layer_norm_first=normalize,
-                             dropout=0.0, attention_dropout=0.0, activation_dropout=0.0,
-                             dropout_input=0.0, dropout_features=0.0, feature_grad_mult=1.0)
+    model_cfg = HubertConfig(
+        label_rate=50.0,
+        extractor_mode="default",
+        encoder_layers=layers,
+        encoder_embed_dim=dim,
+        encoder_ffn_embed_dim=ffn or 2 * dim,
+        encoder_attention_heads=heads,
+        conv_feature_layers=conv_layers,
+        conv_pos=conv_pos,
+        conv_pos_groups=conv_pos_groups,
+        final_dim=32,
+        layer_norm_first=normalize,
+        dropout=0.0,
+        attention_dropout=0.0,
+        activation_dropout=0.0,
+        dropout_input=0.0,
+        dropout_features=0.0,
+        feature_grad_mult=1.0,
+    )
     model_cfg._name = "hubert"
     model = task.build_model(OmegaConf.structured(model_cfg)).eval()
     return model, task, task_cfg, model_cfg
@@ -68,8 +99,9 @@ def _cfg_dict(task_cfg, model_cfg) -> dict[str, Any]:
     return {"task": task, "model": model, "common": {"seed": 1}, "criterion": None}
 
 
-def legacy_pos_conv(sd: dict[str, torch.Tensor], layout: str = "dim0",
-                    pre: str = "encoder.pos_conv.0") -> dict[str, torch.Tensor]:
+def legacy_pos_conv(
+    sd: dict[str, torch.Tensor], layout: str = "dim0", pre: str = "encoder.pos_conv.0"
+) -> dict[str, torch.Tensor]:
     """pos_conv as an older torch/fairseq stored it: g over dim 0, or parametrizations."""
     sd = dict(sd)
     g, v = sd.pop(f"{pre}.weight_g"), sd.pop(f"{pre}.weight_v")
@@ -82,8 +114,15 @@ def legacy_pos_conv(sd: dict[str, torch.Tensor], layout: str = "dim0",
     return sd
 
 
-def checkpoint_state(model, task, task_cfg, model_cfg, problems: tuple[str, ...] = (),
-                     pos_conv_layout: str = "dim0", args_style: bool = False) -> dict[str, Any]:
+def checkpoint_state(
+    model,
+    task,
+    task_cfg,
+    model_cfg,
+    problems: tuple[str, ...] = (),
+    pos_conv_layout: str = "dim0",
+    args_style: bool = False,
+) -> dict[str, Any]:
     """The checkpoint of ``model``, modern (no problems) or with the listed legacy problems.
 
     ``args_style`` stores an argparse Namespace (2021 HuBERT checkpoints), which
@@ -99,23 +138,47 @@ def checkpoint_state(model, task, task_cfg, model_cfg, problems: tuple[str, ...]
         sd = legacy_pos_conv(sd, pos_conv_layout)
     cfg = _cfg_dict(task_cfg, model_cfg)
     if "float_ints" in problems:
-        for group, keys in (("task", ("sample_rate", "max_sample_size")),
-                            ("model", ("encoder_layers", "encoder_embed_dim", "encoder_ffn_embed_dim",
-                                       "encoder_attention_heads", "conv_pos", "conv_pos_groups", "final_dim"))):
+        for group, keys in (
+            ("task", ("sample_rate", "max_sample_size")),
+            (
+                "model",
+                (
+                    "encoder_layers",
+                    "encoder_embed_dim",
+                    "encoder_ffn_embed_dim",
+                    "encoder_attention_heads",
+                    "conv_pos",
+                    "conv_pos_groups",
+                    "final_dim",
+                ),
+            ),
+        ):
             for k in keys:
                 cfg[group][k] = float(cfg[group][k])
     state: dict[str, Any] = {
         "model": sd,
-        "optimizer_history": [{"criterion_name": "HubertCriterion", "optimizer_name": "adam",
-                               "lr_scheduler_state": {"best": None}, "num_updates": 400000}],
+        "optimizer_history": [
+            {
+                "criterion_name": "HubertCriterion",
+                "optimizer_name": "adam",
+                "lr_scheduler_state": {"best": None},
+                "num_updates": 400000,
+            }
+        ],
         "extra_state": {"train_iterator": {"epoch": 1}},
     }
     if args_style:
         flat: dict[str, Any] = {}
         for group in ("common", "task", "model"):
             flat.update({k: v for k, v in cfg[group].items() if k != "_name"})
-        flat.update(task="hubert_pretraining", arch="hubert", criterion="hubert", optimizer="adam",
-                    lr_scheduler="polynomial_decay", lr=[0.0005])
+        flat.update(
+            task="hubert_pretraining",
+            arch="hubert",
+            criterion="hubert",
+            optimizer="adam",
+            lr_scheduler="polynomial_decay",
+            lr=[0.0005],
+        )
         state["args"] = argparse.Namespace(**flat)
         state["cfg"] = None
     elif "pickles" in problems:
@@ -132,8 +195,16 @@ def checkpoint_state(model, task, task_cfg, model_cfg, problems: tuple[str, ...]
     return state
 
 
-def save_checkpoint(model, task, task_cfg, model_cfg, out: Path, problems: tuple[str, ...] = (),
-                    pos_conv_layout: str = "dim0", args_style: bool = False) -> Path:
+def save_checkpoint(
+    model,
+    task,
+    task_cfg,
+    model_cfg,
+    out: Path,
+    problems: tuple[str, ...] = (),
+    pos_conv_layout: str = "dim0",
+    args_style: bool = False,
+) -> Path:
     """Save :func:`checkpoint_state` to ``out`` with this stack's torch and numpy."""
     state = checkpoint_state(model, task, task_cfg, model_cfg, problems, pos_conv_layout, args_style)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -144,9 +215,15 @@ def save_checkpoint(model, task, task_cfg, model_cfg, out: Path, problems: tuple
 
 
 VOCODER_CONFIG = {  # a tiny unit HiFi-GAN: hop 5*4*4*4 = 320 samples = one 50 Hz unit
-    "resblock": "1", "upsample_rates": [5, 4, 4, 4], "upsample_kernel_sizes": [11, 8, 8, 8],
-    "upsample_initial_channel": 32, "resblock_kernel_sizes": [3], "resblock_dilation_sizes": [[1, 3, 5]],
-    "model_in_dim": 16, "num_embeddings": 50, "embedding_dim": 16,
+    "resblock": "1",
+    "upsample_rates": [5, 4, 4, 4],
+    "upsample_kernel_sizes": [11, 8, 8, 8],
+    "upsample_initial_channel": 32,
+    "resblock_kernel_sizes": [3],
+    "resblock_dilation_sizes": [[1, 3, 5]],
+    "model_in_dim": 16,
+    "num_embeddings": 50,
+    "embedding_dim": 16,
 }
 
 
@@ -159,8 +236,12 @@ def tiny_vocoder(out: Path, config_out: Path, n_units: int, seed: int = 0, dur_p
     torch.manual_seed(seed)
     cfg = dict(VOCODER_CONFIG, num_embeddings=n_units)
     if dur_predictor:
-        cfg["dur_predictor_params"] = {"encoder_embed_dim": 16, "var_pred_hidden_dim": 16,
-                                       "var_pred_kernel_size": 3, "var_pred_dropout": 0.5}
+        cfg["dur_predictor_params"] = {
+            "encoder_embed_dim": 16,
+            "var_pred_hidden_dim": 16,
+            "var_pred_kernel_size": 3,
+            "var_pred_dropout": 0.5,
+        }
     gen = CodeGenerator(cfg)
     out.parent.mkdir(parents=True, exist_ok=True)
     torch.save({"generator": gen.state_dict()}, out)
@@ -180,15 +261,21 @@ def build_demo(truth_path: Path, out_dir: Path, n_units: int = 50, layer: int = 
     out_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         model, task, tcfg, mcfg = tiny_hubert(Path(tmp) / "labels", n_labels=n_units, seed=seed)
-        hubert = save_checkpoint(model, task, tcfg, mcfg, out_dir / "demo_hubert_legacy.pt",
-                                 problems=LEGACY_PROBLEMS, args_style=True)
+        hubert = save_checkpoint(
+            model, task, tcfg, mcfg, out_dir / "demo_hubert_legacy.pt", problems=LEGACY_PROBLEMS, args_style=True
+        )
     feats = torch.cat(dense_features(model, demo_audio(truth_path), layer, normalize=False)).numpy()
     km = MiniBatchKMeans(n_clusters=n_units, random_state=seed, n_init=3, batch_size=1024).fit(feats)
     km_path = out_dir / "demo_km.bin"
     joblib.dump(km, km_path)
     tiny_vocoder(out_dir / "demo_vocoder.pt", out_dir / "demo_vocoder.json", n_units, seed)
-    paths = {"hubert": str(hubert), "kmeans": str(km_path), "vocoder": str(out_dir / "demo_vocoder.pt"),
-             "vocoder_config": str(out_dir / "demo_vocoder.json")}
-    logging.getLogger("speechprep.demo").info("demo S2S models (%d feature frames, %d units, layer %d): %s",
-                                              len(feats), n_units, layer, paths)
+    paths = {
+        "hubert": str(hubert),
+        "kmeans": str(km_path),
+        "vocoder": str(out_dir / "demo_vocoder.pt"),
+        "vocoder_config": str(out_dir / "demo_vocoder.json"),
+    }
+    logging.getLogger("speechprep.demo").info(
+        "demo S2S models (%d feature frames, %d units, layer %d): %s", len(feats), n_units, layer, paths
+    )
     return paths

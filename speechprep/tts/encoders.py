@@ -11,6 +11,7 @@ config spec (``tts.condition``, ``tts.emotion``):
 An encoder may return an :class:`~speechprep.audio.AudioError` in place of a
 vector for a clip it finds unusable (no speech in it).
 """
+
 from __future__ import annotations
 
 import importlib.metadata
@@ -107,8 +108,9 @@ class EgemapsEncoder:
 
         smile = getattr(self.local, "smile", None)
         if smile is None:
-            smile = self.local.smile = opensmile.Smile(feature_set=opensmile.FeatureSet.eGeMAPSv02,
-                                                       feature_level=opensmile.FeatureLevel.Functionals)
+            smile = self.local.smile = opensmile.Smile(
+                feature_set=opensmile.FeatureSet.eGeMAPSv02, feature_level=opensmile.FeatureLevel.Functionals
+            )
         return smile.process_signal(wav, SAMPLE_RATE).to_numpy(dtype=np.float32).reshape(-1)
 
     def __call__(self, wavs: list[np.ndarray]) -> list[np.ndarray | AudioError]:
@@ -154,7 +156,7 @@ BUILTIN = {"resemblyzer": ResemblyzerEncoder, "egemaps": EgemapsEncoder}
 def encoder_file(spec: str) -> Path:
     """The model file behind an encoder spec (its weights, or openSMILE's config)."""
     if spec.startswith(TorchScriptEncoder.PREFIX):
-        return Path(spec[len(TorchScriptEncoder.PREFIX):])
+        return Path(spec[len(TorchScriptEncoder.PREFIX) :])
     if spec in BUILTIN:
         return BUILTIN[spec].model_file()
     raise UsageError(f"unknown encoder {spec!r}: use {', '.join(BUILTIN)} or torchscript:<path>")

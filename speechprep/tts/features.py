@@ -11,14 +11,16 @@ shard is done (Snakemake empties a directory output before rerunning its
 job); a segment counts as done only when its resume line exists and its
 three arrays load.
 """
+
 from __future__ import annotations
 
 import logging
 import os
 import shutil
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -87,17 +89,27 @@ def _finish(s: dict, result: Any, oom: bool, units: list[int], root: Path) -> Ou
         if isinstance(v, AudioError):
             return Rejected(v.reason, f"{what} encoder: {v.detail}")
         if v.size == 0 or not np.isfinite(v).all():
-            return Rejected("non_finite", f"the {what} vector is not finite (silent or degenerate audio?)",
-                            model_error=True)
+            return Rejected(
+                "non_finite", f"the {what} vector is not finite (silent or degenerate audio?)", model_error=True
+            )
     save_npy(artifact(root, "codes", sid), np.asarray(units, dtype=np.int32))
     save_npy(artifact(root, "condition", sid), cond.astype(np.float32))
     save_npy(artifact(root, "emo_vec", sid), emo.astype(np.float32))
     return Accepted({"codes_len": len(units), "condition_dim": int(cond.size), "emo_vec_dim": int(emo.size)})
 
 
-def run_features(asr_path: str, units_path: str, s2s_rejects_path: str, index_out: str, rejects_out: str,
-                 out_dir: str, p: TtsParams, resume: str, threads: int = 1,
-                 encoders: Callable | None = None) -> dict[str, Any]:
+def run_features(
+    asr_path: str,
+    units_path: str,
+    s2s_rejects_path: str,
+    index_out: str,
+    rejects_out: str,
+    out_dir: str,
+    p: TtsParams,
+    resume: str,
+    threads: int = 1,
+    encoders: Callable | None = None,
+) -> dict[str, Any]:
     """Codes, condition and emotion vectors for every segment of a shard (resumable).
 
     Writes ``out_dir/{codes,condition,emo_vec}/<id>.npy``, the index ``index_out``
@@ -107,14 +119,22 @@ def run_features(asr_path: str, units_path: str, s2s_rejects_path: str, index_ou
     units = {u["id"]: u["units"] for u in read_jsonl(units_path)}
     s2s_rejects = {r["id"]: r for r in read_jsonl(s2s_rejects_path)}
     norm = TextNormalizer(p.languages)
-    ident = {"condition": encoder_identity(p.condition, p.hash_cache),
-             "emotion": encoder_identity(p.emotion, p.hash_cache)}
+    ident = {
+        "condition": encoder_identity(p.condition, p.hash_cache),
+        "emotion": encoder_identity(p.emotion, p.hash_cache),
+    }
     root = Path(resume).with_suffix("")  # arrays wait here until the shard is done
     fp = {k: v for k, v in asdict(p).items() if k not in ("model_failure", "hash_cache", "dataset_language")}
     fp["language"] = p.dataset_language
-    job = ShardJob(STAGE, asr_path, resume, {**fp, **ident, "units": sha256_file(units_path)},
-                   ALGORITHM_VERSION, failure_rule=FailureRule.from_dict(p.model_failure),
-                   model=f"{p.condition} + {p.emotion}")
+    job = ShardJob(
+        STAGE,
+        asr_path,
+        resume,
+        {**fp, **ident, "units": sha256_file(units_path)},
+        ALGORITHM_VERSION,
+        failure_rule=FailureRule.from_dict(p.model_failure),
+        model=f"{p.condition} + {p.emotion}",
+    )
     texts = {s["id"]: norm(s.get("text") or "", s.get("language") or p.dataset_language) for s in job.items}
 
     def screen(s: dict) -> Rejected | None:
@@ -122,8 +142,10 @@ def run_features(asr_path: str, units_path: str, s2s_rejects_path: str, index_ou
             return Rejected("no_text", f"no text after normalisation (transcript: {s.get('text')!r})")
         if s["id"] not in units:
             why = s2s_rejects.get(s["id"])
-            return Rejected("no_codes", f"S2S rejected it ({why['reason']}: {why['detail']})" if why
-                            else "no S2S units for this segment")
+            return Rejected(
+                "no_codes",
+                f"S2S rejected it ({why['reason']}: {why['detail']})" if why else "no S2S units for this segment",
+            )
         return None
 
     def keep(s: dict, saved: Outcome) -> bool:
@@ -134,12 +156,13 @@ def run_features(asr_path: str, units_path: str, s2s_rejects_path: str, index_ou
         if todo:
             device = resolve_device(p.device)
             encoders = encoders or Encoders(p.condition, p.emotion, device, threads)
-            budget = seconds_budget(device, p.cpu_batch_seconds, p.seconds_per_gib, p.gpu_reserve_gib,
-                                    p.max_batch_seconds)
+            budget = seconds_budget(
+                device, p.cpu_batch_seconds, p.seconds_per_gib, p.gpu_reserve_gib, p.max_batch_seconds
+            )
 
             def infer(batch: list[tuple[dict, Any]]) -> list:
                 ok = [i for i, (_, a) in enumerate(batch) if not isinstance(a, AudioError)]
-                failed = lambda k, e: job.model_error(batch[ok[k]][0], e)  # noqa: E731
+                failed = lambda k, e: job.model_error(batch[ok[k]][0], e)
                 vecs = isolate(encoders, [batch[i][1] for i in ok], "tts encoder", failed) if ok else []
                 out: list[Any] = [a for _, a in batch]
                 for i, v in zip(ok, vecs):

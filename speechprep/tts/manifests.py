@@ -6,6 +6,7 @@ lines, the encoders and the tokenizer from their files; nothing upstream is
 hashed again. The config digest is computed when the workflow loads
 (:func:`speechprep.config.digest`, which ignores ``threads``).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -40,15 +41,15 @@ def _first_line(paths: list[str]) -> dict:
     return next((line for p in paths for line in read_jsonl(p)), {})
 
 
-def model_files(asr_paths: list[str], units_paths: list[str], tokenizer: str, encoders: dict[str, str],
-                hash_cache: str | None) -> list[dict[str, Any]]:
+def model_files(
+    asr_paths: list[str], units_paths: list[str], tokenizer: str, encoders: dict[str, str], hash_cache: str | None
+) -> list[dict[str, Any]]:
     """Every model file the chain read: ASR, S2S, tokenizer, the two encoders."""
     asr = _first_line(asr_paths)
     files = [{"role": "asr", "path": asr.get("asr_model"), "sha256": asr.get("asr_model_sha256")}]
     s2s = _first_line(units_paths)
     files += [{"role": f"s2s.{k}", "path": s2s.get(k), "sha256": s2s.get(f"{k}_sha256")} for k in S2S_MODELS]
-    files.append({"role": "tts.tokenizer", "path": str(Path(tokenizer).resolve()),
-                  "sha256": sha256_file(tokenizer)})
+    files.append({"role": "tts.tokenizer", "path": str(Path(tokenizer).resolve()), "sha256": sha256_file(tokenizer)})
     for role in ("condition", "emotion"):
         ident = encoder_identity(encoders[role], hash_cache)
         files.append({"role": f"tts.{role}", "path": ident["path"], "sha256": ident["sha256"]})
@@ -64,17 +65,32 @@ def package_versions() -> dict[str, Any]:
         except importlib.metadata.PackageNotFoundError:
             here[name] = None
     pins = {}
-    for stage, names in (("vad", ("ten-vad",)), ("asr", ("nemo-toolkit", "torch")),
-                         ("s2s", ("fairseq-fixed", "torch"))):
+    for stage, names in (
+        ("vad", ("ten-vad",)),
+        ("asr", ("nemo-toolkit", "torch")),
+        ("s2s", ("fairseq-fixed", "torch")),
+    ):
         pinned = {re.sub(r"[-_.]+", "-", k).lower(): v for k, v in pinned_packages(env_file(stage)).items()}
         pins[stage] = {n: pinned.get(n) for n in names}
     return {"tts": here, "pinned": pins, "python": sys.version.split()[0]}
 
 
-def build_manifests(ds: str, features: list[str], texts: list[str], rejects: list[str], asr: list[str],
-                    units: list[str], tokenizer: str, encoders: dict[str, str], hash_cache: str | None,
-                    val_ratio: float, config_sha256: str, train_out: str, val_out: str,
-                    stats_out: str) -> dict[str, Any]:
+def build_manifests(
+    ds: str,
+    features: list[str],
+    texts: list[str],
+    rejects: list[str],
+    asr: list[str],
+    units: list[str],
+    tokenizer: str,
+    encoders: dict[str, str],
+    hash_cache: str | None,
+    val_ratio: float,
+    config_sha256: str,
+    train_out: str,
+    val_out: str,
+    stats_out: str,
+) -> dict[str, Any]:
     """Train/val manifests of a dataset and its ``stats.json``."""
     ids = {t["id"]: t for path in texts for t in read_jsonl(path)}
     split: dict[str, list[dict]] = {"train": [], "val": []}
@@ -101,8 +117,11 @@ def build_manifests(ds: str, features: list[str], texts: list[str], rejects: lis
         "rejects_by_reason": reasons,
         "val_ratio": val_ratio,
         "manifests": {"train": str(Path(train_out).resolve()), "val": str(Path(val_out).resolve())},
-        "tokenizer": {"path": str(Path(tokenizer).resolve()), "sha256": sha256_file(tokenizer),
-                      "vocab_size": sp.get_piece_size()},
+        "tokenizer": {
+            "path": str(Path(tokenizer).resolve()),
+            "sha256": sha256_file(tokenizer),
+            "vocab_size": sp.get_piece_size(),
+        },
         "models": model_files(asr, units, tokenizer, encoders, hash_cache),
         "packages": package_versions(),
         "config_sha256": config_sha256,
@@ -112,8 +131,9 @@ def build_manifests(ds: str, features: list[str], texts: list[str], rejects: lis
     return stats
 
 
-def combine(stats_paths: list[str], train_paths: list[str], val_paths: list[str], train_out: str,
-            val_out: str, stats_out: str) -> dict[str, Any]:
+def combine(
+    stats_paths: list[str], train_paths: list[str], val_paths: list[str], train_out: str, val_out: str, stats_out: str
+) -> dict[str, Any]:
     """One train/val pair across datasets (lines keep their ``dataset``)."""
     for paths, out in ((train_paths, train_out), (val_paths, val_out)):
         write_jsonl(out, (line for p in paths for line in read_jsonl(p)))
@@ -130,7 +150,9 @@ def combine(stats_paths: list[str], train_paths: list[str], val_paths: list[str]
         "rejects_by_reason": dict(sorted(reasons.items())),
         "val_ratio": first["val_ratio"],
         "manifests": {"train": str(Path(train_out).resolve()), "val": str(Path(val_out).resolve())},
-        "tokenizer": first["tokenizer"], "models": first["models"], "packages": first["packages"],
+        "tokenizer": first["tokenizer"],
+        "models": first["models"],
+        "packages": first["packages"],
         "config_sha256": first["config_sha256"],
         "per_dataset": {s["dataset"]: {"counts": s["counts"], "hours": s["hours"]} for s in per},
     }

@@ -9,15 +9,17 @@
 * :func:`run_text` (rule ``tts_text``): int32 ids of each accepted segment's
   normalised text.
 """
+
 from __future__ import annotations
 
 import logging
 import os
 import re
 import unicodedata
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import numpy as np
 
@@ -28,12 +30,28 @@ from ..npyio import save_npy
 
 log = logging.getLogger("speechprep.tts")
 
-PUNCT_MAP = str.maketrans({
-    "\u2018": "'", "\u2019": "'", "\u201a": "'", "\u2032": "'", "\u00b4": "'",
-    "\u201c": '"', "\u201d": '"', "\u201e": '"', "\u00ab": '"', "\u00bb": '"',
-    "\u2013": "-", "\u2014": "-", "\u2212": "-", "\u2026": "...",
-    "\u00a0": " ", "\u202f": " ", "\u2009": " ", "\u200b": "",
-})
+PUNCT_MAP = str.maketrans(
+    {
+        "\u2018": "'",
+        "\u2019": "'",
+        "\u201a": "'",
+        "\u2032": "'",
+        "\u00b4": "'",
+        "\u201c": '"',
+        "\u201d": '"',
+        "\u201e": '"',
+        "\u00ab": '"',
+        "\u00bb": '"',
+        "\u2013": "-",
+        "\u2014": "-",
+        "\u2212": "-",
+        "\u2026": "...",
+        "\u00a0": " ",
+        "\u202f": " ",
+        "\u2009": " ",
+        "\u200b": "",
+    }
+)
 _SPACE_BEFORE = re.compile(r"\s+([,.!?;:])")
 _REPEAT = re.compile(r"([,!?;:])\1+")
 _PUNCT = re.compile(r"[^\w\s']", re.UNICODE)
@@ -70,8 +88,9 @@ class TextNormalizer:
         return t
 
 
-def train_tokenizer(texts: Iterable[str], model_path: str | os.PathLike, vocab_size: int,
-                    model_type: str = "bpe") -> Path:
+def train_tokenizer(
+    texts: Iterable[str], model_path: str | os.PathLike, vocab_size: int, model_type: str = "bpe"
+) -> Path:
     """Train SentencePiece on ``texts`` (already normalised); writes ``model_path`` (+ ``.vocab``).
 
     Deterministic: the same texts give the same file, byte for byte (one training
@@ -90,12 +109,22 @@ def train_tokenizer(texts: Iterable[str], model_path: str | os.PathLike, vocab_s
         spm.set_random_generator_seed(0)
     prefix = str(model_path) + ".training"
     spm.SentencePieceTrainer.train(
-        sentence_iterator=iter(texts), model_prefix=prefix, vocab_size=vocab_size,
-        model_type=model_type, character_coverage=1.0, hard_vocab_limit=False,
-        input_sentence_size=2_000_000, shuffle_input_sentence=True,
+        sentence_iterator=iter(texts),
+        model_prefix=prefix,
+        vocab_size=vocab_size,
+        model_type=model_type,
+        character_coverage=1.0,
+        hard_vocab_limit=False,
+        input_sentence_size=2_000_000,
+        shuffle_input_sentence=True,
         normalization_rule_name="identity",  # normalised by TextNormalizer already
-        unk_id=0, bos_id=-1, eos_id=-1, pad_id=-1,
-        num_threads=1, minloglevel=2)
+        unk_id=0,
+        bos_id=-1,
+        eos_id=-1,
+        pad_id=-1,
+        num_threads=1,
+        minloglevel=2,
+    )
     os.replace(prefix + ".vocab", str(model_path.with_suffix(".vocab")))
     os.replace(prefix + ".model", str(model_path))
     return model_path
@@ -125,23 +154,35 @@ def run_text(index_path: str, tokenizer: str, index_out: str, ids_dir: str) -> i
         save_npy(dest, ids)
         lines.append({"id": seg["id"], "text_ids": str(dest), "text_ids_len": len(ids)})
     write_jsonl(index_out, lines)
-    log.info("text ids: %d segments from %s with %s (%d pieces)", len(lines), index_path, tokenizer,
-             sp.get_piece_size())
+    log.info(
+        "text ids: %d segments from %s with %s (%d pieces)", len(lines), index_path, tokenizer, sp.get_piece_size()
+    )
     return len(lines)
 
 
-def train_corpus_tokenizer(asr_manifests: dict[str, str], languages: dict[str, str | None],
-                           options: dict, vocab_size: int, model_out: str) -> None:
+def train_corpus_tokenizer(
+    asr_manifests: dict[str, str], languages: dict[str, str | None], options: dict, vocab_size: int, model_out: str
+) -> None:
     """Train the tokenizer on the normalised transcripts of every dataset
     (``asr_manifests``: dataset -> asr/manifest.jsonl; ``languages``: dataset -> default)."""
     norm = TextNormalizer(options)
-    texts = [norm(s.get("text") or "", s.get("language") or languages.get(ds))
-             for ds, path in asr_manifests.items() for s in read_jsonl(path)]
+    texts = [
+        norm(s.get("text") or "", s.get("language") or languages.get(ds))
+        for ds, path in asr_manifests.items()
+        for s in read_jsonl(path)
+    ]
     texts = [t for t in texts if t]
     if not texts:
-        raise UsageError("no transcript has text: nothing to train the tokenizer on "
-                         "(set tts.tokenizer to an existing SentencePiece model)")
+        raise UsageError(
+            "no transcript has text: nothing to train the tokenizer on "
+            "(set tts.tokenizer to an existing SentencePiece model)"
+        )
     train_tokenizer(texts, model_out, vocab_size)
     sp = load_tokenizer(model_out)
-    log.info("tokenizer: %s (%d pieces, asked %d) from %d transcripts", model_out, sp.get_piece_size(),
-             vocab_size, len(texts))
+    log.info(
+        "tokenizer: %s (%d pieces, asked %d) from %d transcripts",
+        model_out,
+        sp.get_piece_size(),
+        vocab_size,
+        len(texts),
+    )

@@ -1,4 +1,5 @@
 """Session fixtures of the ASR tests: tiny NeMo models of every class, built once."""
+
 import pytest
 from nemo_models import build
 

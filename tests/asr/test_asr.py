@@ -1,4 +1,5 @@
 """The ASR stage with a real NeMo model: batching, OOM, bad audio, watchdog, resume."""
+
 import os
 import signal
 import subprocess
@@ -57,7 +58,7 @@ def test_oom_injection_halves_and_still_transcribes_everything(tmp_path, loaded,
     assert not rejects and counts["ok"] == len(segs) and counts["ooms"] > 0
     assert [(x["id"], x["text"]) for x in lines] == [(x["id"], x["text"]) for x in reference]
     assert "OOM on a batch of" in caplog.text and "halving to" in caplog.text and "budget lowered" in caplog.text
-    assert sizes[0] > 3 and all(s <= 3 for s in sizes[sizes.index(max(s for s in sizes if s <= 3)):])
+    assert sizes[0] > 3 and all(s <= 3 for s in sizes[sizes.index(max(s for s in sizes if s <= 3)) :])
 
 
 def test_bad_segments_in_a_batch_are_rejected_good_ones_transcribed(tmp_path, loaded):
@@ -75,8 +76,13 @@ def test_bad_segments_in_a_batch_are_rejected_good_ones_transcribed(tmp_path, lo
     _, alone, _ = run(tmp_path, good, loaded, tag="alone")
     counts, lines, rejects = run(tmp_path, segs, loaded, budget=1000.0, tag="mixed")
     assert {r["id"]: r["reason"] for r in rejects} == {
-        "corrupt_0000": "unreadable", "zero_0000": "empty", "nan_0000": "non_finite",
-        "past_end_0000": "empty", "long_0000": "too_long", "short_0000": "too_short"}
+        "corrupt_0000": "unreadable",
+        "zero_0000": "empty",
+        "nan_0000": "non_finite",
+        "past_end_0000": "empty",
+        "long_0000": "too_long",
+        "short_0000": "too_short",
+    }
     assert all(r["stage"] == "asr" and r["detail"] for r in rejects)
     assert [(x["id"], x["text"]) for x in lines] == [(x["id"], x["text"]) for x in alone]
     # accounting: every input id in exactly one of outputs and rejects
@@ -134,8 +140,11 @@ def test_a_mostly_failing_shard_fails_at_the_end_by_share_and_again_when_rerun(t
 
     for attempt in (1, 2):  # a retried job must fail the same way, not exit 0 with the rejects it kept
         sizes.clear()
-        with pytest.raises(SystematicFailure, match=r"6 of 8 segments failed \(75%, more than "
-                                                    r"model_failure.max_error_share = 50%\)"):
+        with pytest.raises(
+            SystematicFailure,
+            match=r"6 of 8 segments failed \(75%, more than "
+            r"model_failure.max_error_share = 50%\)",
+        ):
             run(tmp_path, segs, NO_MODEL, transcribe=mostly)
         assert not (tmp_path / "out.jsonl").exists()
         assert sizes[0] == (8 if attempt == 1 else 6)  # the rerun kept the successes, retried the errors
@@ -161,8 +170,13 @@ transcribe_shard({segs!r}, {out!r}, {rej!r}, AsrParams.defaults(model="x", batch
 def test_watchdog_fails_the_job_with_a_stack_dump(tmp_path):
     segs = clean_segments(3)
     p = shard(tmp_path, segs)
-    code = WATCHDOG_SCRIPT.format(repo=str(REPO), segs=str(p), out=str(tmp_path / "o.jsonl"),
-                                  rej=str(tmp_path / "r.jsonl"), scratch=str(tmp_path / "s.jsonl"))
+    code = WATCHDOG_SCRIPT.format(
+        repo=str(REPO),
+        segs=str(p),
+        out=str(tmp_path / "o.jsonl"),
+        rej=str(tmp_path / "r.jsonl"),
+        scratch=str(tmp_path / "s.jsonl"),
+    )
     t = time.monotonic()
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 124
@@ -198,15 +212,24 @@ def test_killed_mid_shard_resumes_after_last_finished_batch(tmp_path, model_path
     scratch = tmp_path / "scratch.jsonl"
 
     def script(tag, delay, calls):
-        return RESUMABLE_SCRIPT.format(repo=str(REPO), model=str(model_path), segs=str(p), delay=delay,
-                                       out=str(tmp_path / f"{tag}.jsonl"), rej=str(tmp_path / f"{tag}.rej.jsonl"),
-                                       scratch=str(scratch if tag != "ref" else tmp_path / "ref-scratch.jsonl"),
-                                       calls=str(tmp_path / calls))
+        return RESUMABLE_SCRIPT.format(
+            repo=str(REPO),
+            model=str(model_path),
+            segs=str(p),
+            delay=delay,
+            out=str(tmp_path / f"{tag}.jsonl"),
+            rej=str(tmp_path / f"{tag}.rej.jsonl"),
+            scratch=str(scratch if tag != "ref" else tmp_path / "ref-scratch.jsonl"),
+            calls=str(tmp_path / calls),
+        )
 
-    subprocess.run([sys.executable, "-c", script("ref", 0, "ref.calls")], check=True, capture_output=True,
-                   timeout=300)
-    proc = subprocess.Popen([sys.executable, "-c", script("run", 0.5, "killed.calls")], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)
+    subprocess.run([sys.executable, "-c", script("ref", 0, "ref.calls")], check=True, capture_output=True, timeout=300)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script("run", 0.5, "killed.calls")],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     deadline = time.monotonic() + 240
     done = 0
     while time.monotonic() < deadline and proc.poll() is None:
@@ -221,8 +244,9 @@ def test_killed_mid_shard_resumes_after_last_finished_batch(tmp_path, model_path
     done = scratch.read_text(encoding="utf-8").count("\n") - 1
     assert 4 <= done < len(segs) and not (tmp_path / "run.jsonl").exists()
 
-    rerun = subprocess.run([sys.executable, "-c", script("run", 0, "rerun.calls")], capture_output=True,
-                           text=True, timeout=300)
+    rerun = subprocess.run(
+        [sys.executable, "-c", script("run", 0, "rerun.calls")], capture_output=True, text=True, timeout=300
+    )
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     assert f"{done} already done or screened out" in rerun.stderr and f"{len(segs) - done} to process" in rerun.stderr
     assert (tmp_path / "run.jsonl").read_bytes() == (tmp_path / "ref.jsonl").read_bytes()
@@ -233,6 +257,5 @@ def test_killed_mid_shard_resumes_after_last_finished_batch(tmp_path, model_path
 
 
 def test_pretrained_name_offline_says_so():
-    with pytest.raises(UsageError, match="needs? network access"):
+    with pytest.raises(UsageError, match=r"needs? network access"):
         asr.load_model("nvidia/stt_en_fastconformer_ctc_large", "cpu")
-

@@ -4,6 +4,7 @@ The models are tiny random-weight ones built from code (``nemo_models``): their
 texts are meaningless and never asserted, only that the stage gets one for
 every segment.
 """
+
 import io
 import json
 import os
@@ -19,9 +20,14 @@ from shards import clean_segments, params, run, shard
 from speechprep import asr
 from speechprep.modelfiles import sha256_file
 
-CLASSES = {"ctc": "EncDecCTCModelBPE", "rnnt": "EncDecRNNTBPEModel", "tdt": "EncDecRNNTBPEModel",
-           "hybrid": "EncDecHybridRNNTCTCBPEModel", "canary": "EncDecMultiTaskModel",
-           "canary2": "EncDecMultiTaskModel"}
+CLASSES = {
+    "ctc": "EncDecCTCModelBPE",
+    "rnnt": "EncDecRNNTBPEModel",
+    "tdt": "EncDecRNNTBPEModel",
+    "hybrid": "EncDecHybridRNNTCTCBPEModel",
+    "canary": "EncDecMultiTaskModel",
+    "canary2": "EncDecMultiTaskModel",
+}
 
 
 def stage_inputs(model, path):
@@ -34,10 +40,28 @@ def cli(tmp_path, segs, **kw):
     p = shard(tmp_path, segs)
     settings = json.dumps(asdict(params(**kw)))
     return subprocess.run(
-        [sys.executable, "-m", "speechprep", "asr", "run", "--segments", str(p), "--params", settings,
-         "--resume", str(tmp_path / "scratch.jsonl"), "--out", str(tmp_path / "out.jsonl"),
-         "--rejects", str(tmp_path / "out.rejects.jsonl")], capture_output=True, text=True, encoding="utf-8",
-        timeout=300)
+        [
+            sys.executable,
+            "-m",
+            "speechprep",
+            "asr",
+            "run",
+            "--segments",
+            str(p),
+            "--params",
+            settings,
+            "--resume",
+            str(tmp_path / "scratch.jsonl"),
+            "--out",
+            str(tmp_path / "out.jsonl"),
+            "--rejects",
+            str(tmp_path / "out.rejects.jsonl"),
+        ],
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        timeout=300,
+    )
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -49,8 +73,7 @@ def test_every_model_class_transcribes_every_segment(tmp_path, nemo_model_file, 
         assert model.cfg.decoding.model_type == "tdt" and model.joint.num_extra_outputs == 5
     if kind.startswith("canary"):
         assert model.prompt_format == kind
-    counts, lines, rejects = run(tmp_path, clean_segments(4), stage_inputs(model, path),
-                                    p=params(model=str(path)))
+    counts, lines, rejects = run(tmp_path, clean_segments(4), stage_inputs(model, path), p=params(model=str(path)))
     assert not rejects
     assert counts["ok"] == 4 and all(isinstance(x["text"], str) for x in lines)
 
@@ -73,8 +96,9 @@ def test_multitask_prompt_takes_the_segment_then_dataset_then_config_language(tm
     for dataset_language, want in [("de", {"de": 5, "en": 1}), (None, {"de": 2, "en": 4})]:
         calls.clear()
         p = params(model=str(path), language="en", dataset_language=dataset_language)
-        _, lines, rejects = run(tmp_path, segs, stage_inputs(model, path), budget=4.0, p=p,
-                                   tag=f"ds-{dataset_language}")
+        _, lines, rejects = run(
+            tmp_path, segs, stage_inputs(model, path), budget=4.0, p=p, tag=f"ds-{dataset_language}"
+        )
         assert not rejects and len(lines) == 6 and all(isinstance(x["text"], str) for x in lines)
         per_language = {}
         for kw, lengths in calls:
@@ -99,8 +123,16 @@ def test_a_language_the_model_does_not_know_rejects_that_segment_saying_so(tmp_p
 
 def test_cli_exits_4_naming_the_model_when_it_fails_on_every_segment(tmp_path, nemo_model_file):
     path = nemo_model_file("canary")
-    proc = cli(tmp_path, clean_segments(8), model=str(path), device="cpu", language="en", dataset_language="fr",
-               model_failure={"first_errors": 3, "max_error_share": 0.5}, hash_cache=str(tmp_path / "cache"))
+    proc = cli(
+        tmp_path,
+        clean_segments(8),
+        model=str(path),
+        device="cpu",
+        language="en",
+        dataset_language="fr",
+        model_failure={"first_errors": 3, "max_error_share": 0.5},
+        hash_cache=str(tmp_path / "cache"),
+    )
     assert proc.returncode == 4, proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr
     last = proc.stderr.strip().splitlines()[-1]
@@ -128,11 +160,13 @@ def broken_copies(good, tmp_path):
                 dst.addfile(m, io.BytesIO(junk))
             else:
                 dst.addfile(m, src.extractfile(m) if m.isfile() else None)
-    return {"truncated": (d / "truncated.nemo", "truncated"),
-            "weights_only": (d / "weights_only.nemo", "no model_config.yaml"),
-            "text": (d / "text.nemo", "not a tar archive"),
-            "empty": (d / "empty.nemo", "empty file"),
-            "bad_weights": (d / "bad_weights.nemo", "NeMo could not restore it")}
+    return {
+        "truncated": (d / "truncated.nemo", "truncated"),
+        "weights_only": (d / "weights_only.nemo", "no model_config.yaml"),
+        "text": (d / "text.nemo", "not a tar archive"),
+        "empty": (d / "empty.nemo", "empty file"),
+        "bad_weights": (d / "bad_weights.nemo", "NeMo could not restore it"),
+    }
 
 
 @pytest.fixture(scope="module")

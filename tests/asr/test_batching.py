@@ -1,4 +1,5 @@
 """The seconds-budget batcher with OOM back-off (shared by ASR and TTS), on CPU."""
+
 import pytest
 import torch
 
@@ -10,8 +11,13 @@ def items(durations):
 
 
 def runner(budget, infer, messages=None):
-    return BatchRunner(budget=budget, duration=lambda x: x["duration"], infer=infer,
-                       free_cache=lambda: None, logger=(messages.append if messages is not None else print))
+    return BatchRunner(
+        budget=budget,
+        duration=lambda x: x["duration"],
+        infer=infer,
+        free_cache=lambda: None,
+        logger=(messages.append if messages is not None else print),
+    )
 
 
 def test_plan_fills_batches_up_to_the_padded_budget_longest_first():
@@ -46,7 +52,7 @@ def test_oom_above_k_halves_until_it_fits_and_everything_is_produced():
     assert any("budget lowered" in m for m in messages)
     assert r.ooms >= 3
     # once lowered, no later batch exceeds what worked
-    after = calls[calls.index(next(c for c in calls if c <= k)):]
+    after = calls[calls.index(next(c for c in calls if c <= k)) :]
     assert all(c <= k for c in after)
 
 
@@ -89,8 +95,14 @@ def test_groups_are_batched_apart_within_the_budget_also_after_an_oom():
             raise torch.cuda.OutOfMemoryError("CUDA out of memory")
         return [x["lang"] for x in batch]
 
-    r = BatchRunner(budget=12.0, duration=lambda x: x["duration"], infer=infer, free_cache=lambda: None,
-                    logger=lambda m: None, group=lambda x: x["lang"])
+    r = BatchRunner(
+        budget=12.0,
+        duration=lambda x: x["duration"],
+        infer=infer,
+        free_cache=lambda: None,
+        logger=lambda m: None,
+        group=lambda x: x["lang"],
+    )
     for b in r.plan(its):
         assert len({x["lang"] for x in b}) == 1
         assert len(b) == 1 or len(b) * max(x["duration"] for x in b) <= 12.0

@@ -1,5 +1,6 @@
 """Small shared pieces: file names from ids, stage parameters from the one config,
 the cached model digest, the CLI's exit codes."""
+
 import os
 import subprocess
 import sys
@@ -51,8 +52,14 @@ def test_model_digest_is_cached_per_file_version(tmp_path):
 
 
 def test_cli_lists_every_job_and_exits_2_on_bad_arguments():
-    run = lambda *a: subprocess.run([sys.executable, "-m", "speechprep", *a], capture_output=True, text=True,
-                                    encoding="utf-8", cwd=REPO, env={**os.environ, "PYTHONWARNINGS": "ignore"})
+    run = lambda *a: subprocess.run(
+        [sys.executable, "-m", "speechprep", *a],
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        cwd=REPO,
+        env={**os.environ, "PYTHONWARNINGS": "ignore"},
+    )
     p = run("--help")
     assert p.returncode == 0 and all(s in p.stdout for s in ("ingest", "vad", "asr", "s2s", "tts", "report"))
     p = run("vad", "run", "--shard", "x")

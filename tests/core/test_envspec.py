@@ -1,4 +1,5 @@
 """envs/<stage>.yaml parsing and the in-environment check."""
+
 import importlib.metadata
 
 import pytest
@@ -17,8 +18,11 @@ def test_every_env_file_pins_exactly():
 
 def test_parser_reads_only_the_pip_list(tmp_path):
     f = tmp_path / "x.yaml"
-    f.write_text("name: x\ndependencies:\n  - python=3.11\n  - libcxx\n  - pip\n  - pip:\n"
-                 "      - a==1.0  # comment\n      - b-c==2.0.post1\nother: 1\n", encoding="utf-8")
+    f.write_text(
+        "name: x\ndependencies:\n  - python=3.11\n  - libcxx\n  - pip\n  - pip:\n"
+        "      - a==1.0  # comment\n      - b-c==2.0.post1\nother: 1\n",
+        encoding="utf-8",
+    )
     assert envspec.pip_requirements(f) == ["a==1.0", "b-c==2.0.post1"]
     f.write_text("dependencies:\n  - pip:\n      - a>=1\n", encoding="utf-8")
     with pytest.raises(envspec.EnvSpecError, match="not an exact pin"):

@@ -1,5 +1,6 @@
 """The shard-job runner: resume, screening, saved outcomes that no longer hold,
 input order, the failure rule, atomic outputs (no stage, no model)."""
+
 import pytest
 
 from speechprep.failures import FailureRule, SystematicFailure
@@ -37,7 +38,9 @@ def test_every_item_accepted_or_rejected_in_input_order(tmp_path):
     assert [x["id"] for x in read_jsonl(tmp_path / "out.jsonl")] == ["i0", "i1", "i3", "i4"]
     rejects = list(read_jsonl(tmp_path / "rejects.jsonl"))
     assert [(r["id"], r["reason"], r["stage"], r["audio_filepath"]) for r in rejects] == [
-        ("i2", "bad", "test", "/a/2.wav"), ("i5", "too_long", "test", "/a/5.wav")]
+        ("i2", "bad", "test", "/a/2.wav"),
+        ("i5", "too_long", "test", "/a/5.wav"),
+    ]
     assert not (tmp_path / "resume.jsonl").exists()
 
 
@@ -86,8 +89,14 @@ def test_other_parameters_do_not_reuse_the_resume_file(tmp_path):
 def test_systematic_failure_fails_at_once_and_keeps_the_resume_file(tmp_path):
     j = job(tmp_path, failure_rule=RULE, model="m.nemo")
     todo = j.todo()
-    with pytest.raises(SystematicFailure, match=r"the model m.nemo fails systematically: the first 3 segments "
-                                                r"all failed\. First error: i0: boom 0") as e, j.running(todo):
+    with (
+        pytest.raises(
+            SystematicFailure,
+            match=r"the model m.nemo fails systematically: the first 3 segments "
+            r"all failed\. First error: i0: boom 0",
+        ) as e,
+        j.running(todo),
+    ):
         for k, it in enumerate(todo):
             j.emit(it, Rejected("model_error", f"boom {k}", model_error=True))
     assert e.value.exit_code == 4

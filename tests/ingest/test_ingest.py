@@ -1,8 +1,8 @@
 """Ingest: ids, manifests, probing, sharding, accounting."""
+
 import json
 import os
 import shutil
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,8 +20,9 @@ INGEST = {k: v for k, v in defaults()["ingest"].items() if k != "threads"}
 def run(tmp_path, ds, name="t"):
     """Ingest ``ds`` (its keys over the ingest defaults, as the workflow merges them)."""
     out = tmp_path / "out"
-    summary = ingest.run(name, {**INGEST, **ds}, str(out / "manifest.jsonl"), str(out / "rejects.jsonl"),
-                         str(out / "shards"), threads=2)
+    summary = ingest.run(
+        name, {**INGEST, **ds}, str(out / "manifest.jsonl"), str(out / "rejects.jsonl"), str(out / "shards"), threads=2
+    )
     manifest = list(read_jsonl(out / "manifest.jsonl"))
     rejects = list(read_jsonl(out / "rejects.jsonl"))
     shards = {p.stem: list(read_jsonl(p)) for p in sorted((out / "shards").glob("*.jsonl"))}
@@ -99,7 +100,7 @@ def test_manifest_bad_lines_rejected_not_fatal(tmp_path):
         b"{not json",
         json.dumps({"id": "nofile"}).encode(),
         json.dumps({"audio_filepath": "audio/y.wav", "duration": -3}).encode(),
-        '{"audio_filepath": "audio/y.wav", "text": "caf'.encode() + b"\xe9\"}",  # latin-1, not UTF-8
+        b'{"audio_filepath": "audio/y.wav", "text": "caf' + b'\xe9"}',  # latin-1, not UTF-8
         json.dumps({"id": "dup", "audio_filepath": "audio/y.wav"}).encode(),
         json.dumps({"id": "dup", "audio_filepath": str(tmp_path / "audio" / "x.wav")}).encode(),
         json.dumps({"id": "gone", "audio_filepath": "audio/missing.wav"}).encode(),
@@ -109,9 +110,15 @@ def test_manifest_bad_lines_rejected_not_fatal(tmp_path):
     summary, manifest, rejects, _ = run(tmp_path, {"manifest": str(tmp_path / "in.jsonl"), "shards": 2})
     assert summary["inputs"] == 9
     reasons = sorted((r["reason"], r.get("line")) for r in rejects)
-    assert reasons == [("bad_encoding", 6), ("duplicate_id", 8), ("malformed_line", 3),
-                       ("malformed_line", 4), ("malformed_line", 5), ("malformed_line", 10),
-                       ("missing", None)]
+    assert reasons == [
+        ("bad_encoding", 6),
+        ("duplicate_id", 8),
+        ("malformed_line", 3),
+        ("malformed_line", 4),
+        ("malformed_line", 5),
+        ("malformed_line", 10),
+        ("missing", None),
+    ]
     enc = next(r for r in rejects if r["reason"] == "bad_encoding")
     assert enc["id"] == 6 and "UTF-8" in enc["detail"]
     assert {m["id"] for m in manifest} == {"audio__x", "dup"}
@@ -137,11 +144,14 @@ def test_non_utf8_file_name_reported(tmp_path):
 
 def test_probe_off_trusts_manifest_and_defers_unreadable(tmp_path):
     (tmp_path / "bad.wav").write_bytes(b"garbage")
-    rows = [{"audio_filepath": str(tmp_path / "bad.wav"), "duration": 3.0},
-            {"audio_filepath": str(tmp_path / "other.wav"), "duration": 4000.0}]
+    rows = [
+        {"audio_filepath": str(tmp_path / "bad.wav"), "duration": 3.0},
+        {"audio_filepath": str(tmp_path / "other.wav"), "duration": 4000.0},
+    ]
     (tmp_path / "in.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    summary, manifest, rejects, shards = run(tmp_path, {"manifest": str(tmp_path / "in.jsonl"),
-                                                        "probe": False, "shard_hours": 1.0})
+    summary, manifest, rejects, shards = run(
+        tmp_path, {"manifest": str(tmp_path / "in.jsonl"), "probe": False, "shard_hours": 1.0}
+    )
     assert not rejects and len(manifest) == 2  # VAD catches them later
     assert summary["shards"] == 2  # 4003 s at 1 h per shard
     assert {m["duration"] for m in manifest} == {3.0, 4000.0}
@@ -177,7 +187,11 @@ def test_surrogate_text_and_nul_path_rejected_good_lines_kept(tmp_path):
     summary, manifest, rejects, _ = run(tmp_path, {"manifest": str(tmp_path / "in.jsonl"), "shards": 1})
     assert [m["id"] for m in manifest] == ["audio__a"]
     assert sorted((r["line"], r["reason"]) for r in rejects) == [
-        (2, "bad_encoding"), (3, "malformed_line"), (4, "malformed_line"), (5, "bad_encoding")]
+        (2, "bad_encoding"),
+        (3, "malformed_line"),
+        (4, "malformed_line"),
+        (5, "bad_encoding"),
+    ]
     assert "surrogate" in next(r for r in rejects if r["line"] == 2)["detail"]
     assert "NUL" in next(r for r in rejects if r["line"] == 3)["detail"]
     assert summary["inputs"] == 5
@@ -191,20 +205,42 @@ def test_utf8_bom_at_the_start_of_a_manifest_is_accepted(tmp_path):
 
 
 def test_every_path_in_rejects_is_absolute(tmp_path):
-    lines = [{"audio_filepath": "sub/x.wav", "duration": "3.0"},  # string duration: malformed
-             {"audio_filepath": "sub/missing.wav"}]
+    lines = [
+        {"audio_filepath": "sub/x.wav", "duration": "3.0"},  # string duration: malformed
+        {"audio_filepath": "sub/missing.wav"},
+    ]
     (tmp_path / "in.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines), encoding="utf-8")
     _, _, rejects, _ = run(tmp_path, {"manifest": str(tmp_path / "in.jsonl"), "shards": 1})
     assert [r["reason"] for r in rejects] == ["malformed_line", "missing"]
-    assert [r["audio_filepath"] for r in rejects] == [str(tmp_path / "sub" / "x.wav"),
-                                                      str(tmp_path / "sub" / "missing.wav")]
+    assert [r["audio_filepath"] for r in rejects] == [
+        str(tmp_path / "sub" / "x.wav"),
+        str(tmp_path / "sub" / "missing.wav"),
+    ]
 
 
 def _fuzz_lines(rng, good):
     """Lines of every kind a damaged or foreign manifest holds: random bytes, valid lines
     with bytes flipped, cut or spliced in, JSON edge values, deep nesting."""
-    specials = [b"\x00", b"\xff", b"\xc3", b"\\ud83d", b"\\u0000", b"\xef\xbb\xbf", b"\r", b"NaN",
-                b"Infinity", b"1e400", b"-0", b"\"", b"\\", b"{", b"[", b"}", b"]", b"9" * 5000]
+    specials = [
+        b"\x00",
+        b"\xff",
+        b"\xc3",
+        b"\\ud83d",
+        b"\\u0000",
+        b"\xef\xbb\xbf",
+        b"\r",
+        b"NaN",
+        b"Infinity",
+        b"1e400",
+        b"-0",
+        b'"',
+        b"\\",
+        b"{",
+        b"[",
+        b"}",
+        b"]",
+        b"9" * 5000,
+    ]
     for _ in range(400):
         kind = rng.integers(6)
         base = bytearray(good[rng.integers(len(good))])
@@ -223,16 +259,28 @@ def _fuzz_lines(rng, good):
             yield b"[" * int(rng.integers(1, 100_000)) + b"]"
         else:
             key = [b"audio_filepath", b"id", b"duration", b"text", b"speaker", b"language"][rng.integers(6)]
-            val = [b"null", b"true", b"[]", b"{}", b"0", b"-1", b"1e308", b"\"\"", b"\"\\ud800x\"",
-                   b"99999999999999999999999"][rng.integers(10)]
-            yield bytes(base[:-1]) + b", \"" + key + b"\": " + val + b"}"
+            val = [
+                b"null",
+                b"true",
+                b"[]",
+                b"{}",
+                b"0",
+                b"-1",
+                b"1e308",
+                b'""',
+                b'"\\ud800x"',
+                b"99999999999999999999999",
+            ][rng.integers(10)]
+            yield bytes(base[:-1]) + b', "' + key + b'": ' + val + b"}"
 
 
 def test_fuzzed_manifest_lines_end_accepted_or_rejected_never_crash(tmp_path):
     """Any bytes on a line: the line ends in the manifest or in rejects; ingest never crashes."""
     tone(tmp_path / "a.wav")
-    good = [json.dumps({"audio_filepath": "a.wav", "id": f"g{i}", "text": "héllo", "duration": 0.5}).encode()
-            for i in range(5)]
+    good = [
+        json.dumps({"audio_filepath": "a.wav", "id": f"g{i}", "text": "héllo", "duration": 0.5}).encode()
+        for i in range(5)
+    ]
     rng = np.random.default_rng(0)
     lines = list(_fuzz_lines(rng, good))
     (tmp_path / "in.jsonl").write_bytes(b"\n".join(lines) + b"\n")

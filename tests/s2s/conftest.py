@@ -1,4 +1,5 @@
 """Fixtures written by a 2021 stack: legacy_writer.py in .venvs/legacy_fixtures."""
+
 import os
 from pathlib import Path
 
@@ -12,8 +13,10 @@ def legacy_python():
     """The fixture interpreter: SPEECHPREP_LEGACY_PYTHON, else the one scripts/setup.sh builds."""
     python = Path(os.environ.get("SPEECHPREP_LEGACY_PYTHON") or REPO / ".venvs" / "legacy_fixtures" / "bin" / "python")
     if not python.exists():
-        pytest.skip(f"no legacy fixture interpreter at {python}: scripts/setup.sh builds .venvs/legacy_fixtures "
-                    "from envs/legacy_fixtures.yaml (or set SPEECHPREP_LEGACY_PYTHON)")
+        pytest.skip(
+            f"no legacy fixture interpreter at {python}: scripts/setup.sh builds .venvs/legacy_fixtures "
+            "from envs/legacy_fixtures.yaml (or set SPEECHPREP_LEGACY_PYTHON)"
+        )
     return python
 
 

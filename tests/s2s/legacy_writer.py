@@ -24,6 +24,7 @@ with those objects made here, by this era's libraries:
 (``compress=3``), with this scikit-learn's ``predict`` labels of the features in
 ``OUT_PREFIX.labels.npy``.
 """
+
 import argparse
 import json
 import sys
@@ -33,8 +34,20 @@ import numpy as np
 import torch
 
 # fairseq.data.dictionary.Dictionary.__init__ sets exactly these
-DICTIONARY_ATTRIBUTES = {"bos_word", "unk_word", "pad_word", "eos_word", "symbols", "count", "indices",
-                         "bos_index", "pad_index", "eos_index", "unk_index", "nspecial"}
+DICTIONARY_ATTRIBUTES = {
+    "bos_word",
+    "unk_word",
+    "pad_word",
+    "eos_word",
+    "symbols",
+    "count",
+    "indices",
+    "bos_index",
+    "pad_index",
+    "eos_index",
+    "unk_index",
+    "nspecial",
+}
 
 
 def _stand_in_dictionary():
@@ -96,9 +109,18 @@ def kmeans(features: str, prefix: str, n_clusters: int, seed: int) -> None:
     from sklearn.cluster import MiniBatchKMeans
 
     x = np.load(features)
-    km = MiniBatchKMeans(n_clusters=n_clusters, init="k-means++", max_iter=100, batch_size=256, tol=0.0,
-                         max_no_improvement=100, n_init=3, reassignment_ratio=0.0, compute_labels=False,
-                         random_state=seed).fit(x)
+    km = MiniBatchKMeans(
+        n_clusters=n_clusters,
+        init="k-means++",
+        max_iter=100,
+        batch_size=256,
+        tol=0.0,
+        max_no_improvement=100,
+        n_init=3,
+        reassignment_ratio=0.0,
+        compute_labels=False,
+        random_state=seed,
+    ).fit(x)
     joblib.dump(km, f"{prefix}.bin")
     joblib.dump(km, f"{prefix}.zlib3.bin", compress=3)
     np.save(f"{prefix}.labels.npy", km.predict(x))

@@ -1,5 +1,6 @@
 """Helpers of the S2S tests: fixtures written by a 2021 stack (legacy_writer.py in
 .venvs/legacy_fixtures) and hostile pickles."""
+
 import argparse
 import os
 import pickle
@@ -15,8 +16,9 @@ WRITER = Path(__file__).with_name("legacy_writer.py")
 
 
 def run_writer(python, *args) -> str:
-    p = subprocess.run([str(python), str(WRITER), *map(str, args)], capture_output=True, text=True,
-                       encoding="utf-8", cwd=WRITER.parent)
+    p = subprocess.run(
+        [str(python), str(WRITER), *map(str, args)], capture_output=True, text=True, encoding="utf-8", cwd=WRITER.parent
+    )
     assert p.returncode == 0, p.stderr[-3000:]
     return p.stdout
 
@@ -52,7 +54,7 @@ def checkpoint_naming(path: Path, full_name: str, legacy_format: bool = False) -
     class Pickler(pickle._Pickler):
         def save_global(self, obj, name_=None):
             if obj is target:
-                self.write(pickle.GLOBAL + f"{module}\n{name}\n".encode("utf-8"))
+                self.write(pickle.GLOBAL + f"{module}\n{name}\n".encode())
             else:
                 super().save_global(obj, name_)
 
@@ -61,8 +63,12 @@ def checkpoint_naming(path: Path, full_name: str, legacy_format: bool = False) -
             return target, ()
 
     pickle_module = types.SimpleNamespace(__name__="pickle", Pickler=Pickler, dump=pickle.dump)
-    torch.save({"model": {}, "args": None, "cfg": {}, "x": Call()}, path, pickle_module=pickle_module,
-               _use_new_zipfile_serialization=not legacy_format)
+    torch.save(
+        {"model": {}, "args": None, "cfg": {}, "x": Call()},
+        path,
+        pickle_module=pickle_module,
+        _use_new_zipfile_serialization=not legacy_format,
+    )
     return path
 
 
@@ -96,34 +102,77 @@ def tiny_wav2vec_ctc(tmp: Path):
 
     data = tmp / "training_data"
     data.mkdir(parents=True)
-    (data / "dict.ltr.txt").write_text("".join(f"{c} {900 - 30 * i}\n" for i, c in enumerate("|ETAONIHSRDLUMWCFGYPBVKXJQZ'")),
-                                       encoding="utf-8")
+    (data / "dict.ltr.txt").write_text(
+        "".join(f"{c} {900 - 30 * i}\n" for i, c in enumerate("|ETAONIHSRDLUMWCFGYPBVKXJQZ'")), encoding="utf-8"
+    )
     torch.manual_seed(0)
-    w2v = Wav2Vec2Config(extractor_mode="default", encoder_layers=2, encoder_embed_dim=64, encoder_ffn_embed_dim=128,
-                         encoder_attention_heads=2, conv_feature_layers=CONV_LAYERS, conv_pos=16, conv_pos_groups=4,
-                         final_dim=32, latent_vars=8, latent_groups=2)
+    w2v = Wav2Vec2Config(
+        extractor_mode="default",
+        encoder_layers=2,
+        encoder_embed_dim=64,
+        encoder_ffn_embed_dim=128,
+        encoder_attention_heads=2,
+        conv_feature_layers=CONV_LAYERS,
+        conv_pos=16,
+        conv_pos_groups=4,
+        final_dim=32,
+        latent_vars=8,
+        latent_groups=2,
+    )
     groups = dataclasses.asdict(FairseqConfig())  # every config group, as a trainer's cfg has them
-    pretraining = OmegaConf.to_container(OmegaConf.create({  # resolved, as fairseq saved w2v_args
-        **groups, "model": {**dataclasses.asdict(w2v), "_name": "wav2vec2"},
-        "task": {**dataclasses.asdict(AudioPretrainingConfig(data="/data/librispeech/pretraining")),
-                 "_name": "audio_pretraining"}}), resolve=True, enum_to_str=True)
+    pretraining = OmegaConf.to_container(
+        OmegaConf.create(
+            {  # resolved, as fairseq saved w2v_args
+                **groups,
+                "model": {**dataclasses.asdict(w2v), "_name": "wav2vec2"},
+                "task": {
+                    **dataclasses.asdict(AudioPretrainingConfig(data="/data/librispeech/pretraining")),
+                    "_name": "audio_pretraining",
+                },
+            }
+        ),
+        resolve=True,
+        enum_to_str=True,
+    )
     task_cfg = AudioFinetuningConfig(data=str(data), labels="ltr", normalize=False)
     task = AudioFinetuningTask.setup_task(task_cfg)
-    model_cfg = OmegaConf.structured(Wav2Vec2CtcConfig(
-        w2v_path="/checkpoints/wav2vec_small.pt", w2v_args=pretraining, normalize=False, data=str(data),
-        apply_mask=False, final_dropout=0.0, dropout=0.0, attention_dropout=0.0, activation_dropout=0.0))
+    model_cfg = OmegaConf.structured(
+        Wav2Vec2CtcConfig(
+            w2v_path="/checkpoints/wav2vec_small.pt",
+            w2v_args=pretraining,
+            normalize=False,
+            data=str(data),
+            apply_mask=False,
+            final_dropout=0.0,
+            dropout=0.0,
+            attention_dropout=0.0,
+            activation_dropout=0.0,
+        )
+    )
     with open_dict(model_cfg):
         model_cfg._name = "wav2vec_ctc"
     model = task.build_model(model_cfg).eval()
-    cfg = OmegaConf.to_container(OmegaConf.create({
-        **groups, "task": {**dataclasses.asdict(task_cfg), "_name": "audio_finetuning"},
-        "model": OmegaConf.to_container(model_cfg, enum_to_str=True), "criterion": {"_name": "ctc", "zero_infinity": True}}),
-        resolve=True, enum_to_str=True)
-    state = {"cfg": OmegaConf.create(cfg), "args": None,
-             "model": legacy_pos_conv(model.state_dict(), pre="w2v_encoder.w2v_model.encoder.pos_conv.0"),
-             "task_state": {"target_dictionary": task.target_dictionary},
-             "optimizer_history": [{"criterion_name": "CtcCriterion", "optimizer_name": "adam",
-                                    "lr_scheduler_state": {}, "num_updates": 20000}],
-             "extra_state": {"train_iterator": {"epoch": 80}, "best_loss": np.float64(0.0421)}}
+    cfg = OmegaConf.to_container(
+        OmegaConf.create(
+            {
+                **groups,
+                "task": {**dataclasses.asdict(task_cfg), "_name": "audio_finetuning"},
+                "model": OmegaConf.to_container(model_cfg, enum_to_str=True),
+                "criterion": {"_name": "ctc", "zero_infinity": True},
+            }
+        ),
+        resolve=True,
+        enum_to_str=True,
+    )
+    state = {
+        "cfg": OmegaConf.create(cfg),
+        "args": None,
+        "model": legacy_pos_conv(model.state_dict(), pre="w2v_encoder.w2v_model.encoder.pos_conv.0"),
+        "task_state": {"target_dictionary": task.target_dictionary},
+        "optimizer_history": [
+            {"criterion_name": "CtcCriterion", "optimizer_name": "adam", "lr_scheduler_state": {}, "num_updates": 20000}
+        ],
+        "extra_state": {"train_iterator": {"epoch": 80}, "best_loss": np.float64(0.0421)},
+    }
     shutil.rmtree(data)
     return model, state

@@ -1,4 +1,5 @@
 """The legacy fairseq checkpoint layer: each problem alone, all at once, a hostile pickle."""
+
 import importlib
 import inspect
 import pickle
@@ -74,18 +75,22 @@ def test_problem_1_pickled_classes(hubert):
 
 
 def test_problem_2_integers_stored_as_floats(hubert):
-    rep = check(hubert, "float_ints", ValidationError, "could not be converted to Integer",
-                problems=("float_ints",))
+    rep = check(hubert, "float_ints", ValidationError, "could not be converted to Integer", problems=("float_ints",))
     assert "task.sample_rate: 16000.0 -> 16000" in rep.int_casts
     assert "model.encoder_layers: 2.0 -> 2" in rep.int_casts
     assert not rep.allowed_globals and not rep.pos_conv
 
 
-@pytest.mark.parametrize("layout,what", [("dim0", "legacy g over dim 0"),
-                                         ("param", "parametrizations g over dim 2")])
+@pytest.mark.parametrize("layout,what", [("dim0", "legacy g over dim 0"), ("param", "parametrizations g over dim 2")])
 def test_problem_3_pos_conv_layout_converted_exactly(hubert, layout, what):
-    rep = check(hubert, f"pos_conv_{layout}", RuntimeError, "Error\\(s\\) in loading state_dict",
-                problems=("pos_conv",), pos_conv_layout=layout)
+    rep = check(
+        hubert,
+        f"pos_conv_{layout}",
+        RuntimeError,
+        "Error\\(s\\) in loading state_dict",
+        problems=("pos_conv",),
+        pos_conv_layout=layout,
+    )
     assert rep.pos_conv == [f"encoder.pos_conv.0: {what} -> legacy g over dim 2"]
 
 
@@ -103,17 +108,23 @@ def test_dropping_pos_conv_instead_changes_features(hubert):
 
 
 def test_all_three_at_once_args_style(hubert):
-    rep = check(hubert, "all", pickle.UnpicklingError, "Weights only load failed",
-                problems=("pickles", "float_ints", "pos_conv"),
-                args_style=True)
+    rep = check(
+        hubert,
+        "all",
+        pickle.UnpicklingError,
+        "Weights only load failed",
+        problems=("pickles", "float_ints", "pos_conv"),
+        args_style=True,
+    )
     assert rep.style == "args" and "argparse.Namespace" in rep.allowed_globals
     assert "args.encoder_layers: 2.0 -> 2" in rep.int_casts and rep.pos_conv
 
 
 def test_modern_copy_loads_with_plain_fairseq_and_gives_the_same_features(hubert):
     tmp, parts, wav, reference = hubert
-    path = save_checkpoint(*parts, tmp / "legacy_all.pt", problems=("pickles", "float_ints", "pos_conv"),
-                           args_style=True)
+    path = save_checkpoint(
+        *parts, tmp / "legacy_all.pt", problems=("pickles", "float_ints", "pos_conv"), args_style=True
+    )
     out = tmp / "converted.pt"
     legacy.write_modern(path, out)
     assert legacy.checkpoint_globals(out) == []  # nothing but primitives and tensors
@@ -125,8 +136,11 @@ def test_modern_copy_loads_with_plain_fairseq_and_gives_the_same_features(hubert
 def test_disallowed_global_refused_and_nothing_executed(tmp_path, legacy_format):
     marker = tmp_path / "pwned"
     path = tmp_path / "evil.pt"
-    torch.save({"model": {}, "args": None, "cfg": {}, "x": Hostile(marker)}, path,
-               _use_new_zipfile_serialization=not legacy_format)
+    torch.save(
+        {"model": {}, "args": None, "cfg": {}, "x": Hostile(marker)},
+        path,
+        _use_new_zipfile_serialization=not legacy_format,
+    )
     with pytest.raises(legacy.LegacyCheckpointError, match=r"refusing to load .*posix\.system"):
         legacy.load(path)
     assert not marker.exists()
@@ -140,8 +154,11 @@ def test_checkpoint_pickled_by_a_2021_stack(hubert, write_legacy, style):
     state = checkpoint_state(*parts, problems=LEGACY_PROBLEMS, args_style=(style == "args"))
     path = write_legacy(state, tmp / f"2021_{style}.pt")
     rep = check_path(hubert, path, pickle.UnpicklingError, "Weights only load failed")
-    assert {"numpy.core.multiarray.scalar", "numpy.core.multiarray._reconstruct",
-            "fairseq.data.dictionary.Dictionary"} <= set(rep.allowed_globals)
+    assert {
+        "numpy.core.multiarray.scalar",
+        "numpy.core.multiarray._reconstruct",
+        "fairseq.data.dictionary.Dictionary",
+    } <= set(rep.allowed_globals)
     assert ("omegaconf.dictconfig.DictConfig" if style == "cfg" else "argparse.Namespace") in rep.allowed_globals
     assert rep.int_casts and rep.pos_conv
     state, _ = legacy.safe_load(path)
@@ -171,15 +188,15 @@ def test_fp16_pos_conv_converted_in_float64(hubert):
     assert rep.pos_conv == ["encoder.pos_conv.0: legacy g over dim 0 -> legacy g over dim 2"]
     # what the installed layout stores for that weight, rounded once to fp16
     assert torch.equal(converted["model"]["encoder.pos_conv.0.weight_v"], weight.half())
-    assert torch.equal(converted["model"]["encoder.pos_conv.0.weight_g"],
-                       torch.norm_except_dim(weight, 2, 2).half())
+    assert torch.equal(converted["model"]["encoder.pos_conv.0.weight_g"], torch.norm_except_dim(weight, 2, 2).half())
 
 
 def _a_function_of(module: str) -> str:
     """A function (not a class) defined in or exported by ``module`` that ALLOWED does not name."""
     mod = importlib.import_module(safe_pickle._MOVED.get(module, module))
-    names = sorted(n for n, v in vars(mod).items()
-                   if callable(v) and not isinstance(v, type) and n not in legacy.ALLOWED[module])
+    names = sorted(
+        n for n, v in vars(mod).items() if callable(v) and not isinstance(v, type) and n not in legacy.ALLOWED[module]
+    )
     assert names, f"{module} has no functions"
     return f"{module}.{names[0]}"
 
@@ -200,17 +217,20 @@ def test_only_classes_are_allowed_but_numpy_reconstruction(tmp_path):
             assert isinstance(obj, type) or f"{module}.{name}" in safe_pickle.NUMPY_FUNCTIONS, (module, name)
     assert all(inspect.isclass(safe_pickle.resolve("numpy.dtypes", c)) for c in legacy.DTYPE_CLASSES)
     path = checkpoint_naming(tmp_path / "dtype_helper.pt", "numpy.dtypes._add_dtype_helper")
-    with pytest.raises(legacy.LegacyCheckpointError, match="numpy.dtypes._add_dtype_helper"):
+    with pytest.raises(legacy.LegacyCheckpointError, match=r"numpy\.dtypes\._add_dtype_helper"):
         legacy.safe_load(path)
 
 
 def test_inspect_command_reports_and_writes_a_modern_copy(hubert):
     tmp, parts, wav, reference = hubert
-    path = save_checkpoint(*parts, tmp / "cli.pt", problems=("pickles", "float_ints", "pos_conv"),
-                           args_style=True)
+    path = save_checkpoint(*parts, tmp / "cli.pt", problems=("pickles", "float_ints", "pos_conv"), args_style=True)
     out = tmp / "cli_modern.pt"
-    p = subprocess.run([sys.executable, "-m", "speechprep", "s2s", "inspect", str(path),
-                        "--write-modern", str(out)], capture_output=True, text=True, encoding="utf-8")
+    p = subprocess.run(
+        [sys.executable, "-m", "speechprep", "s2s", "inspect", str(path), "--write-modern", str(out)],
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+    )
     assert p.returncode == 0, p.stderr[-2000:]
     assert "config style: args" in p.stdout and "args.sample_rate: 16000.0 -> 16000" in p.stdout
     assert "legacy g over dim 0 -> legacy g over dim 2" in p.stdout and "argparse.Namespace" in p.stdout
@@ -228,25 +248,31 @@ def _bad_inputs(hubert, tmp_path):
     text.write_text("not a checkpoint\n", encoding="utf-8")
     modern = (tmp / "modern.pt").read_bytes()
     truncated = tmp_path / "truncated.pt"
-    truncated.write_bytes(modern[:len(modern) // 2])
+    truncated.write_bytes(modern[: len(modern) // 2])
     old = tmp_path / "old_format.pt"
     torch.save(checkpoint_state(*parts), old, _use_new_zipfile_serialization=False)
     truncated_old = tmp_path / "truncated_old_format.pt"
     truncated_old.write_bytes(old.read_bytes()[:3000])
     hostile = tmp_path / "hostile.pt"
     torch.save({"model": {}, "args": None, "cfg": {}, "x": Hostile(tmp_path / "pwned")}, hostile)
-    return {"missing": (tmp_path / "missing.pt", "missing.pt: no such file"),
-            "text": (text, "notes.pt: not a torch checkpoint"),
-            "truncated": (truncated, "truncated.pt: truncated or damaged zip file"),
-            "truncated_old_format": (truncated_old, "truncated_old_format.pt: truncated or damaged legacy"),
-            "hostile": (hostile, "refusing to load .*hostile.pt: its pickle names posix.system"),
-            "directory": (tmp_path, "is a directory")}
+    return {
+        "missing": (tmp_path / "missing.pt", "missing.pt: no such file"),
+        "text": (text, "notes.pt: not a torch checkpoint"),
+        "truncated": (truncated, "truncated.pt: truncated or damaged zip file"),
+        "truncated_old_format": (truncated_old, "truncated_old_format.pt: truncated or damaged legacy"),
+        "hostile": (hostile, "refusing to load .*hostile.pt: its pickle names posix.system"),
+        "directory": (tmp_path, "is a directory"),
+    }
 
 
 def test_inspect_command_says_one_line_on_bad_input(hubert, tmp_path):
     for what, (path, message) in _bad_inputs(hubert, tmp_path).items():
-        p = subprocess.run([sys.executable, "-m", "speechprep", "s2s", "inspect", str(path)],
-                           capture_output=True, text=True, encoding="utf-8")
+        p = subprocess.run(
+            [sys.executable, "-m", "speechprep", "s2s", "inspect", str(path)],
+            capture_output=True,
+            text=True,
+            encoding="utf-8",
+        )
         errors = [ln for ln in p.stderr.splitlines() if ln.startswith("error: ")]
         assert p.returncode != 0 and "Traceback" not in p.stderr, (what, p.stderr[-3000:])
         assert len(errors) == 1 and re.search(message, errors[0]), (what, p.stderr[-3000:])
@@ -290,6 +316,7 @@ def test_fine_tuned_ctc_modern_copy_loads_with_plain_fairseq_after_a_move(tmp_pa
     shutil.move(copy, moved / "asr.pt")
     shutil.move(labels, moved / "asr.pt.labels")
     models, _, task = checkpoint_utils.load_model_ensemble_and_task(  # plain fairseq, moved
-        [str(moved / "asr.pt")], arg_overrides={"data": str(moved / "asr.pt.labels")})
+        [str(moved / "asr.pt")], arg_overrides={"data": str(moved / "asr.pt.labels")}
+    )
     assert task.target_dictionary.symbols == symbols
     assert (logits(models[0].eval()) - reference).abs().max() <= 1e-5

@@ -1,4 +1,5 @@
 """The S2S stage: batched features, quantizer, vocoder, a shard end to end."""
+
 import json
 import subprocess
 import sys
@@ -14,9 +15,9 @@ from s2s_helpers import Hostile
 
 from speechprep import fairseq_legacy as legacy
 from speechprep import s2s
-from speechprep.jsonio import read_jsonl, write_jsonl
 from speechprep.demo import demo_audio
 from speechprep.demo.s2s_models import build_demo, tiny_hubert, tiny_vocoder
+from speechprep.jsonio import read_jsonl, write_jsonl
 from tests.support import DEMO, demo_segments
 
 warnings.simplefilter("ignore")
@@ -65,10 +66,12 @@ def test_quantizer_labels_identical_to_sklearn(demo_models, models):
 
 
 def test_kmeans_loads_without_sklearn(demo_models):
-    code = ("import sys; from speechprep.s2s import load_kmeans_centers; "
-            f"c = load_kmeans_centers({demo_models[1]['kmeans']!r}); "
-            "assert not any(m.split('.')[0] == 'sklearn' for m in sys.modules), 'sklearn imported'; "
-            "print(c.shape)")
+    code = (
+        "import sys; from speechprep.s2s import load_kmeans_centers; "
+        f"c = load_kmeans_centers({demo_models[1]['kmeans']!r}); "
+        "assert not any(m.split('.')[0] == 'sklearn' for m in sys.modules), 'sklearn imported'; "
+        "print(c.shape)"
+    )
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert p.returncode == 0, p.stderr[-2000:]
     assert p.stdout.strip() == "(50, 64)"
@@ -81,8 +84,11 @@ def _fitted_kmeans(n=16, seed=0):
     return KMeans(n_clusters=n, n_init=2, random_state=seed).fit(x), x
 
 
-@pytest.mark.parametrize("compress", [0, 3, ("zlib", 3), ("gzip", 3), ("bz2", 3), ("lzma", 3), ("xz", 3), ("lz4", 3)],
-                         ids=lambda c: str(c).replace(" ", ""))
+@pytest.mark.parametrize(
+    "compress",
+    [0, 3, ("zlib", 3), ("gzip", 3), ("bz2", 3), ("lzma", 3), ("xz", 3), ("lz4", 3)],
+    ids=lambda c: str(c).replace(" ", ""),
+)
 def test_compressed_kmeans_files_load(tmp_path, compress):
     import joblib
 
@@ -140,7 +146,9 @@ def test_hostile_vocoder_checkpoint_refused_and_nothing_run(tmp_path, monkeypatc
     torch.save({"generator": gen, "x": Hostile(marker)}, tmp_path / "evil.pt")
     # what users set to load old fairseq checkpoints: torch.load then unpickles anything
     monkeypatch.setenv("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
-    with pytest.raises(legacy.LegacyCheckpointError, match=r"refusing to load .*evil\.pt: its pickle names posix\.system"):
+    with pytest.raises(
+        legacy.LegacyCheckpointError, match=r"refusing to load .*evil\.pt: its pickle names posix\.system"
+    ):
         s2s.load_vocoder(str(tmp_path / "evil.pt"), str(tmp_path / "v.json"), "cpu")
     assert not marker.exists()
 
@@ -163,21 +171,34 @@ def run(tmp_path, segs, p, tag="o", models=None):
     shard = tmp_path / f"{tag}.segments.jsonl"
     write_jsonl(shard, segs)
     out = {"units": tmp_path / f"{tag}.units.jsonl", "wavs": tmp_path / tag, "rej": tmp_path / f"{tag}.rej.jsonl"}
-    counts = s2s.run_shard(str(shard), str(out["units"]), str(out["wavs"]), str(out["rej"]), p,
-                           str(tmp_path / ".partial" / f"{tag}.jsonl"), models=models)
+    counts = s2s.run_shard(
+        str(shard),
+        str(out["units"]),
+        str(out["wavs"]),
+        str(out["rej"]),
+        p,
+        str(tmp_path / ".partial" / f"{tag}.jsonl"),
+        models=models,
+    )
     return counts, list(read_jsonl(out["units"])), list(read_jsonl(out["rej"])), out
 
 
 def test_shard_units_wavs_and_bad_segments(tmp_path, demo_models, models):
     edge = DEMO / "audio" / "edge_cases"
-    bad = [{"id": "corrupt_0000", "audio_filepath": str(edge / "corrupt.wav"), "offset": 0, "duration": 1.0},
-           {"id": "nan_0000", "audio_filepath": str(edge / "nan_float.wav"), "offset": 0.2, "duration": 1.0},
-           {"id": "past_end_0000", "audio_filepath": str(edge / "silence.wav"), "offset": 30, "duration": 1.0},
-           {"id": "long_0000", "audio_filepath": str(edge / "silence.wav"), "offset": 0, "duration": 90.0}]
+    bad = [
+        {"id": "corrupt_0000", "audio_filepath": str(edge / "corrupt.wav"), "offset": 0, "duration": 1.0},
+        {"id": "nan_0000", "audio_filepath": str(edge / "nan_float.wav"), "offset": 0.2, "duration": 1.0},
+        {"id": "past_end_0000", "audio_filepath": str(edge / "silence.wav"), "offset": 30, "duration": 1.0},
+        {"id": "long_0000", "audio_filepath": str(edge / "silence.wav"), "offset": 0, "duration": 90.0},
+    ]
     segs = segments(6, bad)
     counts, lines, rejects, out = run(tmp_path, segs, params(demo_models), models=models)
-    assert {r["id"]: r["reason"] for r in rejects} == {"corrupt_0000": "unreadable", "nan_0000": "non_finite",
-                                                      "past_end_0000": "empty", "long_0000": "too_long"}
+    assert {r["id"]: r["reason"] for r in rejects} == {
+        "corrupt_0000": "unreadable",
+        "nan_0000": "non_finite",
+        "past_end_0000": "empty",
+        "long_0000": "too_long",
+    }
     assert sorted([x["id"] for x in lines] + [r["id"] for r in rejects]) == sorted(s["id"] for s in segs)
     for line, seg in zip(lines, segs):
         assert line["id"] == seg["id"] and line["frame_rate"] == 50.0
@@ -269,10 +290,13 @@ def test_model_error_on_one_segment_rejects_only_that_one(tmp_path, demo_models,
     assert "retrying one at a time" in caplog.text and counts["ok"] == 5
 
 
-@pytest.mark.parametrize("failing,rule,what", [
-    ("all", {"first_errors": 3, "max_error_share": 0.5}, "the first 3 segments all failed"),
-    ("most", {"first_errors": 100, "max_error_share": 0.5}, "4 of 6 segments failed"),
-])
+@pytest.mark.parametrize(
+    "failing,rule,what",
+    [
+        ("all", {"first_errors": 3, "max_error_share": 0.5}, "the first 3 segments all failed"),
+        ("most", {"first_errors": 100, "max_error_share": 0.5}, "4 of 6 segments failed"),
+    ],
+)
 def test_systematic_model_failure_fails_the_job(tmp_path, demo_models, models, failing, rule, what):
     from speechprep.failures import SystematicFailure
 
@@ -294,13 +318,41 @@ def test_cli_exits_with_the_failure_code_on_a_systematic_failure(tmp_path, demo_
 
     km, _ = _fitted_kmeans()  # 12-dim centres: a k-means for another model than this 64-dim HuBERT
     joblib.dump(km, tmp_path / "other_km.bin")
-    p_json = {**asdict(params(demo_models, kmeans=str(tmp_path / "other_km.bin"), hash_cache=str(tmp_path / "c"),
-                              model_failure={"first_errors": 2, "max_error_share": 0.5}))}
+    p_json = {
+        **asdict(
+            params(
+                demo_models,
+                kmeans=str(tmp_path / "other_km.bin"),
+                hash_cache=str(tmp_path / "c"),
+                model_failure={"first_errors": 2, "max_error_share": 0.5},
+            )
+        )
+    }
     write_jsonl(tmp_path / "o.segments.jsonl", segments(4))
-    p = subprocess.run([sys.executable, "-m", "speechprep", "s2s", "run", "--segments", str(tmp_path / "o.segments.jsonl"),
-                        "--params", json.dumps(p_json), "--resume", str(tmp_path / ".partial" / "o.jsonl"),
-                        "--units", str(tmp_path / "o.units.jsonl"), "--wav-dir", str(tmp_path / "o"),
-                        "--rejects", str(tmp_path / "o.rej.jsonl")], capture_output=True, text=True, encoding="utf-8")
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "speechprep",
+            "s2s",
+            "run",
+            "--segments",
+            str(tmp_path / "o.segments.jsonl"),
+            "--params",
+            json.dumps(p_json),
+            "--resume",
+            str(tmp_path / ".partial" / "o.jsonl"),
+            "--units",
+            str(tmp_path / "o.units.jsonl"),
+            "--wav-dir",
+            str(tmp_path / "o"),
+            "--rejects",
+            str(tmp_path / "o.rej.jsonl"),
+        ],
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+    )
     assert p.returncode == EXIT_CODE, p.stderr[-3000:]
     assert "Traceback" not in p.stderr
     last = p.stderr.strip().splitlines()[-1]

@@ -1,4 +1,5 @@
 """Shared by the TTS tests: demo ASR lines, a shard's files, the real encoders."""
+
 import warnings
 
 import pytest
@@ -36,11 +37,22 @@ def shard(tmp_path, segs, units=None, s2s_rejects=()):
 
 def run(tmp_path, asr, units, s2s_rejects, p=P, **kw):
     out = tmp_path / "tts"
-    counts = features.run_features(str(asr), str(units), str(s2s_rejects), str(out / "shard-0000.features.jsonl"),
-                                   str(out / "shard-0000.rejects.jsonl"), str(out / "shard-0000"), p,
-                                   str(out / ".partial" / "shard-0000.jsonl"), **kw)
-    return (counts, list(read_jsonl(out / "shard-0000.features.jsonl")),
-            list(read_jsonl(out / "shard-0000.rejects.jsonl")))
+    counts = features.run_features(
+        str(asr),
+        str(units),
+        str(s2s_rejects),
+        str(out / "shard-0000.features.jsonl"),
+        str(out / "shard-0000.rejects.jsonl"),
+        str(out / "shard-0000"),
+        p,
+        str(out / ".partial" / "shard-0000.jsonl"),
+        **kw,
+    )
+    return (
+        counts,
+        list(read_jsonl(out / "shard-0000.features.jsonl")),
+        list(read_jsonl(out / "shard-0000.rejects.jsonl")),
+    )
 
 
 @pytest.fixture(scope="module")

@@ -1,13 +1,14 @@
 """The encoders: batched Resemblyzer, threaded eGeMAPS, voices separated, TorchScript encoders."""
+
 import numpy as np
 import torch
+from conftest import demo_segments, run, shard
 
 from speechprep.audio import read_segment
 from speechprep.npyio import load_npy
 from speechprep.tts import encoders as enc
 from speechprep.tts import features
 
-from conftest import demo_segments, run, shard
 
 def test_batched_resemblyzer_equals_embed_utterance(encoders, clips):
     from resemblyzer import preprocess_wav
@@ -66,7 +67,7 @@ def test_torchscript_encoders_replace_both(tmp_path):
     assert counts["ok"] == 5 and not rejects
     for s, line in zip(segs, lines):
         a = read_segment(s)
-        want = np.array([a.mean(), np.sqrt((a ** 2).mean()), len(a)], dtype=np.float32)
+        want = np.array([a.mean(), np.sqrt((a**2).mean()), len(a)], dtype=np.float32)
         for kind in ("condition", "emo_vec"):
             v = load_npy(line[kind], np.float32, 1)
             np.testing.assert_allclose(v, want, rtol=1e-4, atol=1e-6)

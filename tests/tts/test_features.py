@@ -1,17 +1,18 @@
 """The audio-feature job of a shard: rejects and accounting, OOM back-off, encoder errors, resume, long ids."""
+
 from pathlib import Path
 
 import numpy as np
 import pytest
 import soundfile as sf
 import torch
+from conftest import demo_segments, fake_units, run, shard
 
 from speechprep.audio import read_segment
 from speechprep.jsonio import read_jsonl
 from speechprep.npyio import load_npy
 from speechprep.tts import features, text
 
-from conftest import demo_segments, fake_units, run, shard
 
 def test_shard_features_rejects_and_accounting(tmp_path, encoders):
     segs = [{k: v for k, v in s.items() if k != "voice"} for s in demo_segments()[:6]]
@@ -20,7 +21,13 @@ def test_shard_features_rejects_and_accounting(tmp_path, encoders):
     silent = tmp_path / "silent.wav"
     sf.write(silent, np.zeros(16000 * 2, np.float32), 16000)
     extra = [
-        {"id": "no_text", "audio_filepath": segs[0]["audio_filepath"], "offset": 0.5, "duration": 1.0, "text": " \u200b "},
+        {
+            "id": "no_text",
+            "audio_filepath": segs[0]["audio_filepath"],
+            "offset": 0.5,
+            "duration": 1.0,
+            "text": " \u200b ",
+        },
         {"id": "no_units", "audio_filepath": segs[0]["audio_filepath"], "offset": 0.5, "duration": 1.0, "text": "hi"},
         {"id": "corrupt", "audio_filepath": str(bad), "offset": 0.0, "duration": 1.0, "text": "hi"},
         {"id": "tiny", "audio_filepath": segs[0]["audio_filepath"], "offset": 0.5, "duration": 0.05, "text": "hi"},
@@ -125,8 +132,11 @@ def test_encoder_failing_on_everything_fails_the_job(tmp_path, encoders):
         raise RuntimeError("Expected all tensors to be on the same device (injected)")
 
     p = features.TtsParams.defaults(device="cpu", model_failure={"first_errors": 5, "max_error_share": 0.5})
-    with pytest.raises(SystematicFailure, match=r"resemblyzer \+ egemaps fails systematically: the first 5 "
-                                                r"segments all failed.*same device"):
+    with pytest.raises(
+        SystematicFailure,
+        match=r"resemblyzer \+ egemaps fails systematically: the first 5 "
+        r"segments all failed.*same device",
+    ):
         run(tmp_path, *shard(tmp_path, segs), p=p, encoders=broken)
     assert not (tmp_path / "tts" / "shard-0000.features.jsonl").exists()
     assert (tmp_path / "tts" / ".partial" / "shard-0000.jsonl").exists()  # kept, as on any failure
@@ -163,7 +173,11 @@ def test_ids_longer_than_a_file_name_get_a_safe_name(tmp_path, encoders):
         assert load_npy(line[kind]) is not None
     tok = tmp_path / "tok.model"
     text.train_tokenizer([s["text"] for s in demo_segments()], tok, 64)
-    text.run_text(str(tmp_path / "tts" / "shard-0000.features.jsonl"), str(tok), str(tmp_path / "text.jsonl"),
-                  str(tmp_path / "text_ids"))
+    text.run_text(
+        str(tmp_path / "tts" / "shard-0000.features.jsonl"),
+        str(tok),
+        str(tmp_path / "text.jsonl"),
+        str(tmp_path / "text_ids"),
+    )
     ids = {x["id"]: x for x in read_jsonl(tmp_path / "text.jsonl")}
     assert len(Path(ids[long_id]["text_ids"]).name.encode("utf-8")) <= 200

@@ -1,7 +1,9 @@
 """Text ids, the train/val split, manifests, stats.json with provenance, the combined set."""
+
 import json
 
 import numpy as np
+from conftest import demo_segments, run, shard
 
 from speechprep.config import digest
 from speechprep.jsonio import read_jsonl, write_jsonl
@@ -9,7 +11,6 @@ from speechprep.npyio import load_npy
 from speechprep.tts import manifests, text
 from speechprep.tts.text import load_tokenizer
 
-from conftest import demo_segments, run, shard
 
 def test_text_ids_decode_to_the_normalised_text(tmp_path):
     segs = demo_segments()
@@ -43,10 +44,15 @@ def test_manifests_stats_and_combined_agree(tmp_path, encoders):
     segs.append({**segs[0], "id": "blank", "text": ""})
     counts, lines, rejects = run(tmp_path, *shard(tmp_path, segs), encoders=encoders)
     out = tmp_path / "tts"
-    text.train_corpus_tokenizer({"demo": str(tmp_path / "asr" / "shard-0000.jsonl")}, {}, {}, 48,
-                                str(out / "tok.model"))
-    text.run_text(str(out / "shard-0000.features.jsonl"), str(out / "tok.model"), str(out / "shard-0000.text.jsonl"),
-                  str(out / "shard-0000" / "text_ids"))
+    text.train_corpus_tokenizer(
+        {"demo": str(tmp_path / "asr" / "shard-0000.jsonl")}, {}, {}, 48, str(out / "tok.model")
+    )
+    text.run_text(
+        str(out / "shard-0000.features.jsonl"),
+        str(out / "tok.model"),
+        str(out / "shard-0000.text.jsonl"),
+        str(out / "shard-0000" / "text_ids"),
+    )
     # upstream lines as ASR and S2S wrote them: the models' identity is read from there
     asr_lines, units_lines = tmp_path / "asr.jsonl", tmp_path / "units.jsonl"
     write_jsonl(asr_lines, [{**segs[0], "asr_model": "stt_en_fastconformer_ctc_large"}])
@@ -55,17 +61,42 @@ def test_manifests_stats_and_combined_agree(tmp_path, encoders):
     write_jsonl(units_lines, [{"id": segs[0]["id"], "units": [1, 2], **s2s_ident}])
     cfg = {"tts": {"val_ratio": 0.4, "condition": "resemblyzer", "emotion": "egemaps", "threads": 2}}
     stats = manifests.build_manifests(
-        "demo", [str(out / "shard-0000.features.jsonl")], [str(out / "shard-0000.text.jsonl")],
-        [str(out / "shard-0000.rejects.jsonl")], [str(asr_lines)], [str(units_lines)], str(out / "tok.model"),
-        {"condition": "resemblyzer", "emotion": "egemaps"}, None, 0.4, digest(cfg),
-        str(out / "train.jsonl"), str(out / "val.jsonl"), str(out / "stats.json"))
+        "demo",
+        [str(out / "shard-0000.features.jsonl")],
+        [str(out / "shard-0000.text.jsonl")],
+        [str(out / "shard-0000.rejects.jsonl")],
+        [str(asr_lines)],
+        [str(units_lines)],
+        str(out / "tok.model"),
+        {"condition": "resemblyzer", "emotion": "egemaps"},
+        None,
+        0.4,
+        digest(cfg),
+        str(out / "train.jsonl"),
+        str(out / "val.jsonl"),
+        str(out / "stats.json"),
+    )
     train, val = list(read_jsonl(out / "train.jsonl")), list(read_jsonl(out / "val.jsonl"))
     assert stats["counts"] == {"train": len(train), "val": len(val), "rejected": 1} and len(train) + len(val) == 6
     assert stats["rejects_by_reason"] == {"no_text": 1}
     assert all(manifests.is_val(x["id"], 0.4) for x in val) and not any(manifests.is_val(x["id"], 0.4) for x in train)
     for x in train + val:
-        assert {"id", "text", "audio_filepath", "offset", "duration", "text_ids", "text_ids_len", "codes",
-                "codes_len", "condition", "condition_dim", "emo_vec", "emo_vec_dim", "dataset"} <= set(x)
+        assert {
+            "id",
+            "text",
+            "audio_filepath",
+            "offset",
+            "duration",
+            "text_ids",
+            "text_ids_len",
+            "codes",
+            "codes_len",
+            "condition",
+            "condition_dim",
+            "emo_vec",
+            "emo_vec_dim",
+            "dataset",
+        } <= set(x)
     assert abs(stats["hours"]["train"] + stats["hours"]["val"] - sum(s["duration"] for s in segs[:6]) / 3600) < 1e-5
     roles = {m["role"]: m for m in stats["models"]}
     assert roles["asr"] == {"role": "asr", "path": "stt_en_fastconformer_ctc_large", "sha256": None}
@@ -81,8 +112,13 @@ def test_manifests_stats_and_combined_agree(tmp_path, encoders):
     s2 = json.loads((out / "stats.json").read_text(encoding="utf-8"))
     s2["dataset"] = "other"
     (out / "stats2.json").write_text(json.dumps(s2), encoding="utf-8")
-    both = manifests.combine([str(out / "stats.json"), str(out / "stats2.json")], [str(out / "train.jsonl")] * 2,
-                       [str(out / "val.jsonl")] * 2, str(out / "all_train.jsonl"), str(out / "all_val.jsonl"),
-                       str(out / "all_stats.json"))
+    both = manifests.combine(
+        [str(out / "stats.json"), str(out / "stats2.json")],
+        [str(out / "train.jsonl")] * 2,
+        [str(out / "val.jsonl")] * 2,
+        str(out / "all_train.jsonl"),
+        str(out / "all_val.jsonl"),
+        str(out / "all_stats.json"),
+    )
     assert both["counts"]["train"] == 2 * len(train) == len(list(read_jsonl(out / "all_train.jsonl")))
     assert both["datasets"] == ["demo", "other"] and both["per_dataset"]["other"]["counts"] == stats["counts"]

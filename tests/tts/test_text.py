@@ -1,4 +1,5 @@
 """TTS text: normalisation, SentencePiece; atomic .npy."""
+
 import numpy as np
 import pytest
 

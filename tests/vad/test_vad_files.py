@@ -1,4 +1,6 @@
 """TEN-VAD on real audio: the demo corpus, a 3-minute file, resume, crashes."""
+
+import itertools
 import json
 import os
 from dataclasses import asdict
@@ -44,7 +46,7 @@ def three_minute_file(path):
     for rel, info in TRUTH["files"].items():
         if info.get("clean"):
             x, _ = sf.read(DEMO / "audio" / rel, dtype="float32")
-            phrases += [x[int(s["start"] * sr):int(s["end"] * sr)] for s in info["speech"]]
+            phrases += [x[int(s["start"] * sr) : int(s["end"] * sr)] for s in info["speech"]]
     rng = np.random.default_rng(0)
     out, spans, pauses, t = [np.zeros(sr // 2, np.float32)], [], [], 0.5
     i = 0
@@ -73,7 +75,7 @@ def test_max_segment_honoured_on_three_minute_file(tmp_path):
     assert all(e - s <= 30.0 + 1e-6 for s, e in segs)
     assert len(segs) >= 7  # 3 minutes in pieces of at most 30 s
     # every cut lies in one of the pauses (give or take a frame and the padding)
-    for (_, e), (s, _) in zip(segs, segs[1:]):
+    for (_, e), (s, _) in itertools.pairwise(segs):
         mid = (e + s) / 2
         assert any(a - 0.05 <= mid <= b + 0.05 for a, b in pauses), (e, s)
     # and nothing was lost: speech is covered
@@ -92,13 +94,20 @@ def run(workdir, shard, workers=1):
     """run_shard into ``workdir``; returns its counts and its three outputs' text."""
     workdir.mkdir(exist_ok=True)
     o = {k: str(workdir / f"out.{k}.jsonl") for k in ("segments", "stats", "rejects")}
-    counts = run_shard(str(shard), o["segments"], o["stats"], o["rejects"], P, workers,
-                       str(workdir / "resume" / "shard-0000.jsonl"))
+    counts = run_shard(
+        str(shard), o["segments"], o["stats"], o["rejects"], P, workers, str(workdir / "resume" / "shard-0000.jsonl")
+    )
     return counts, {k: Path(v).read_text(encoding="utf-8") for k, v in o.items()}
 
 
-CLIPS = ["us_male/clip01.wav", "us_female/clip03.flac", "scottish/clip02.wav",
-         "edge_cases/nan_float.wav", "caribbean/clip04.flac", "edge_cases/silence.wav"]
+CLIPS = [
+    "us_male/clip01.wav",
+    "us_female/clip03.flac",
+    "scottish/clip02.wav",
+    "edge_cases/nan_float.wav",
+    "caribbean/clip04.flac",
+    "edge_cases/silence.wav",
+]
 
 
 def test_shard_accounts_for_every_file(tmp_path):
@@ -121,9 +130,13 @@ def test_shard_resumes_from_its_resume_file_with_identical_outputs(tmp_path, cap
     ck = resumed_dir / "resume" / "shard-0000.jsonl"
     ck.parent.mkdir(parents=True)
     done = [outcome_line(e["id"], analyze_file(e, P)) for e in list(read_jsonl(shard))[:3]]
-    ck.write_text(json.dumps({"fingerprint": fingerprint(str(shard), asdict(P), vad.ALGORITHM_VERSION)}) + "\n"
-                  + "".join(json.dumps(d) + "\n" for d in done)
-                  + '{"id": "caribbean__clip04", "stats": {"dur', encoding="utf-8")
+    ck.write_text(
+        json.dumps({"fingerprint": fingerprint(str(shard), asdict(P), vad.ALGORITHM_VERSION)})
+        + "\n"
+        + "".join(json.dumps(d) + "\n" for d in done)
+        + '{"id": "caribbean__clip04", "stats": {"dur',
+        encoding="utf-8",
+    )
     caplog.set_level("INFO")
     counts2, resumed = run(resumed_dir, shard)
     assert "6 files, 3 already done or screened out" in caplog.text and "3 files to analyse" in caplog.text
@@ -140,7 +153,7 @@ def test_resume_file_for_other_input_is_not_reused(tmp_path):
     assert ResumeFile(tmp_path / "c.jsonl", "other").load() == {}
 
 
-def _crash_on_silence(e, p, _real=vad.analyze_file):  # noqa: B008
+def _crash_on_silence(e, p, _real=vad.analyze_file):
     if e["id"].endswith("silence"):
         os._exit(9)  # what a segfault in native code looks like to the pool
     return _real(e, p)
@@ -157,8 +170,11 @@ def test_worker_crash_rejects_only_the_guilty_file(tmp_path, monkeypatch):
 
 def _clips(seconds):
     """Demo speech, clip after clip, for about ``seconds``."""
-    clips = [sf.read(DEMO / "audio" / rel, dtype="float32")[0]
-             for rel, info in sorted(TRUTH["files"].items()) if info.get("clean")]
+    clips = [
+        sf.read(DEMO / "audio" / rel, dtype="float32")[0]
+        for rel, info in sorted(TRUTH["files"].items())
+        if info.get("clean")
+    ]
     out, total, i = [], 0, 0
     while total < seconds * 16000:
         out.append(clips[i % len(clips)])
@@ -175,7 +191,7 @@ def _damage(path, at, how):
     if how == "truncated":
         data = data[:cut]
     else:
-        data[cut:cut + 4000] = np.random.default_rng(1).integers(0, 256, 4000, dtype=np.uint8).tobytes()
+        data[cut : cut + 4000] = np.random.default_rng(1).integers(0, 256, 4000, dtype=np.uint8).tobytes()
     path.write_bytes(bytes(data))
 
 
@@ -199,8 +215,9 @@ def test_file_damaged_mid_stream_keeps_the_audio_before_the_damage(tmp_path, fmt
     # the segments before the damage are those of the intact file
     before = [s for s in intact["segments"] if s["offset"] + s["duration"] < t - 1.0]
     assert len(before) >= 5
-    assert [(s["offset"], s["duration"]) for s in r["segments"][:len(before)]] == \
-        [(s["offset"], s["duration"]) for s in before]
+    assert [(s["offset"], s["duration"]) for s in r["segments"][: len(before)]] == [
+        (s["offset"], s["duration"]) for s in before
+    ]
     assert "truncated_at" not in intact["stats"]
 
 

@@ -1,4 +1,5 @@
 """Helpers for tests that run the real workflow: snakemake in a subprocess."""
+
 import json
 import os
 import shutil
@@ -18,8 +19,17 @@ TRUTH = json.loads((DEMO / "truth.json").read_text(encoding="utf-8"))
 
 def snakemake(workdir, *args, profile=True, check=True, timeout=900):
     """Run the workflow with ``workdir`` as working directory (results/ lands there)."""
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"),
-           "--directory", str(workdir), "--configfile", str(workdir / "config.yaml")]
+    cmd = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "-s",
+        str(REPO / "Snakefile"),
+        "--directory",
+        str(workdir),
+        "--configfile",
+        str(workdir / "config.yaml"),
+    ]
     if profile:
         cmd += ["--profile", str(REPO / "profiles" / "local"), "--cores", "2"]
     cmd += list(args)
@@ -32,11 +42,23 @@ def snakemake(workdir, *args, profile=True, check=True, timeout=900):
 
 def start_snakemake(workdir, *args):
     """Start the workflow in its own process group (to be killed as a whole)."""
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"),
-           "--directory", str(workdir), "--configfile", str(workdir / "config.yaml"),
-           "--profile", str(REPO / "profiles" / "local"), "--cores", "2", *args]
-    return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
+    cmd = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "-s",
+        str(REPO / "Snakefile"),
+        "--directory",
+        str(workdir),
+        "--configfile",
+        str(workdir / "config.yaml"),
+        "--profile",
+        str(REPO / "profiles" / "local"),
+        "--cores",
+        "2",
+        *args,
+    ]
+    return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
 
 
 def kill_group(proc):
@@ -71,11 +93,15 @@ def jobs_run(output, rule):
     found, current = [], None
     for line in output.splitlines():
         s = line.strip()
-        if s.endswith(":") and s.split()[-1].rstrip(":") == rule and s.split()[0] in ("rule", "localrule", "checkpoint", "localcheckpoint"):
+        if (
+            s.endswith(":")
+            and s.split()[-1].rstrip(":") == rule
+            and s.split()[0] in ("rule", "localrule", "checkpoint", "localcheckpoint")
+        ):
             current = []
             found.append(current)
         elif current is not None and s.startswith("wildcards:"):
-            current.append(s[len("wildcards:"):].strip())
+            current.append(s[len("wildcards:") :].strip())
             current = None
         elif not s:
             current = None

@@ -1,4 +1,5 @@
 """The demo pipeline through ASR (NeMo, the demo model the workflow trains)."""
+
 import json
 
 from conftest import REPO, TRUTH, jobs_run, read_jsonl

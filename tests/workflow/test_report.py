@@ -1,4 +1,5 @@
 """`snakemake --report` after a run: a self-contained HTML report with the stage plots."""
+
 import csv
 
 from conftest import snakemake
@@ -7,8 +8,14 @@ from conftest import snakemake
 def check_report(work, out_name="report.html"):
     snakemake(work, "--report", str(work / out_name))
     html = (work / out_name).read_text(encoding="utf-8", errors="replace")
-    for name in ("duration_hist.png", "speech_ratio_hist.png", "segments_per_file.png",
-                 "rejects_by_reason.png", "throughput.png", "stages.csv"):
+    for name in (
+        "duration_hist.png",
+        "speech_ratio_hist.png",
+        "segments_per_file.png",
+        "rejects_by_reason.png",
+        "throughput.png",
+        "stages.csv",
+    ):
         assert name in html, name
     assert len(html) > 100_000  # the plots are embedded, not linked
     with open(work / "results" / "demo" / "report" / "stages.csv", encoding="utf-8") as f:

@@ -1,6 +1,6 @@
 """The demo pipeline through S2S (legacy demo HuBERT, k-means, unit HiFi-GAN)."""
-import soundfile as sf
 
+import soundfile as sf
 from conftest import REPO, jobs_run, read_jsonl
 
 

@@ -1,27 +1,36 @@
 """`snakemake --profile profiles/slurm` on a real one-node SLURM (scripts/slurm_test_cluster.sh)."""
+
 import json
 import os
 import re
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
-
 from conftest import REPO, read_jsonl, write_config
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the test SLURM's daemons need root")
-RULES = ("ingest", "vad", "vad_merge", "asr", "asr_merge", "s2s", "tts_tokenizer", "tts_features", "tts_text",
-         "tts_manifest", "tts_combined")
+RULES = (
+    "ingest",
+    "vad",
+    "vad_merge",
+    "asr",
+    "asr_merge",
+    "s2s",
+    "tts_tokenizer",
+    "tts_features",
+    "tts_text",
+    "tts_manifest",
+    "tts_combined",
+)
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     d = tmp_path_factory.mktemp("slurm")
-    subprocess.run(["bash", str(REPO / "scripts" / "slurm_test_cluster.sh"), "start", str(d)], check=True,
-                   timeout=300)
+    subprocess.run(["bash", str(REPO / "scripts" / "slurm_test_cluster.sh"), "start", str(d)], check=True, timeout=300)
     old = os.environ.get("SLURM_CONF")
     os.environ["SLURM_CONF"] = str(d / "slurm.conf")
     yield d
@@ -33,12 +42,24 @@ def cluster(tmp_path_factory):
 
 
 def slurm_snakemake(workdir, *args, check=True, popen=False):
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(workdir),
-           "--configfile", str(workdir / "config.yaml"), "--profile", str(REPO / "profiles" / "slurm"),
-           "--slurm-init-seconds-before-status-checks", "5", *args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "-s",
+        str(REPO / "Snakefile"),
+        "--directory",
+        str(workdir),
+        "--configfile",
+        str(workdir / "config.yaml"),
+        "--profile",
+        str(REPO / "profiles" / "slurm"),
+        "--slurm-init-seconds-before-status-checks",
+        "5",
+        *args,
+    ]
     if popen:
-        return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                encoding="utf-8")
+        return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, encoding="utf-8")
     p = subprocess.run(cmd, capture_output=True, text=True, encoding="utf-8", timeout=1800)
     out = p.stdout + p.stderr
     if check and p.returncode != 0:
@@ -77,9 +98,15 @@ def jobcomp(cluster):
 
 def same_models(demo_work):
     m = demo_work / "resources" / "models"
-    return {"asr": {"model": str(m / "demo_asr.nemo")},
-            "s2s": {"hubert": str(m / "demo_hubert_legacy.pt"), "kmeans": str(m / "demo_km.bin"),
-                    "vocoder": str(m / "demo_vocoder.pt"), "vocoder_config": str(m / "demo_vocoder.json")}}
+    return {
+        "asr": {"model": str(m / "demo_asr.nemo")},
+        "s2s": {
+            "hubert": str(m / "demo_hubert_legacy.pt"),
+            "kmeans": str(m / "demo_km.bin"),
+            "vocoder": str(m / "demo_vocoder.pt"),
+            "vocoder_config": str(m / "demo_vocoder.json"),
+        },
+    }
 
 
 @pytest.fixture(scope="module")
@@ -102,9 +129,13 @@ def test_every_stage_ran_as_slurm_jobs(cluster, slurm_demo):
 def test_rules_ran_in_their_environments_on_the_node(slurm_demo):
     work, _ = slurm_demo
     logs = work / "results" / "demo" / "logs"
-    for stage, log in (("ingest", logs / "ingest.log"), ("vad", logs / "vad" / "shard-0001.log"),
-                       ("asr", logs / "asr" / "shard-0001.log"), ("s2s", logs / "s2s" / "shard-0001.log"),
-                       ("tts", logs / "tts" / "shard-0001.log")):
+    for stage, log in (
+        ("ingest", logs / "ingest.log"),
+        ("vad", logs / "vad" / "shard-0001.log"),
+        ("asr", logs / "asr" / "shard-0001.log"),
+        ("s2s", logs / "s2s" / "shard-0001.log"),
+        ("tts", logs / "tts" / "shard-0001.log"),
+    ):
         assert f"stage '{stage}' env ok: prefix={REPO / '.venvs' / stage}" in log.read_text(encoding="utf-8")
 
 
@@ -113,9 +144,15 @@ def test_outputs_identical_to_the_local_run(slurm_demo, demo):
     local, remote = demo[0] / "results" / "demo", work / "results" / "demo"
     names = ["manifest.jsonl", "rejects/ingest.jsonl", "vad/stats.csv", "asr/manifest.jsonl"]
     for s in ("shard-0000", "shard-0001", "shard-0002"):
-        names += [f"vad/{s}.segments.jsonl", f"vad/{s}.stats.jsonl", f"vad/{s}.rejects.jsonl",
-                  f"asr/{s}.jsonl", f"asr/{s}.rejects.jsonl", f"s2s/{s}.rejects.jsonl"]
-        strip = lambda rows: [{k: v for k, v in r.items() if k != "wav"} for r in rows]  # noqa: E731
+        names += [
+            f"vad/{s}.segments.jsonl",
+            f"vad/{s}.stats.jsonl",
+            f"vad/{s}.rejects.jsonl",
+            f"asr/{s}.jsonl",
+            f"asr/{s}.rejects.jsonl",
+            f"s2s/{s}.rejects.jsonl",
+        ]
+        strip = lambda rows: [{k: v for k, v in r.items() if k != "wav"} for r in rows]
         assert strip(read_jsonl(remote / f"s2s/{s}.units.jsonl")) == strip(read_jsonl(local / f"s2s/{s}.units.jsonl"))
         for w in (local / "s2s" / s).glob("*.wav"):
             assert (remote / "s2s" / s / w.name).read_bytes() == w.read_bytes()
@@ -148,15 +185,17 @@ def test_cancelled_shard_job_is_resubmitted_and_the_run_completes(cluster, tmp_p
     from test_vad_workflow import long_corpus
 
     long_corpus(tmp_path / "audio", n=60, seconds=20.0)
-    write_config(tmp_path, {"big": {"audio_dir": str(tmp_path / "audio"), "shards": 1}},
-                 vad={"threads": 1}, stages=["vad"])
+    write_config(
+        tmp_path, {"big": {"audio_dir": str(tmp_path / "audio"), "shards": 1}}, vad={"threads": 1}, stages=["vad"]
+    )
     proc = slurm_snakemake(tmp_path, popen=True)
     deadline, cancelled = time.monotonic() + 600, None
     scratch = tmp_path / "results" / "big" / "vad" / ".partial" / "shard-0000.jsonl"
     while time.monotonic() < deadline and proc.poll() is None and cancelled is None:
         if scratch.exists() and scratch.read_text(encoding="utf-8").count("\n") > 3:
-            running = subprocess.run(["squeue", "-h", "-t", "R", "-o", "%i"], capture_output=True,
-                                     text=True).stdout.split()
+            running = subprocess.run(
+                ["squeue", "-h", "-t", "R", "-o", "%i"], capture_output=True, text=True
+            ).stdout.split()
             if running:  # the VAD shard job, checkpointing files as it goes
                 subprocess.run(["scancel", running[0]], check=True)
                 cancelled = running[0]

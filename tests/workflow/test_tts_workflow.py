@@ -1,4 +1,5 @@
 """The demo pipeline through TTS features (VAD -> ASR -> S2S -> TTS), as a user runs it."""
+
 import hashlib
 import json
 import shutil
@@ -7,14 +8,26 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import (
+    DEMO,
+    REPO,
+    TRUTH,
+    jobs_run,
+    kill_when_checkpointed,
+    read_jsonl,
+    snakemake,
+    start_snakemake,
+    write_config,
+)
 
 from speechprep.tts.text import TextNormalizer
 
-from conftest import (DEMO, REPO, TRUTH, jobs_run, kill_when_checkpointed, read_jsonl, snakemake,
-                      start_snakemake, write_config)
-
-KINDS = {"text_ids": (np.int32, "text_ids_len"), "codes": (np.int32, "codes_len"),
-         "condition": (np.float32, "condition_dim"), "emo_vec": (np.float32, "emo_vec_dim")}
+KINDS = {
+    "text_ids": (np.int32, "text_ids_len"),
+    "codes": (np.int32, "codes_len"),
+    "condition": (np.float32, "condition_dim"),
+    "emo_vec": (np.float32, "emo_vec_dim"),
+}
 
 
 def shard_names(res):
@@ -50,7 +63,7 @@ def test_every_accepted_segment_has_four_artifacts(demo):
         for kind, (dtype, length) in KINDS.items():
             a = np.load(x[kind], allow_pickle=False)
             assert a.dtype == dtype and a.ndim == 1 and len(a) == x[length] > 0, (x["id"], kind)
-            assert f"/tts/shard-" in x[kind] and x[kind].endswith(f"/{kind}/{x['id']}.npy")
+            assert "/tts/shard-" in x[kind] and x[kind].endswith(f"/{kind}/{x['id']}.npy")
         assert x["condition_dim"] == 256 and x["emo_vec_dim"] == 88
         assert np.isfinite(np.load(x["emo_vec"])).all()
         assert abs(np.linalg.norm(np.load(x["condition"])) - 1) < 1e-4  # Resemblyzer: L2-normalised
@@ -116,8 +129,16 @@ def test_accounting_across_the_chain_and_stats_agree(demo):
     assert stats["tokenizer"]["sha256"] == hashlib.sha256(tok.read_bytes()).hexdigest()
     assert stats["tokenizer"]["vocab_size"] == len((tok.with_suffix(".vocab")).read_text(encoding="utf-8").splitlines())
     roles = {f["role"]: f for f in stats["models"]}
-    assert set(roles) == {"asr", "s2s.hubert", "s2s.kmeans", "s2s.vocoder", "s2s.vocoder_config",
-                          "tts.tokenizer", "tts.condition", "tts.emotion"}
+    assert set(roles) == {
+        "asr",
+        "s2s.hubert",
+        "s2s.kmeans",
+        "s2s.vocoder",
+        "s2s.vocoder_config",
+        "tts.tokenizer",
+        "tts.condition",
+        "tts.emotion",
+    }
     model = work / "resources" / "models" / "demo_asr.nemo"
     assert roles["asr"]["sha256"] == hashlib.sha256(model.read_bytes()).hexdigest()
     assert roles["tts.condition"]["path"].endswith("resemblyzer/pretrained.pt")
@@ -131,7 +152,7 @@ def test_condition_vectors_separate_voices(demo, demo_copy):
     work, _ = demo
     by_voice = {}
     for x in (x for v in manifests(work / "results" / "demo").values() for x in v):
-        rel = x["audio_filepath"][len(str(demo_copy)) + 1:]
+        rel = x["audio_filepath"][len(str(demo_copy)) + 1 :]
         if TRUTH["files"][rel].get("clean"):
             by_voice.setdefault(TRUTH["files"][rel]["voice"], []).append(np.load(x["condition"]))
     assert len(by_voice) >= 3
@@ -147,6 +168,8 @@ def test_condition_vectors_separate_voices(demo, demo_copy):
 # two datasets (one voice each, one shard each) that use the demo's models
 # ---------------------------------------------------------------------------
 LONG_NAME = "é" * 121 + ".wav"  # 246 bytes: a legal file name whose ids make longer names
+
+
 @pytest.fixture(scope="module")
 def small(tmp_path_factory, demo):
     work = tmp_path_factory.mktemp("tts_small")
@@ -156,14 +179,29 @@ def small(tmp_path_factory, demo):
             shutil.copy(DEMO / "audio" / rel, work / rel)
     shutil.copy(DEMO / "audio" / "us_male" / "clip01.wav", work / "us_male" / LONG_NAME)
     models = demo[0] / "resources" / "models"
-    base = {"asr": {"model": str(models / "demo_asr.nemo")},
-            "s2s": {k: str(models / f"demo_{n}") for k, n in (("hubert", "hubert_legacy.pt"), ("kmeans", "km.bin"),
-                                                               ("vocoder", "vocoder.pt"), ("vocoder_config", "vocoder.json"))}}
+    base = {
+        "asr": {"model": str(models / "demo_asr.nemo")},
+        "s2s": {
+            k: str(models / f"demo_{n}")
+            for k, n in (
+                ("hubert", "hubert_legacy.pt"),
+                ("kmeans", "km.bin"),
+                ("vocoder", "vocoder.pt"),
+                ("vocoder_config", "vocoder.json"),
+            )
+        },
+    }
 
     def configure(**tts):
-        write_config(work, {"a": {"audio_dir": str(work / "us_male"), "shards": 1, "language": "en"},
-                            "b": {"audio_dir": str(work / "scottish"), "shards": 1}},
-                     **base, **({"tts": tts} if tts else {}))
+        write_config(
+            work,
+            {
+                "a": {"audio_dir": str(work / "us_male"), "shards": 1, "language": "en"},
+                "b": {"audio_dir": str(work / "scottish"), "shards": 1},
+            },
+            **base,
+            **({"tts": tts} if tts else {}),
+        )
 
     configure()
     snakemake(work)
@@ -180,8 +218,9 @@ def test_two_datasets_one_tokenizer_and_a_combined_split(small):
         assert both["counts"][k] == per["a"]["counts"][k] + per["b"]["counts"][k]
     for split in ("train", "val"):
         combined = read_jsonl(res / "_all" / "tts" / f"{split}_manifest.jsonl")
-        assert combined == read_jsonl(res / "a" / "tts" / f"{split}_manifest.jsonl") + \
-            read_jsonl(res / "b" / "tts" / f"{split}_manifest.jsonl")
+        assert combined == read_jsonl(res / "a" / "tts" / f"{split}_manifest.jsonl") + read_jsonl(
+            res / "b" / "tts" / f"{split}_manifest.jsonl"
+        )
         assert {x["dataset"] for x in combined} <= {"a", "b"}
     lines = [x for ds in ("a", "b") for v in manifests(res / ds).values() for x in v]
     assert {x["dataset"] for x in lines} == {"a", "b"}
@@ -195,8 +234,20 @@ def test_tokenizer_change_reruns_only_text_ids_and_manifests(small):
     snakemake(work)  # up to date with the base config, whatever ran before
     configure(vocab_size=48)
     _, out = snakemake(work)
-    ran = {rule: jobs_run(out, rule) for rule in ("tts_tokenizer", "tts_features", "tts_text", "tts_manifest",
-                                                 "tts_combined", "asr", "s2s", "vad", "report_plots")}
+    ran = {
+        rule: jobs_run(out, rule)
+        for rule in (
+            "tts_tokenizer",
+            "tts_features",
+            "tts_text",
+            "tts_manifest",
+            "tts_combined",
+            "asr",
+            "s2s",
+            "vad",
+            "report_plots",
+        )
+    }
     assert len(ran["tts_text"]) == 2 and len(ran["tts_tokenizer"]) == 1, out[-3000:]  # a shard per dataset
     assert len(ran["tts_manifest"]) == 2 and len(ran["tts_combined"]) == 1
     assert not ran["tts_features"] and not ran["asr"] and not ran["s2s"] and not ran["vad"]
@@ -232,8 +283,9 @@ def test_killed_features_job_resumes_and_recomputes_a_truncated_array(small):
     work, configure = small
     slow = work / "slow_encoder.pt"
     (work / "slow_encoder.py").write_text(SLOW_ENCODER, encoding="utf-8")  # TorchScript reads the source
-    subprocess.run([str(REPO / ".venvs" / "tts" / "bin" / "python"), str(work / "slow_encoder.py"), str(slow)],
-                   check=True)
+    subprocess.run(
+        [str(REPO / ".venvs" / "tts" / "bin" / "python"), str(work / "slow_encoder.py"), str(slow)], check=True
+    )
     configure(condition=f"torchscript:{slow}", cpu_batch_seconds=1.0)  # one segment a batch
     res = work / "results" / "a" / "tts"
     proc = start_snakemake(work, "results/a/tts/shard-0000.features.jsonl")

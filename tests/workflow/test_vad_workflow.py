@@ -1,4 +1,5 @@
 """The workflow through VAD, as a user runs it: snakemake with env-modules."""
+
 import json
 import shutil
 import subprocess
@@ -8,14 +9,32 @@ from pathlib import Path
 import numpy as np
 import pytest
 import soundfile as sf
+from conftest import (
+    DEMO,
+    REPO,
+    TRUTH,
+    jobs_run,
+    kill_when_checkpointed,
+    read_jsonl,
+    snakemake,
+    start_snakemake,
+    write_config,
+)
 
 from speechprep.demo import demo_audio
 
-from conftest import (DEMO, REPO, TRUTH, jobs_run, kill_when_checkpointed, read_jsonl, snakemake,
-                      start_snakemake, write_config)
-
-STATS_FIELDS = ["id", "duration", "speech_ratio", "n_segments", "max_speech", "min_speech",
-                "avg_speech", "max_silence", "min_silence", "avg_silence"]
+STATS_FIELDS = [
+    "id",
+    "duration",
+    "speech_ratio",
+    "n_segments",
+    "max_speech",
+    "min_speech",
+    "avg_speech",
+    "max_silence",
+    "min_silence",
+    "avg_silence",
+]
 
 
 def derive_id(rel):
@@ -55,9 +74,30 @@ def test_rules_ran_in_their_own_environments(demo):
 
 def test_wrong_environment_fails_loudly(tmp_path):
     """What a job does when `module load` silently failed: exit 3, say why."""
-    p = subprocess.run([sys.executable, "-m", "speechprep", "vad", "run", "--shard", "x", "--params", "{}",
-                        "--resume", "x", "--segments", "x", "--stats", "x", "--rejects", "x"],
-                       capture_output=True, text=True, encoding="utf-8")
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "speechprep",
+            "vad",
+            "run",
+            "--shard",
+            "x",
+            "--params",
+            "{}",
+            "--resume",
+            "x",
+            "--segments",
+            "x",
+            "--stats",
+            "x",
+            "--rejects",
+            "x",
+        ],
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+    )
     assert p.returncode == 3
     assert "'vad' stage is running outside its environment" in p.stderr
     assert "ten-vad==1.0.6.9 is not installed" in p.stderr
@@ -67,9 +107,9 @@ def frame_f1(pred, truth, duration, step=0.01):
     n = int(np.ceil(duration / step))
     a, b = np.zeros(n, bool), np.zeros(n, bool)
     for s, e in pred:
-        a[int(round(s / step)):int(round(e / step))] = True
+        a[int(round(s / step)) : int(round(e / step))] = True
     for s, e in truth:
-        b[int(round(s / step)):int(round(e / step))] = True
+        b[int(round(s / step)) : int(round(e / step))] = True
     return (a & b).sum(), (a & ~b).sum(), (~a & b).sum()
 
 
@@ -146,21 +186,30 @@ def test_single_target_builds_only_what_it_needs(tmp_path, demo_copy):
     assert not jobs_run(out, "vad_merge")
     vad_dir = tmp_path / "results" / "demo" / "vad"
     assert sorted(p.name for p in vad_dir.glob("*.jsonl")) == [
-        "shard-0001.rejects.jsonl", "shard-0001.segments.jsonl", "shard-0001.stats.jsonl"]
+        "shard-0001.rejects.jsonl",
+        "shard-0001.segments.jsonl",
+        "shard-0001.stats.jsonl",
+    ]
 
 
 def test_other_corpus_from_configfile_manifest_and_plain_cores(tmp_path, demo):
     """`--configfile` with a manifest dataset runs that dataset alone, also
     without a profile (`--cores N`: each rule uses its stage's venv)."""
     audio = DEMO / "audio"
-    lines = [json.dumps({"audio_filepath": str(audio / "scottish" / "clip01.wav"), "id": "a",
-                         "text": "x", "speaker": "scot"}),
-             "{broken",
-             json.dumps({"audio_filepath": str(audio / "edge_cases" / "nan_float.wav"), "id": "b"}),
-             json.dumps({"audio_filepath": "does/not/exist.wav", "id": "c"})]
+    lines = [
+        json.dumps(
+            {"audio_filepath": str(audio / "scottish" / "clip01.wav"), "id": "a", "text": "x", "speaker": "scot"}
+        ),
+        "{broken",
+        json.dumps({"audio_filepath": str(audio / "edge_cases" / "nan_float.wav"), "id": "b"}),
+        json.dumps({"audio_filepath": "does/not/exist.wav", "id": "c"}),
+    ]
     (tmp_path / "in.jsonl").write_bytes(("\n".join(lines) + "\n").encode() + b'{"id": "\xff"}\n')
-    write_config(tmp_path, {"mine": {"manifest": str(tmp_path / "in.jsonl"), "shards": 2}},
-                 asr={"model": str(demo[0] / "resources" / "models" / "demo_asr.nemo")})
+    write_config(
+        tmp_path,
+        {"mine": {"manifest": str(tmp_path / "in.jsonl"), "shards": 2}},
+        asr={"model": str(demo[0] / "resources" / "models" / "demo_asr.nemo")},
+    )
     _, out = snakemake(tmp_path, "--cores", "2", profile=False)
     assert not jobs_run(out, "demo_asr_model")  # the given model is used, not rebuilt
     res = tmp_path / "results"
@@ -181,7 +230,7 @@ def long_corpus(root, n=48, seconds=15.0):
     root.mkdir(parents=True, exist_ok=True)
     for i in range(n):
         start = (i * 7919 * sr // 10) % (len(pool) - int(seconds * sr))
-        sf.write(root / f"utt{i:03d}.flac", pool[start:start + int(seconds * sr)], sr)
+        sf.write(root / f"utt{i:03d}.flac", pool[start : start + int(seconds * sr)], sr)
 
 
 def test_sigkill_mid_shard_then_rerun_resumes(tmp_path):
@@ -209,8 +258,9 @@ def test_sigkill_mid_shard_then_rerun_resumes(tmp_path):
 
 
 def test_lint_is_clean():
-    p = subprocess.run([sys.executable, "-m", "snakemake", "--lint"], cwd=REPO,
-                       capture_output=True, text=True, encoding="utf-8")
+    p = subprocess.run(
+        [sys.executable, "-m", "snakemake", "--lint"], cwd=REPO, capture_output=True, text=True, encoding="utf-8"
+    )
     assert p.returncode == 0 and "Lints for" not in p.stdout + p.stderr, p.stdout + p.stderr
 
 
@@ -223,11 +273,14 @@ def test_invalid_config_is_refused_at_load(tmp_path):
     assert rc != 0 and "threshold" in out
 
 
-@pytest.mark.parametrize("sections,expect", [
-    ({"vda": {"max_segment": 20}}, "'vda' was unexpected"),  # a misspelt top-level key
-    ({"vad": {"max_segmnet": 20}}, "'max_segmnet' was unexpected"),
-    ({"tts": {"languages": {"en": {"lowercse": True}}}}, "'lowercse' was unexpected"),
-])
+@pytest.mark.parametrize(
+    "sections,expect",
+    [
+        ({"vda": {"max_segment": 20}}, "'vda' was unexpected"),  # a misspelt top-level key
+        ({"vad": {"max_segmnet": 20}}, "'max_segmnet' was unexpected"),
+        ({"tts": {"languages": {"en": {"lowercse": True}}}}, "'lowercse' was unexpected"),
+    ],
+)
 def test_unknown_keys_are_refused_at_every_level(tmp_path, sections, expect):
     write_config(tmp_path, {"d": {"audio_dir": "a"}}, **sections)
     rc, out = snakemake(tmp_path, "--dry-run", check=False)
