@@ -6,10 +6,10 @@ import shlex
 from functools import cache
 from pathlib import Path
 
-import yaml
 
 from speechprep.config import check as check_config
 from speechprep.config import digest as config_digest
+from speechprep.config import effective as effective_config
 from speechprep.envmodules import setup_env_modules
 from speechprep.inventory import inventory_digest
 from speechprep.modelfiles import is_local_model
@@ -26,21 +26,11 @@ ALL = "_all"
 DEMO_TRUTH = str(REPO / "resources" / "demo" / "truth.json")
 
 
-# `snakemake --configfile other.yaml`: Snakemake merges that file into the
-# workflow's config; a file that lists `datasets` should run those alone.
-def _datasets_from_command_line():
-    merged = None
-    for f in workflow.overwrite_configfiles:
-        with open(f, encoding="utf-8") as fh:
-            c = yaml.safe_load(fh) or {}
-        if "datasets" in c:
-            merged = {**(merged or {}), **c["datasets"]}
-    return merged
-
-
-_cli_datasets = _datasets_from_command_line()
-if _cli_datasets is not None:
-    config["datasets"] = _cli_datasets
+# Every default from config/config.yaml, the user's files and values over it
+# (a --configfile that lists `datasets` runs those alone).
+_effective = effective_config(config, [str(f) for f in workflow.overwrite_configfiles])
+config.clear()
+config.update(_effective)
 
 
 def _active_sdms():

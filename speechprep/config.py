@@ -72,6 +72,31 @@ def defaults() -> dict[str, Any]:
         return yaml.safe_load(f)
 
 
+def _merge(base: dict, over: dict) -> dict:
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def effective(cfg: dict[str, Any], command_line_files: list[str]) -> dict[str, Any]:
+    """The config a run uses: ``cfg`` (what Snakemake loaded: config/config.yaml,
+    ``--configfile`` files, ``--config`` values) over the defaults, except that a
+    ``--configfile`` file that lists ``datasets`` runs those datasets alone."""
+    import yaml
+
+    out = _merge(defaults(), cfg)
+    listed = None
+    for path in command_line_files:
+        with open(path, encoding="utf-8") as f:
+            c = yaml.safe_load(f) or {}
+        if "datasets" in c:
+            listed = {**(listed or {}), **c["datasets"]}
+    if listed is not None:
+        out["datasets"] = listed
+    return out
+
+
 @dataclass(frozen=True)
 class StageParams:
     """Base of each stage's parameters: a dataclass without defaults, built from its

@@ -42,3 +42,14 @@ def demo_segments(n: int | None = None, pad: float = 0.0, text: bool = False, vo
                 seg["voice"] = info["voice"]
             segs.append(seg)
     return segs[:n] if n else segs
+
+
+def mark_slow(items, fixtures: set[str]) -> None:
+    """For a suite's ``pytest_collection_modifyitems``: a test that uses one of
+    ``fixtures`` (a trained or built model, a legacy fixture venv) is ``slow``,
+    so ``make test-fast`` leaves it out."""
+    import pytest
+
+    for item in items:
+        if fixtures & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)

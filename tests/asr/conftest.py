@@ -16,3 +16,9 @@ def nemo_model_file(tmp_path_factory):
         return built[kind]
 
     return get
+
+
+def pytest_collection_modifyitems(items):
+    from tests.support import mark_slow
+
+    mark_slow(items, {"model_path", "loaded", "nemo_model_file"})

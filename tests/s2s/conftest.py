@@ -32,3 +32,9 @@ def write_legacy(legacy_python, tmp_path_factory):
         return out
 
     return write
+
+
+def pytest_collection_modifyitems(items):
+    from tests.support import mark_slow
+
+    mark_slow(items, {"demo_models", "models", "legacy_python", "write_legacy"})

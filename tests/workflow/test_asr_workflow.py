@@ -2,7 +2,10 @@
 
 import json
 
+import pytest
 from conftest import REPO, TRUTH, jobs_run, read_jsonl
+
+pytestmark = pytest.mark.slow  # real snakemake runs
 
 
 def derive_id(rel):

@@ -2,7 +2,10 @@
 
 import csv
 
+import pytest
 from conftest import snakemake
+
+pytestmark = pytest.mark.slow  # real snakemake runs
 
 
 def check_report(work, out_name="report.html"):

@@ -1,7 +1,10 @@
 """The demo pipeline through S2S (legacy demo HuBERT, k-means, unit HiFi-GAN)."""
 
+import pytest
 import soundfile as sf
 from conftest import REPO, jobs_run, read_jsonl
+
+pytestmark = pytest.mark.slow  # real snakemake runs
 
 
 def test_demo_s2s_models_built_and_used(demo):

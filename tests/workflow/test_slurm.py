@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from conftest import REPO, read_jsonl, write_config
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the test SLURM's daemons need root")
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(os.geteuid() != 0, reason="the test SLURM's daemons need root")]
 RULES = (
     "ingest",
     "vad",

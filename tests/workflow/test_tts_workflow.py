@@ -22,6 +22,8 @@ from conftest import (
 
 from speechprep.tts.text import TextNormalizer
 
+pytestmark = pytest.mark.slow  # real snakemake runs
+
 KINDS = {
     "text_ids": (np.int32, "text_ids_len"),
     "codes": (np.int32, "codes_len"),
