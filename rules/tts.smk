@@ -122,7 +122,7 @@ rule tts_manifest:
         encoders=lambda wc: tts_encoders(),
         hash_cache=HASH_CACHE,
     shell:
-        "{params.cmd} tts manifest --dataset {wildcards.ds:q} --val-ratio {params.val_ratio}"
+        "{params.cmd} tts manifest --dataset-name {wildcards.ds:q} --val-ratio {params.val_ratio}"
         " --config-sha256 {params.config_sha256} --encoders {params.encoders:q}"
         " --hash-cache {params.hash_cache:q} --tokenizer {input.tokenizer:q}"
         " --features {input.features:q} --texts {input.texts:q} --rejects {input.rejects:q}"

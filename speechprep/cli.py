@@ -14,42 +14,44 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import re
 import sys
 import warnings
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from . import logs
 from .envspec import require_stage_env
 from .errors import ModelFileError, SpeechprepError, describe
 
-log = logging.getLogger("speechprep.cli")
+# Flags shared by jobs: name -> argparse keywords. A job's flags are written as
+# one string: "name" is required, "name?" optional, "name+" one or more.
+FLAGS: dict[str, dict[str, Any]] = {
+    "params": {"type": json.loads, "help": "the stage's config section (+ model_failure), as JSON"},
+    "threads": {"type": int, "default": 1, "help": "<stage>.threads"},
+    "resume": {"help": "the job's resume file (per-item outcomes while it runs)"},
+    "dataset": {"type": json.loads, "help": "the dataset's config, as JSON"},
+    "manifests": {"type": json.loads, "help": 'JSON {"<ds>": "<ds>/asr/manifest.jsonl"}'},
+    "languages": {"type": json.loads, "default": {}, "help": 'JSON {"<ds>": "<language>"}'},
+    "encoders": {"type": json.loads, "help": "tts.condition and tts.emotion, as JSON"},
+    "val-ratio": {"type": float, "help": "tts.val_ratio"},
+    "max-steps": {"type": int, "default": 1500},
+    "write-modern": {"metavar": "OUT", "help": "write a copy plain fairseq loads"},
+}
+# (stage, job) -> (environment, flags, handler); the handler's docstring is the job's help
+JOBS: dict[tuple[str, str], tuple[str, str, Callable]] = {}
 
-# (stage, job) -> (environment, help, argument spec, handler)
-JOBS: dict[tuple[str, str], tuple[str, str, list[tuple[str, dict[str, Any]]], Callable]] = {}
 
+def job(stage_job: str, flags: str, env: str | None = None):
+    """Register a job: ``"<stage> <job>"``, its flags, its environment (default: the stage's)."""
+    stage, name = stage_job.split()
 
-def job(stage: str, name: str, env: str, help: str, *args: tuple[str, dict[str, Any]]):
     def register(fn: Callable) -> Callable:
-        JOBS[(stage, name)] = (env, help, list(args), fn)
+        JOBS[(stage, name)] = (env or stage, flags, fn)
         return fn
 
     return register
-
-
-def req(flag: str, help: str = "", **kw) -> tuple[str, dict[str, Any]]:
-    return flag, {"required": True, "help": help, **kw}
-
-
-def opt(flag: str, help: str = "", **kw) -> tuple[str, dict[str, Any]]:
-    return flag, {"help": help, **kw}
-
-
-PARAMS = req("--params", "the stage's config section (and the shared model_failure rule), as JSON", type=json.loads)
-THREADS = opt("--threads", "<stage>.threads", type=int, default=1)
-RESUME = req("--resume", "the job's resume file (per-item outcomes while it runs)")
 
 
 def _torch_threads(n: int) -> None:
@@ -58,127 +60,58 @@ def _torch_threads(n: int) -> None:
     torch.set_num_threads(max(1, n))
 
 
-# -- ingest ---------------------------------------------------------------------
-@job(
-    "ingest",
-    "run",
-    "ingest",
-    "list or read a dataset, probe headers, write the manifest and shards",
-    req("--name"),
-    req("--dataset", "the dataset's config, as JSON", type=json.loads),
-    THREADS,
-    req("--manifest"),
-    req("--rejects"),
-    req("--shards-dir"),
-)
+@job("ingest run", "name dataset threads? manifest rejects shards-dir")
 def _ingest(a):
+    """List or read a dataset, probe headers, write the manifest and shards."""
     from . import ingest
 
     ingest.run(a.name, a.dataset, a.manifest, a.rejects, a.shards_dir, a.threads)
 
 
-# -- vad --------------------------------------------------------------------------
-@job(
-    "vad",
-    "run",
-    "vad",
-    "TEN-VAD over one shard: segments, per-file statistics, rejects",
-    req("--shard"),
-    PARAMS,
-    THREADS,
-    RESUME,
-    req("--segments"),
-    req("--stats"),
-    req("--rejects"),
-)
+@job("vad run", "shard params threads? resume segments stats rejects")
 def _vad(a):
+    """TEN-VAD over one shard: segments, per-file statistics, rejects."""
     from . import vad
 
     vad.run_shard(a.shard, a.segments, a.stats, a.rejects, vad.VadParams.from_dict(a.params), a.threads, a.resume)
 
 
-@job(
-    "vad",
-    "merge",
-    "vad",
-    "every shard's statistics in stats.csv and summary.json",
-    req("--stats", nargs="+"),
-    req("--rejects", nargs="+"),
-    req("--segments", nargs="+"),
-    req("--csv"),
-    req("--summary"),
-)
+@job("vad merge", "stats+ rejects+ segments+ csv summary")
 def _vad_merge(a):
+    """Every shard's statistics in stats.csv and summary.json."""
     from . import vad
 
     vad.merge(a.stats, a.rejects, a.segments, a.csv, a.summary)
 
 
-# -- asr --------------------------------------------------------------------------
-@job(
-    "asr",
-    "run",
-    "asr",
-    "NeMo transcripts of one shard of segments",
-    req("--segments"),
-    PARAMS,
-    THREADS,
-    RESUME,
-    req("--out"),
-    req("--rejects"),
-)
+@job("asr run", "segments params threads? resume out rejects")
 def _asr(a):
+    """NeMo transcripts of one shard of segments."""
     from . import asr
 
     asr.run(a.segments, a.out, a.rejects, asr.AsrParams.from_dict(a.params), a.resume, a.threads)
 
 
-@job(
-    "asr",
-    "merge",
-    "asr",
-    "every shard's transcripts in one manifest, and a summary",
-    req("--shards", nargs="+"),
-    req("--rejects", nargs="+"),
-    req("--manifest"),
-    req("--summary"),
-)
+@job("asr merge", "shards+ rejects+ manifest summary")
 def _asr_merge(a):
+    """Every shard's transcripts in one manifest, and a summary."""
     from . import asr
 
     asr.merge(a.shards, a.rejects, a.manifest, a.summary)
 
 
-# -- s2s --------------------------------------------------------------------------
-@job(
-    "s2s",
-    "run",
-    "s2s",
-    "HuBERT units and unit HiFi-GAN resynthesis of one shard",
-    req("--segments"),
-    PARAMS,
-    THREADS,
-    RESUME,
-    req("--units"),
-    req("--wav-dir"),
-    req("--rejects"),
-)
+@job("s2s run", "segments params threads? resume units wav-dir rejects")
 def _s2s(a):
+    """HuBERT units and unit HiFi-GAN resynthesis of one shard."""
     from . import s2s
 
     _torch_threads(a.threads)
     s2s.run_shard(a.segments, a.units, a.wav_dir, a.rejects, s2s.S2sParams.from_dict(a.params), a.resume)
 
 
-@job(
-    "s2s",
-    "inspect",
-    "s2s",
-    "what is legacy about a fairseq checkpoint; --write-modern writes a copy plain fairseq loads",
-    ("checkpoint", {}),
-    opt("--write-modern", metavar="OUT"),
-)
+@job("s2s inspect", "checkpoint= write-modern?")
 def _s2s_inspect(a):
+    """What is legacy about a fairseq checkpoint (--write-modern: a copy plain fairseq loads)."""
     from . import fairseq_legacy as legacy
 
     try:
@@ -197,39 +130,17 @@ def _s2s_inspect(a):
         print(f"modern copy written to {a.write_modern}")
 
 
-# -- tts --------------------------------------------------------------------------
-@job(
-    "tts",
-    "tokenizer",
-    "tts",
-    "train the SentencePiece tokenizer on every dataset's transcripts",
-    req("--manifests", 'JSON {"<ds>": "<ds>/asr/manifest.jsonl"}', type=json.loads),
-    opt("--languages", 'JSON {"<ds>": "<language>"}', type=json.loads, default={}),
-    req("--params", "tts.vocab_size and tts.languages, as JSON", type=json.loads),
-    req("--model"),
-)
+@job("tts tokenizer", "manifests languages? params model")
 def _tts_tokenizer(a):
+    """Train the SentencePiece tokenizer on every dataset's transcripts."""
     from .tts import text
 
     text.train_corpus_tokenizer(a.manifests, a.languages, a.params["languages"], int(a.params["vocab_size"]), a.model)
 
 
-@job(
-    "tts",
-    "features",
-    "tts",
-    "codes, condition and emotion vectors of one shard",
-    req("--segments", "asr/<shard>.jsonl"),
-    req("--units", "s2s/<shard>.units.jsonl"),
-    req("--s2s-rejects", "s2s/<shard>.rejects.jsonl"),
-    PARAMS,
-    THREADS,
-    RESUME,
-    req("--index"),
-    req("--rejects"),
-    req("--out-dir", "tts/<shard>: gets codes/, condition/, emo_vec/"),
-)
+@job("tts features", "segments units s2s-rejects params threads? resume index rejects out-dir")
 def _tts_features(a):
+    """Codes, condition and emotion vectors of one shard."""
     from .tts import features
 
     _torch_threads(a.threads)
@@ -246,47 +157,25 @@ def _tts_features(a):
     )
 
 
-@job(
-    "tts",
-    "text",
-    "tts",
-    "text ids of one shard's accepted segments",
-    req("--index", "tts/<shard>.features.jsonl"),
-    req("--tokenizer"),
-    req("--out"),
-    req("--ids-dir"),
-)
+@job("tts text", "index tokenizer out ids-dir")
 def _tts_text(a):
+    """Text ids of one shard's accepted segments."""
     from .tts import text
 
     text.run_text(a.index, a.tokenizer, a.out, a.ids_dir)
 
 
 @job(
-    "tts",
-    "manifest",
-    "tts",
-    "a dataset's train/val manifests and stats.json",
-    req("--dataset"),
-    req("--val-ratio", "tts.val_ratio", type=float),
-    req("--config-sha256"),
-    req("--tokenizer"),
-    req("--features", nargs="+"),
-    req("--texts", nargs="+"),
-    req("--rejects", nargs="+"),
-    req("--asr", nargs="+", help="asr/<shard>.jsonl (the ASR model's identity)"),
-    req("--units", nargs="+", help="s2s/<shard>.units.jsonl (the S2S models' identity)"),
-    req("--encoders", 'tts.condition and tts.emotion, as JSON {"condition": ..., "emotion": ...}', type=json.loads),
-    opt("--hash-cache", "directory of cached model digests"),
-    req("--train"),
-    req("--val"),
-    req("--stats"),
+    "tts manifest",
+    "dataset-name val-ratio config-sha256 tokenizer features+ texts+ rejects+ asr+ units+ "
+    "encoders hash-cache? train val stats",
 )
 def _tts_manifest(a):
+    """A dataset's train/val manifests and stats.json."""
     from .tts import manifests
 
     manifests.build_manifests(
-        a.dataset,
+        a.dataset_name,
         a.features,
         a.texts,
         a.rejects,
@@ -303,71 +192,50 @@ def _tts_manifest(a):
     )
 
 
-@job(
-    "tts",
-    "combined",
-    "tts",
-    "train/val manifests and stats across datasets",
-    req("--stats-in", nargs="+"),
-    req("--train-in", nargs="+"),
-    req("--val-in", nargs="+"),
-    req("--train"),
-    req("--val"),
-    req("--stats"),
-)
+@job("tts combined", "stats-in+ train-in+ val-in+ train val stats")
 def _tts_combined(a):
+    """Train/val manifests and stats across datasets."""
     from .tts import manifests
 
     manifests.combine(a.stats_in, a.train_in, a.val_in, a.train, a.val, a.stats)
 
 
-# -- report and demo models ----------------------------------------------------------
-@job(
-    "report",
-    "plots",
-    "report",
-    "plots and the stage table of one dataset for snakemake --report",
-    req("--results", "results/<ds>"),
-    req("--stages", nargs="+"),
-    req("--out-dir"),
-)
+@job("report plots", "results stages+ out-dir")
 def _report(a):
+    """Plots and the stage table of one dataset for snakemake --report."""
     from . import report
 
     report.make(a.results, a.stages, a.out_dir)
 
 
-@job(
-    "demo",
-    "asr-model",
-    "asr",
-    "train the demo ASR model (NOT a recognizer) on the demo corpus",
-    req("--truth", "resources/demo/truth.json"),
-    req("--out"),
-    opt("--max-steps", type=int, default=1500),
-)
+@job("demo asr-model", "truth out max-steps?", env="asr")
 def _demo_asr(a):
-    from pathlib import Path
-
+    """Train the demo ASR model (NOT a recognizer) on the demo corpus."""
     from .demo import asr_model
 
     asr_model.build(Path(a.truth), Path(a.out), max_steps=a.max_steps)
 
 
-@job(
-    "demo",
-    "s2s-models",
-    "s2s",
-    "build the demo S2S models (random weights) from code",
-    req("--truth", "resources/demo/truth.json"),
-    req("--out-dir"),
-)
+@job("demo s2s-models", "truth out-dir", env="s2s")
 def _demo_s2s(a):
-    from pathlib import Path
-
+    """Build the demo S2S models (random weights) from code."""
     from .demo import s2s_models
 
     s2s_models.build_demo(Path(a.truth), Path(a.out_dir))
+
+
+def _add(p: argparse.ArgumentParser, spec: str) -> None:
+    """``name`` required, ``name?`` optional, ``name+`` one or more, ``name=`` positional."""
+    for token in spec.split():
+        name, kind = (token[:-1], token[-1]) if token[-1] in "?+=" else (token, "")
+        kw = dict(FLAGS.get(name, {}))
+        if kind == "=":
+            p.add_argument(name, **kw)
+            continue
+        if kind == "+":
+            kw["nargs"] = "+"
+        kw.setdefault("required", kind != "?")
+        p.add_argument(f"--{name}", **kw)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -376,30 +244,26 @@ def parser() -> argparse.ArgumentParser:
     )
     stages = ap.add_subparsers(dest="stage", required=True, metavar="stage")
     subs: dict[str, Any] = {}
-    for (stage, name), (env, help, args, _) in JOBS.items():
+    for (stage, name), (env, flags, fn) in JOBS.items():
+        help = fn.__doc__.strip().rstrip(".")
         if stage not in subs:
             jobs = ", ".join(n for s, n in JOBS if s == stage)
             subs[stage] = stages.add_parser(stage, help=f"jobs: {jobs}").add_subparsers(
                 dest="job", required=True, metavar="job"
             )
-        p = subs[stage].add_parser(name, help=help, description=f"{help} (environment: {env})")
-        for flag, kw in args:
-            p.add_argument(flag, **kw)
+        _add(subs[stage].add_parser(name, help=help, description=f"{help} (environment: {env})"), flags)
     return ap
 
 
 def _shard_label(argv: list[str]) -> str:
-    for x in argv:
-        m = re.search(r"shard-\d{4}", x)
-        if m:
-            return m.group(0)
-    return "-"
+    m = next((re.search(r"shard-\d{4}", x) for x in argv if re.search(r"shard-\d{4}", x)), None)
+    return m.group(0) if m else "-"
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     a = parser().parse_args(argv)
-    env, _, _, handler = JOBS[(a.stage, a.job)]
+    env, _, handler = JOBS[(a.stage, a.job)]
     logs.setup(a.stage, _shard_label(argv))
     warnings.filterwarnings("ignore", category=FutureWarning)
     warnings.filterwarnings("ignore", message="pkg_resources is deprecated")
