@@ -199,11 +199,6 @@ def nemo_transcriber(model) -> Transcriber:
 # --------------------------------------------------------------------------
 # segments
 # --------------------------------------------------------------------------
-def load_segment(seg: dict[str, Any], sample_rate: int, p: AsrParams) -> np.ndarray:
-    """The segment's samples, mono at ``sample_rate``; AudioError when unusable."""
-    return read_segment(seg, sample_rate, p.min_duration, "asr.min_duration")
-
-
 def segment_language(seg: dict[str, Any], p: AsrParams) -> str:
     """The segment's language, else the dataset's, else ``asr.language``."""
     return seg.get("language") or p.dataset_language or p.language
@@ -240,7 +235,7 @@ class SegmentBatcher:
         results: list[Any] = []
         for seg in batch:
             try:
-                results.append(load_segment(seg, self.sample_rate, self.p))
+                results.append(read_segment(seg, self.sample_rate, self.p.min_duration, "asr.min_duration"))
             except AudioError as e:
                 results.append(e)
         good = [i for i, r in enumerate(results) if not isinstance(r, AudioError)]

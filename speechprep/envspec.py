@@ -103,10 +103,6 @@ def pinned_packages(path: Path) -> dict[str, str]:
     return pins
 
 
-def _normalise(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
 def _public_version(v: str) -> str:
     """``2.13.0+cpu`` -> ``2.13.0``: a local label still satisfies ``==2.13.0`` (PEP 440)."""
     return v.split("+", 1)[0]

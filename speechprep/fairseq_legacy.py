@@ -226,14 +226,6 @@ def _is_int_type(t: Any) -> bool:
     return False
 
 
-def _is_float_type(t: Any) -> bool:
-    if t is float:
-        return True
-    if typing.get_origin(t) is typing.Union:
-        return float in typing.get_args(t)
-    return False
-
-
 def _field_types(dc: type) -> dict[str, Any]:
     try:
         hints = typing.get_type_hints(dc)
