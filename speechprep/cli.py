@@ -180,6 +180,59 @@ def _tts_combined(a):
     manifests.combine(a.stats_in, a.train_in, a.val_in, a.train, a.val, a.stats)
 
 
+# -- curate -----------------------------------------------------------------------
+@job("curate", "measure", "curate", "DNSMOS, loudness, SNR, bandwidth, rates, speaker embedding, hashes of one shard",
+     req("--segments", "asr/<shard>.jsonl"), req("--units", "s2s/<shard>.units.jsonl"), PARAMS, THREADS, RESUME,
+     req("--out", "curate/<shard>.measures.jsonl"), req("--embeddings", "curate/<shard>.embeddings.npy"),
+     req("--minhash", "curate/<shard>.minhash.npy"), req("--rejects", "curate/<shard>.measure_rejects.jsonl"))
+def _curate_measure(a):
+    from .curate import params, stage
+
+    _torch_threads(a.threads)
+    stage.run_measure(a.segments, a.units, a.out, a.embeddings, a.minhash, a.rejects,
+                      params.MeasureParams.from_dict(a.params), a.resume, a.threads)
+
+
+@job("curate", "speakers", "curate", "pseudo speakers of a dataset from every shard's embeddings",
+     req("--measures", nargs="+"), req("--embeddings", nargs="+"),
+     req("--assign", nargs="+", help="curate/<shard>.speakers.jsonl, one per --measures file"),
+     req("--centroids-dir", "curate/speakers"), req("--clusters", "curate/speaker_clusters.json"), PARAMS)
+def _curate_speakers(a):
+    from .curate import params, stage
+
+    stage.run_speakers(a.measures, a.embeddings, a.assign, a.centroids_dir, a.clusters,
+                       params.SpeakerParams.from_dict(a.params))
+
+
+@job("curate", "duplicates", "curate", "exact and near duplicates across every shard of a dataset",
+     req("--measures", nargs="+"), req("--minhash", nargs="+"),
+     req("--out", nargs="+", help="curate/<shard>.duplicates.jsonl, one per --measures file"), PARAMS)
+def _curate_duplicates(a):
+    from .curate import params, stage
+
+    stage.run_duplicates(a.measures, a.minhash, a.out, params.DuplicateParams.from_dict(a.params))
+
+
+@job("curate", "decide", "curate", "keep or reject each measured segment of one shard, with its tier",
+     req("--measures"), req("--measure-rejects"), req("--speakers", "curate/<shard>.speakers.jsonl"),
+     req("--duplicates", "curate/<shard>.duplicates.jsonl"), PARAMS, req("--out", "curate/<shard>.jsonl"),
+     req("--rejects", "curate/<shard>.rejects.jsonl"))
+def _curate_decide(a):
+    from .curate import params, stage
+
+    stage.run_decide(a.measures, a.measure_rejects, a.speakers, a.duplicates, a.out, a.rejects,
+                     params.DecideParams.from_dict(a.params))
+
+
+@job("curate", "summary", "curate", "a dataset's summary.json and speakers.jsonl",
+     req("--kept", nargs="+"), req("--rejects", nargs="+"), req("--clusters", "curate/speaker_clusters.json"),
+     req("--summary"), req("--speakers"))
+def _curate_summary(a):
+    from .curate import stage
+
+    stage.run_summary(a.kept, a.rejects, a.clusters, a.summary, a.speakers)
+
+
 # -- report and demo models ----------------------------------------------------------
 @job("report", "plots", "report", "plots and the stage table of one dataset for snakemake --report",
      req("--results", "results/<ds>"), req("--stages", nargs="+"), req("--out-dir"))
