@@ -12,8 +12,8 @@ speech in other samples: a re-encode, another gain), found from S2S units.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 
@@ -91,11 +91,15 @@ def find_duplicates(cands: list[Candidate], threshold: float, num_perm: int) -> 
             groups.union(i, j)
     lsh = MinHashLSH(threshold=threshold, num_perm=num_perm)
     signed = [i for i, c in enumerate(cands) if c.signature is not None]
+
+    def lean(i: int):
+        return LeanMinHash(seed=MINHASH_SEED, hashvalues=cands[i].signature, scheme=MINHASH_SCHEME)
+
     for i in signed:
-        lsh.insert(i, LeanMinHash(seed=MINHASH_SEED, hashvalues=cands[i].signature, scheme=MINHASH_SCHEME), check_duplication=False)
+        lsh.insert(i, lean(i), check_duplication=False)
     near = 0
     for i in signed:
-        for j in lsh.query(LeanMinHash(seed=MINHASH_SEED, hashvalues=cands[i].signature, scheme=MINHASH_SCHEME)):
+        for j in lsh.query(lean(i)):
             if j > i and jaccard(cands[i].signature, cands[j].signature) >= threshold:
                 groups.union(i, j)
                 near += 1

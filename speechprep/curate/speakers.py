@@ -22,8 +22,8 @@ segments are clustered.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -78,10 +78,14 @@ def nearest(rows: Rows, idx: np.ndarray, centroids: np.ndarray, chunk: int) -> n
 
 
 def _means(rows: Rows, idx: np.ndarray, label: np.ndarray, k: int, chunk: int, dim: int) -> np.ndarray:
+    from scipy.sparse import csr_matrix
+
     sums = np.zeros((k, dim), np.float64)
     pos = 0
     for part in _chunks(idx, chunk):
-        np.add.at(sums, label[pos:pos + len(part)], rows(part))
+        lab = label[pos:pos + len(part)]
+        onehot = csr_matrix((np.ones(len(part)), (lab, np.arange(len(part)))), shape=(k, len(part)))
+        sums += onehot @ rows(part).astype(np.float64)
         pos += len(part)
     return _normalise(sums)
 

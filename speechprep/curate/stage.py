@@ -21,9 +21,10 @@ import base64
 import importlib.metadata
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -75,7 +76,7 @@ class Models:
         self.speaker = ResemblyzerEncoder(device, threads)
 
     def __call__(self, clips: list[np.ndarray]) -> list[tuple[dict, np.ndarray | AudioError]]:
-        return list(zip(self.dnsmos(clips), self.speaker(clips)))
+        return list(zip(self.dnsmos(clips), self.speaker(clips), strict=True))
 
 
 def model_identity(p: MeasureParams) -> dict[str, Any]:
@@ -168,7 +169,7 @@ def run_measure(segments_path: str, units_path: str, out: str, embeddings_out: s
                 ok = [i for i, (_, a) in enumerate(batch) if not isinstance(a, AudioError)]
                 res = _isolating(models, [batch[i][1][0] for i in ok]) if ok else []
                 out: list[Any] = [None] * len(batch)
-                for i, r in zip(ok, res):
+                for i, r in zip(ok, res, strict=True):
                     out[i] = r
                 return out
 
@@ -200,7 +201,7 @@ class ShardRows:
 
     def __init__(self, paths: list[str]):
         self.arrays = [np.load(p, mmap_mode="r") for p in paths]
-        for p, a in zip(paths, self.arrays):
+        for p, a in zip(paths, self.arrays, strict=True):
             if a.ndim != 2 or a.dtype != np.float32:
                 raise UsageError(f"{p}: not a float32 (N, dim) embeddings array")
         self.offsets = np.cumsum([0] + [len(a) for a in self.arrays])
@@ -218,11 +219,15 @@ class ShardRows:
         return np.concatenate(parts) if parts else np.zeros((0, self.dim), np.float32)
 
 
-def _check_rows(measures: list[str], arrays: list[np.ndarray]) -> list[list[dict]]:
-    shards = [list(read_jsonl(m)) for m in measures]
-    for m, lines, a in zip(measures, shards, arrays):
+def _check_rows(measures: list[str], arrays: list[np.ndarray], keys: tuple[str, ...]) -> list[list[tuple]]:
+    """Per shard, the ``keys`` of each measurements line (only those: a million lines
+    stay small), checked against the rows of the shard's array."""
+    shards = []
+    for m, a in zip(measures, arrays, strict=True):
+        lines = [tuple(line.get(k) for k in keys) for line in read_jsonl(m)]
         if len(lines) != len(a):
             raise UsageError(f"{m} has {len(lines)} lines but its array has {len(a)} rows")
+        shards.append(lines)
     return shards
 
 
@@ -234,31 +239,31 @@ def run_speakers(measures: list[str], embeddings: list[str], assign_out: list[st
     if not len(measures) == len(embeddings) == len(assign_out):
         raise UsageError("curate speakers: give as many --measures, --embeddings and --assign files")
     rows = ShardRows(embeddings)
-    shards = _check_rows(measures, rows.arrays)
-    flat = [line for lines in shards for line in lines]
-    spk = assign_speakers(rows, len(flat), rows.dim, [line.get("speaker") for line in flat], p.speaker_sample,
-                          p.speaker_threshold, p.speaker_min_size, p.speaker_seed, p.speaker_chunk)
+    shards = _check_rows(measures, rows.arrays, ("id", "speaker"))
+    given = [spk for lines in shards for _, spk in lines]
+    spk = assign_speakers(rows, len(given), rows.dim, given, p.speaker_sample, p.speaker_threshold,
+                          p.speaker_min_size, p.speaker_seed, p.speaker_chunk)
     cdir = Path(centroids_dir).resolve()
     paths = {}
-    for name, c in zip(spk.names, spk.centroids):
+    for name, c in zip(spk.names, spk.centroids, strict=True):
         paths[name] = str(cdir / f"{file_stem(name)}.npy")
         save_npy(paths[name], c.astype(np.float32))
     k = 0
-    for lines, path in zip(shards, assign_out):
-        out = []
-        for line in lines:
-            out.append({"id": line["id"], "speaker": spk.names[spk.label[k]],
-                        "speaker_distance": float(spk.distance[k])})
-            k += 1
-        write_jsonl(path, out)
-    counts = np.bincount(spk.label, minlength=len(spk.names)) if len(flat) else np.zeros(0, int)
-    given = {line["speaker"] for line in flat if line.get("speaker") is not None}
-    report = {"segments": len(flat), "speakers": len(spk.names), "sample_clusters": spk.sample_clusters,
+    for lines, path in zip(shards, assign_out, strict=True):
+        names = [spk.names[i] for i in spk.label[k:k + len(lines)]]
+        dist = spk.distance[k:k + len(lines)].tolist()
+        write_jsonl(path, ({"id": i, "speaker": n, "speaker_distance": d}
+                           for (i, _), n, d in zip(lines, names, dist, strict=True)))
+        k += len(lines)
+    counts = np.bincount(spk.label, minlength=len(spk.names)) if len(given) else np.zeros(0, int)
+    named = {g for g in given if g is not None}
+    report = {"segments": len(given), "speakers": len(spk.names), "sample_clusters": spk.sample_clusters,
               "params": asdict(p),
-              "centroids": [{"speaker": n, "source": "given" if n in given else "cluster",
-                             "n_measured": int(c), "centroid": paths[n]} for n, c in zip(spk.names, counts)]}
+              "centroids": [{"speaker": n, "source": "given" if n in named else "cluster",
+                             "n_measured": int(c), "centroid": paths[n]}
+                            for n, c in zip(spk.names, counts, strict=True)]}
     write_json(clusters_out, report)
-    log.info("speakers: %d segments, %d speakers (%d named in the input)", len(flat), len(spk.names), len(given))
+    log.info("speakers: %d segments, %d speakers (%d named in the input)", len(given), len(spk.names), len(named))
     return {k: v for k, v in report.items() if k in ("segments", "speakers", "sample_clusters")}
 
 
@@ -270,22 +275,21 @@ def run_duplicates(measures: list[str], minhash: list[str], out: list[str], p: D
     if not len(measures) == len(minhash) == len(out):
         raise UsageError("curate duplicates: give as many --measures, --minhash and --out files")
     arrays = [np.load(m, mmap_mode="r") for m in minhash]
-    shards = _check_rows(measures, arrays)
+    shards = _check_rows(measures, arrays, ("id", "pcm_sha256", "dnsmos_ovrl", "minhash"))
     cands, shard_of = [], {}
     num_perm = None
-    for k, (lines, sigs) in enumerate(zip(shards, arrays)):
+    for k, (lines, sigs) in enumerate(zip(shards, arrays, strict=True)):
         if len(lines):
             num_perm = sigs.shape[1]
-        for row, line in enumerate(lines):
-            cands.append(Candidate(line["id"], line["pcm_sha256"], line.get("dnsmos_ovrl"),
-                                   np.array(sigs[row]) if line.get("minhash") else None))
-            shard_of[line["id"]] = k
+        for row, (id_, sha, ovrl, has_sig) in enumerate(lines):
+            cands.append(Candidate(id_, sha, ovrl, np.array(sigs[row]) if has_sig else None))
+            shard_of[id_] = k
     dups = find_duplicates(cands, p.near_duplicate_jaccard, num_perm or 128) if cands else []
     per_shard: list[list[dict]] = [[] for _ in out]
     for d in dups:
         per_shard[shard_of[d.id]].append({"id": d.id, "duplicate_of": d.duplicate_of, "kind": d.kind,
                                           "similarity": d.similarity})
-    for lines, path in zip(per_shard, out):
+    for lines, path in zip(per_shard, out, strict=True):
         write_jsonl(path, lines)
     return {"segments": len(cands), "exact": sum(d.kind == "exact" for d in dups),
             "near": sum(d.kind == "near" for d in dups)}
@@ -327,7 +331,7 @@ def run_summary(kept: list[str], rejects: list[str], clusters: str, summary_out:
     ``speakers.jsonl`` (every speaker with kept segments)."""
     from collections import Counter, defaultdict
 
-    hours = lambda s: float(s.get("duration") or 0.0) / 3600  # noqa: E731
+    hours = lambda s: float(s.get("duration") or 0.0) / 3600
     n_kept, h_kept = 0, 0.0
     tiers = {t: {"segments": 0, "hours": 0.0} for t in TIERS}
     per_speaker: dict[str, list] = defaultdict(lambda: [0, 0.0])

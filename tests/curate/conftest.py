@@ -98,7 +98,7 @@ class Run:
         self.root = root
         self.names = [f"shard-{k:04d}" for k in range(len(shards))]
         units = units or {}
-        for name, segs in zip(self.names, shards):
+        for name, segs in zip(self.names, shards, strict=False):
             write_jsonl(root / "asr" / f"{name}.jsonl", segs)
             write_jsonl(root / "s2s" / f"{name}.units.jsonl",
                         units_lines({s["id"]: units[s["id"]] for s in segs if s["id"] in units}))
@@ -137,7 +137,8 @@ class Run:
         return stage.run_summary([str(self.root / "curate" / f"{n}.jsonl") for n in self.names],
                                  [str(self.f(n, "rejects.jsonl")) for n in self.names],
                                  str(self.root / "curate" / "speaker_clusters.json"),
-                                 str(self.root / "curate" / "summary.json"), str(self.root / "curate" / "speakers.jsonl"))
+                                 str(self.root / "curate" / "summary.json"),
+                                 str(self.root / "curate" / "speakers.jsonl"))
 
     def all(self, models=None):
         self.measure(models=models)

@@ -2,12 +2,11 @@
 import hashlib
 
 import pytest
+from conftest import Run, asr_lines, damage, params, write_variant
 
 from speechprep.audio import read_segment
 from speechprep.curate.decide import MEASURED, ORDER, decide, failures, tier
 from speechprep.jsonio import read_jsonl
-
-from conftest import Run, asr_lines, damage, params, write_variant
 
 GOOD = {"id": "a", "audio_filepath": "/x.wav", "offset": 0.5, "duration": 2.0, "text": "hello there",
         "dnsmos_sig": 3.5, "dnsmos_bak": 4.0, "dnsmos_ovrl": 3.4, "dnsmos_p808": 3.6, "lufs": -20.0,
@@ -68,7 +67,7 @@ def _digests(root):
 def test_threshold_change_reruns_only_the_decision(tmp_path, models):
     segs = asr_lines(6)
     noisy = write_variant(tmp_path, segs[0], "noise5", damage.add_noise(read_segment(segs[0]), 5.0))
-    run = Run(tmp_path, [segs + [noisy]])
+    run = Run(tmp_path, [[*segs, noisy]])
     run.measure(models=models)
     run.speakers()
     run.duplicates()
@@ -86,4 +85,4 @@ def test_threshold_change_reruns_only_the_decision(tmp_path, models):
     run.decide()
     assert (tmp_path / "curate" / "shard-0000.jsonl").read_bytes() == first
     kept = {k["id"]: k for k in read_jsonl(tmp_path / "curate" / "shard-0000.jsonl")}
-    assert set(kept) | set(strict) == {s["id"] for s in segs + [noisy]} and not set(kept) & set(strict)
+    assert set(kept) | set(strict) == {s["id"] for s in [*segs, noisy]} and not set(kept) & set(strict)

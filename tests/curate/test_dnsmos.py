@@ -1,13 +1,12 @@
 """Batched DNSMOS equals speechmos.dnsmos.run, and ranks clean speech above noisy speech."""
 import numpy as np
 import pytest
+from conftest import asr_lines, whole_clips
 from speechmos import dnsmos as reference
 
 from speechprep.audio import read_segment
 from speechprep.curate.dnsmos import Dnsmos, windows
 from speechprep.demo import damage
-
-from conftest import asr_lines, whole_clips
 
 KEYS = (("sig", "sig_mos"), ("bak", "bak_mos"), ("ovrl", "ovrl_mos"), ("p808", "p808_mos"))
 
@@ -23,12 +22,12 @@ def clips():
     12 phrases end to end (16 s: windows of real audio, one second apart)."""
     phrases = [read_segment(s) for s in asr_lines()[::5]]
     whole = read_segment(whole_clips()[0])
-    return phrases + [whole, np.concatenate([read_segment(s) for s in asr_lines(12)])]
+    return [*phrases, whole, np.concatenate([read_segment(s) for s in asr_lines(12)])]
 
 
 def test_equals_speechmos(scorer, clips):
     ours = scorer(clips)
-    for x, o in zip(clips, ours):
+    for x, o in zip(clips, ours, strict=False):
         ref = reference.run(x, 16000)
         for k, r in KEYS:
             assert o[k] == pytest.approx(float(ref[r]), abs=1e-3), (len(x), k)
@@ -50,7 +49,7 @@ def test_windows_as_speechmos_cuts_them():
 def test_batch_composition_does_not_change_scores(scorer, clips):
     alone = [scorer([x])[0] for x in clips[:3]]
     together = scorer(clips[:3])
-    for a, b in zip(alone, together):
+    for a, b in zip(alone, together, strict=False):
         for k, _ in KEYS:
             assert a[k] == pytest.approx(b[k], abs=1e-5)
 
@@ -58,5 +57,5 @@ def test_batch_composition_does_not_change_scores(scorer, clips):
 def test_clean_speech_ranks_above_its_0_db_noisy_variant(scorer):
     clean = [read_segment(s) for s in asr_lines()[::4]]
     noisy = [damage.add_noise(x, 0.0, seed=k) for k, x in enumerate(clean)]
-    for c, n in zip(scorer(clean), scorer(noisy)):
+    for c, n in zip(scorer(clean), scorer(noisy), strict=False):
         assert c["ovrl"] > n["ovrl"] and c["bak"] > n["bak"]

@@ -4,11 +4,12 @@ import random
 
 import pytest
 
+pytestmark = pytest.mark.slow  # builds the demo S2S models for the units
+from conftest import asr_lines, damage, params, s2s_units
+
 from speechprep.audio import read_segment
 from speechprep.curate.duplicates import Candidate, find_duplicates, jaccard, minhash_signature
 from speechprep.curate.measures import pcm_sha256
-
-from conftest import asr_lines, damage, params, s2s_units
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +33,7 @@ def candidates(ids, audio, units, quality):
 def test_exact_and_near_copies_are_duplicates_of_the_best(phrases):
     first, audio, units = phrases
     thr = params("duplicates").near_duplicate_jaccard
-    ids = sorted(i for i in audio if "@" not in i) + [first + "#copy", first + "@mp3", first + "@flac"]
+    ids = [*sorted(i for i in audio if "@" not in i), first + "#copy", first + "@mp3", first + "@flac"]
     quality = {first: 3.0}  # the original scores best: it is the one kept
     dups = {d.id: d for d in find_duplicates(candidates(ids, audio, units, quality), thr, 128)}
     assert set(dups) == {first + "#copy", first + "@mp3", first + "@flac"}

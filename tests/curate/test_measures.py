@@ -3,12 +3,11 @@ import math
 
 import numpy as np
 import pytest
+from conftest import asr_lines
 
 from speechprep.audio import read_segment
 from speechprep.curate import measures as M
 from speechprep.demo import damage
-
-from conftest import asr_lines
 
 SR = 16000
 

@@ -6,19 +6,20 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
+from conftest import _CFG, asr_lines
 
 from speechprep.curate import params as P
 from speechprep.jsonio import read_jsonl, write_jsonl
 from tests.support import REPO, kill_when_checkpointed
-
-from conftest import _CFG, asr_lines
 
 PATHS = ("embedding_file", "minhash_file")
 
 
 def command(root, params):
     c = root / "curate"
-    return [sys.executable, "-m", "speechprep", "curate", "measure", "--segments", str(root / "asr" / "shard-0000.jsonl"),
+    return [sys.executable, "-m", "speechprep", "curate", "measure",
+            "--segments", str(root / "asr" / "shard-0000.jsonl"),
             "--units", str(root / "s2s" / "shard-0000.units.jsonl"), "--params", json.dumps(params), "--threads", "2",
             "--resume", str(c / ".partial" / "shard-0000.jsonl"), "--out", str(c / "shard-0000.measures.jsonl"),
             "--embeddings", str(c / "shard-0000.embeddings.npy"), "--minhash", str(c / "shard-0000.minhash.npy"),
@@ -39,6 +40,7 @@ def outputs(root):
             np.load(c / "shard-0000.embeddings.npy"), np.load(c / "shard-0000.minhash.npy"))
 
 
+@pytest.mark.slow
 def test_sigkilled_measure_job_resumes(tmp_path):
     segs = asr_lines(16)
     params = {**P.job_section("measure", _CFG), "device": "cpu", "batch_seconds": 3.0}

@@ -3,14 +3,15 @@ dropped with their reason, accounting, summary and speakers, resume after SIGKIL
 import json
 
 import numpy as np
+import pytest
+from conftest import Run, as_file, asr_lines, damage, s2s_units, write_variant
 
 from speechprep.audio import read_segment
 from speechprep.jsonio import read_jsonl
 from speechprep.npyio import load_npy
 
-from conftest import Run, as_file, asr_lines, damage, s2s_units, write_variant
 
-
+@pytest.mark.slow  # builds the demo S2S models for the units
 def test_defaults_keep_clean_speech_and_drop_damaged_variants(tmp_path, models):
     clean = asr_lines()
     var_dir = tmp_path / "variants"
@@ -30,7 +31,7 @@ def test_defaults_keep_clean_speech_and_drop_damaged_variants(tmp_path, models):
     mp3 = write_variant(var_dir, orig, "mp3", damage.reencode(read_segment(orig), fmt="MP3", gain_db=-4.0))
     units = s2s_units({x["id"]: read_segment(x) for x in (orig, mp3)}, tmp_path)
     units[copy["id"]] = units[orig["id"]]
-    shards = [clean[:16] + variants, clean[16:] + [copy, mp3]]
+    shards = [clean[:16] + variants, [*clean[16:], copy, mp3]]
     run = Run(tmp_path, shards, units)
     summary = run.all(models)
 
