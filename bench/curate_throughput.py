@@ -18,8 +18,9 @@ units. Both variants compute the same measures of every segment:
 
 Each variant runs in its own process, models loaded and run once on 2 s of
 noise before the clock starts,
-repeats interleaved; prints segments per second (median), the ratio, peak
-RSS, and the largest difference between the two variants' numbers.
+repeats interleaved; prints segments per second (median), the ratio, the
+CPU time ratio (steadier than wall time on a shared machine), peak RSS, and
+the largest difference between the two variants' numbers.
 """
 from __future__ import annotations
 
@@ -75,7 +76,7 @@ def run_variant(variant: str, d: Path, out: Path) -> dict:
     if variant == "stage":
         models = Models(p, "cpu", threads=2)
         models(warm)
-        t = time.perf_counter()
+        t, cpu = time.perf_counter(), time.process_time()
         run_measure(str(d / "segments.jsonl"), str(d / "units.jsonl"), str(out / "measures.jsonl"),
                     str(out / "embeddings.npy"), str(out / "minhash.npy"), str(out / "rejects.jsonl"), p,
                     str(out / ".partial" / "shard.jsonl"), threads=2, models=models)
@@ -89,7 +90,7 @@ def run_variant(variant: str, d: Path, out: Path) -> dict:
         dnsmos.run(warm[0], 16000)  # loads its ONNX sessions
         enc.embed_utterance(preprocess_wav(warm[0]))
         lines, embs, sigs = [], [], []
-        t = time.perf_counter()
+        t, cpu = time.perf_counter(), time.process_time()
         for s in segs:
             x = read_segment(s, 16000, p.min_duration)
             u = units.get(s["id"])
@@ -110,8 +111,8 @@ def run_variant(variant: str, d: Path, out: Path) -> dict:
         write_jsonl(out / "measures.jsonl", lines)
         np.save(out / "embeddings.npy", np.stack(embs))
         np.save(out / "minhash.npy", np.stack(sigs))
-    seconds = time.perf_counter() - t
-    return {"seconds": seconds, "segments": len(segs), "out": str(out),
+    seconds, cpu = time.perf_counter() - t, time.process_time() - cpu
+    return {"seconds": seconds, "cpu_seconds": cpu, "segments": len(segs), "out": str(out),
             "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
 
@@ -167,7 +168,8 @@ def main() -> None:
                 m = json.loads(p.stdout.strip().splitlines()[-1])
                 res[variant].append(m)
                 print(f"  {variant:5s} repeat {r}: {m['segments'] / m['seconds']:.3f} segments/s "
-                      f"({m['seconds']:.1f} s), peak RSS {m['peak_rss_mb']:.0f} MB", flush=True)
+                      f"({m['seconds']:.1f} s wall, {m['cpu_seconds']:.1f} s CPU), peak RSS {m['peak_rss_mb']:.0f} MB",
+                      flush=True)
         rate = {k: statistics.median(m["segments"] / m["seconds"] for m in v) for k, v in res.items()}
         rss = {k: statistics.median(m["peak_rss_mb"] for m in v) for k, v in res.items()}
         pairs = [s["seconds"] / l_["seconds"] for l_, s in zip(res["loop"], res["stage"], strict=False)]
@@ -175,8 +177,10 @@ def main() -> None:
               f"peak RSS {rss['loop']:.0f} MB")
         print(f"stage: {rate['stage']:.3f} segments/s (median), {rate['stage'] * audio / len(segs):.2f}x realtime, "
               f"peak RSS {rss['stage']:.0f} MB")
+        cpu = {k: statistics.median(m["cpu_seconds"] for m in v) for k, v in res.items()}
         print(f"stage / loop: {rate['stage'] / rate['loop']:.2f}x segments per second (per repeat: "
-              + ", ".join(f"{1 / x:.2f}x" for x in pairs) + ")")
+              + ", ".join(f"{1 / x:.2f}x" for x in pairs) + f"); {cpu['loop'] / cpu['stage']:.2f}x less CPU time "
+              f"(median {cpu['stage']:.1f} s vs {cpu['loop']:.1f} s)")
         diff = compare(Path(res["loop"][-1]["out"]), Path(res["stage"][-1]["out"]))
         print("largest difference, loop vs stage: " + ", ".join(f"{k} {v:.2g}" for k, v in diff.items()))
 

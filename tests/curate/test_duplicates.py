@@ -3,13 +3,13 @@ models) are found across shards; one kept per group, deterministically."""
 import random
 
 import pytest
-
-pytestmark = pytest.mark.slow  # builds the demo S2S models for the units
 from conftest import asr_lines, damage, params, s2s_units
 
 from speechprep.audio import read_segment
 from speechprep.curate.duplicates import Candidate, find_duplicates, jaccard, minhash_signature
 from speechprep.curate.measures import pcm_sha256
+
+pytestmark = pytest.mark.slow  # builds the demo S2S models for the units
 
 
 @pytest.fixture(scope="module")

@@ -91,7 +91,7 @@ def test_audio_rejects_and_given_speakers(tmp_path, models):
     reasons = {r["id"]: r["reason"] for r in run.rejects()}
     assert reasons["corrupt"] == "unreadable" and reasons["tiny"] == "too_short"
     kept = run.kept()
-    assert sorted(k["id"] for k in kept) + sorted(reasons) == sorted(s["id"] for s in segs) + sorted(reasons)
+    assert sorted(k["id"] for k in kept) == sorted(s["id"] for s in segs)
     assert {k["id"]: k["speaker"] for k in kept} == {s["id"]: s["speaker"] for s in named}
     clusters = json.loads((tmp_path / "curate" / "speaker_clusters.json").read_text(encoding="utf-8"))
     assert {c["speaker"]: c["source"] for c in clusters["centroids"]} == {"alice": "given", "bob": "given"}
