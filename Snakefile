@@ -23,6 +23,7 @@ include: "rules/vad.smk"
 include: "rules/models.smk"
 include: "rules/asr.smk"
 include: "rules/s2s.smk"
+include: "rules/curate.smk"
 include: "rules/tts.smk"
 include: "rules/report.smk"
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from speechprep.config import check as check_config
 from speechprep.config import digest as config_digest
 from speechprep.config import effective as effective_config
+from speechprep.curate.params import job_section as curate_job_section
 from speechprep.envmodules import setup_env_modules
 from speechprep.inventory import inventory_digest
 from speechprep.modelfiles import is_local_model
@@ -177,6 +178,22 @@ def tts_encoder_files(wildcards):
     ]
 
 
+def curate_params(job):
+    """JSON of the `curate` keys one curation job reads (and the shared rule, hash cache)."""
+    return json.dumps(curate_job_section(job, config, HASH_CACHE), sort_keys=True)
+
+
+def per_shard_paths(ds, directory, suffix):
+    """`directory/<shard><suffix>` for every shard of `ds`, quoted for a shell line."""
+    return " ".join(shlex.quote(f"{directory}/{s}{suffix}") for s in shards(ds))
+
+
+def tts_segments(wildcards):
+    """What the TTS features read: the curation's kept lines, or the ASR lines without curation."""
+    stage = "curate" if "curate" in config["stages"] else "asr"
+    return f"{RESULTS}/{wildcards.ds}/{stage}/{wildcards.shard}.jsonl"
+
+
 def stage_targets(ds, stage):
     """What `rule all` asks of `stage` for dataset `ds`."""
     if stage == "vad":
@@ -188,6 +205,8 @@ def stage_targets(ds, stage):
         return [f"{RESULTS}/{ds}/asr/manifest.jsonl", f"{RESULTS}/{ds}/asr/summary.json"]
     if stage == "s2s":
         return expand(f"{RESULTS}/{ds}/s2s/{{shard}}.units.jsonl", shard=shards(ds))
+    if stage == "curate":
+        return [f"{RESULTS}/{ds}/curate/summary.json", f"{RESULTS}/{ds}/curate/speakers.jsonl"]
     if stage == "tts":
         return [
             f"{RESULTS}/{d}/tts/{name}"

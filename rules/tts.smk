@@ -33,7 +33,7 @@ rule tts_tokenizer:
 
 rule tts_features:
     input:
-        segments=f"{RESULTS}/{{ds}}/asr/{{shard}}.jsonl",
+        segments=tts_segments,
         units=f"{RESULTS}/{{ds}}/s2s/{{shard}}.units.jsonl",
         s2s_rejects=f"{RESULTS}/{{ds}}/s2s/{{shard}}.rejects.jsonl",
         models=tts_encoder_files,

@@ -5,9 +5,12 @@
 
 Writes ``audio/<voice>/clipNN.{wav,flac}`` (16 kHz mono, two phrases separated by
 a known silence, a faint noise floor), ``audio/edge_cases/*`` (deliberately bad
-or unusual files) and ``truth.json`` with, per file, the speech intervals and
-their texts or the outcome the pipeline must produce. Needs espeak-ng on PATH;
-the demo itself does not.
+or unusual files), ``audio/variants/*`` (damaged copies of clean clips that the
+curation stage must drop: noise, clipping, telephone bandwidth, an exact and a
+re-encoded duplicate; and a mildly noisy copy it keeps) and ``truth.json``
+with, per file, the speech intervals and their texts or the outcome the
+pipeline must produce. Needs espeak-ng on PATH; the demo itself does not.
+``--variants-only`` rewrites only the variants, from the committed clean clips.
 """
 
 from __future__ import annotations
@@ -91,11 +94,60 @@ def compose(rng, pieces, gaps):
     return np.clip(y, -1, 1).astype(np.float32), spans
 
 
+# Damaged copies of clean clips: (name, source, damage, what curation does with them)
+VARIANTS = [
+    ("noise_0db", "us_female/clip02.wav", ("noise", 0.0), {"curate": "reject", "reason": "low_snr"}),
+    ("noise_30db", "scottish/clip03.flac", ("noise", 30.0), {"curate": "keep"}),
+    ("clipped", "scottish/clip01.wav", ("clip", 20.0), {"curate": "reject", "reason": "clipped"}),
+    ("narrowband", "caribbean/clip03.flac", ("band", 8000), {"curate": "reject", "reason": "narrowband"}),
+    ("exact_dup", "us_male/clip04.flac", ("copy", None), {"curate": "reject", "reason": "duplicate"}),
+    ("near_dup", "us_female/clip04.flac", ("reencode", -4.0), {"curate": "duplicate_pair"}),
+]
+
+
+def write_variants(audio: Path, files: dict) -> None:
+    """``audio/variants/*``: the damaged copies, and their truth (the source's speech)."""
+    from speechprep.demo import damage
+
+    (audio / "variants").mkdir(parents=True, exist_ok=True)
+    for k, (name, src, (kind, arg), outcome) in enumerate(VARIANTS):
+        x, sr = sf.read(audio / src, dtype="float32")
+        if kind == "noise":
+            y = damage.add_noise(x, arg, seed=k)
+        elif kind == "clip":
+            y = damage.hard_clip(x, arg)
+        elif kind == "band":
+            y = damage.band_limit(x, sr, arg)
+        elif kind == "reencode":
+            y = damage.reencode(x, sr, "MP3", arg)
+        else:
+            y = x
+        rel = f"variants/{name}.{'flac' if kind == 'copy' else 'wav'}"
+        sf.write(audio / rel, y, sr, subtype="PCM_16")
+        info = files[src]
+        files[rel] = {
+            "expect": "ok",
+            "clean": False,
+            "variant_of": src,
+            "voice": info["voice"],
+            "duration": info["duration"],
+            "speech": info["speech"],
+            **outcome,
+        }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=str(Path(__file__).resolve().parents[1] / "resources" / "demo"))
+    ap.add_argument("--variants-only", action="store_true")
     args = ap.parse_args()
     out = Path(args.out)
+    if args.variants_only:
+        truth = json.loads((out / "truth.json").read_text(encoding="utf-8"))
+        truth["files"] = {k: v for k, v in truth["files"].items() if not k.startswith("variants/")}
+        write_variants(out / "audio", truth["files"])
+        (out / "truth.json").write_text(json.dumps(truth, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+        return
     audio = out / "audio"
     rng = np.random.default_rng(20261121)
     truth = {"sample_rate": SR, "voices": VOICES, "files": {}}
@@ -170,6 +222,7 @@ def main() -> None:
     }
     (edge / "README.txt").write_text("Not audio: ignored by ingest (extension not listed).\n", encoding="utf-8")
 
+    write_variants(audio, files)
     (out / "truth.json").write_text(json.dumps(truth, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     total = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
     print(f"wrote {len(files)} files under {audio} ({total / 1e6:.2f} MB with truth.json)")

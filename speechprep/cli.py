@@ -200,6 +200,67 @@ def _tts_combined(a):
     manifests.combine(a.stats_in, a.train_in, a.val_in, a.train, a.val, a.stats)
 
 
+@job("curate measure", "segments units params threads? resume out embeddings minhash rejects")
+def _curate_measure(a):
+    """DNSMOS, loudness, SNR, bandwidth, rates, speaker embedding and hashes of one shard."""
+    from .curate import params, stage
+
+    _torch_threads(a.threads)
+    stage.run_measure(
+        a.segments,
+        a.units,
+        a.out,
+        a.embeddings,
+        a.minhash,
+        a.rejects,
+        params.MeasureParams.from_dict(a.params),
+        a.resume,
+        a.threads,
+    )
+
+
+@job("curate speakers", "measures+ embeddings+ assign+ centroids-dir clusters params")
+def _curate_speakers(a):
+    """Pseudo speakers of a dataset from every shard's embeddings (--assign: one per --measures)."""
+    from .curate import params, stage
+
+    stage.run_speakers(
+        a.measures, a.embeddings, a.assign, a.centroids_dir, a.clusters, params.SpeakerParams.from_dict(a.params)
+    )
+
+
+@job("curate duplicates", "measures+ minhash+ out+ params")
+def _curate_duplicates(a):
+    """Exact and near duplicates across every shard of a dataset (--out: one per --measures)."""
+    from .curate import params, stage
+
+    stage.run_duplicates(a.measures, a.minhash, a.out, params.DuplicateParams.from_dict(a.params))
+
+
+@job("curate decide", "measures measure-rejects speakers duplicates params out rejects")
+def _curate_decide(a):
+    """Keep or reject each measured segment of one shard, with its tier."""
+    from .curate import params, stage
+
+    stage.run_decide(
+        a.measures,
+        a.measure_rejects,
+        a.speakers,
+        a.duplicates,
+        a.out,
+        a.rejects,
+        params.DecideParams.from_dict(a.params),
+    )
+
+
+@job("curate summary", "kept+ rejects+ clusters summary speakers")
+def _curate_summary(a):
+    """A dataset's curate/summary.json and speakers.jsonl."""
+    from .curate import stage
+
+    stage.run_summary(a.kept, a.rejects, a.clusters, a.summary, a.speakers)
+
+
 @job("report plots", "results stages+ out-dir")
 def _report(a):
     """Plots and the stage table of one dataset for snakemake --report."""

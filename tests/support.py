@@ -4,6 +4,9 @@ stage parameters from config/config.yaml. Importable from any stage's venv."""
 from __future__ import annotations
 
 import json
+import os
+import signal
+import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -53,3 +56,21 @@ def mark_slow(items, fixtures: set[str]) -> None:
     for item in items:
         if fixtures & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
+
+
+def kill_when_checkpointed(proc, checkpoint, n, timeout=300):
+    """SIGKILL ``proc``'s process group (start it with ``start_new_session=True``) once
+    the job's resume file ``checkpoint`` holds ``n`` finished items (lines after its
+    fingerprint line); returns how many it held."""
+    deadline = time.monotonic() + timeout
+    done = 0
+    while time.monotonic() < deadline and proc.poll() is None:
+        if checkpoint.exists():
+            done = checkpoint.read_text(encoding="utf-8").count("\n") - 1
+            if done >= n:
+                break
+        time.sleep(0.02)
+    assert proc.poll() is None, "the shard finished before it could be killed"
+    os.killpg(proc.pid, signal.SIGKILL)  # the whole group (a snakemake run and its job) at once
+    proc.wait()
+    return done

@@ -182,18 +182,29 @@ def encoder_identity(spec: str, hash_cache: str | None = None) -> dict[str, str]
 
 class Encoders:
     """The condition and emotion encoders of a run; ``__call__`` runs both on a batch
-    of clips, the emotion encoder in a second thread while the first runs."""
+    of clips, the emotion encoder in a second thread while the first runs. Given
+    the ``condition`` vectors already (the curation stage stores Resemblyzer's),
+    only the emotion encoder runs; the condition encoder is loaded on first need."""
 
     def __init__(self, condition: str, emotion: str, device: str, threads: int = 1):
-        self.condition = make_encoder(condition, device, threads)
+        self.spec, self.device, self.threads = condition, device, threads
+        self._condition: Encoder | None = None
         self.emotion = make_encoder(emotion, device, threads)
         self.side = ThreadPoolExecutor(1, thread_name_prefix="emotion")
         log.info("condition encoder %s, emotion encoder %s, on %s", condition, emotion, device)
 
-    def __call__(self, wavs: list[np.ndarray]) -> list[tuple[np.ndarray | AudioError, np.ndarray | AudioError]]:
+    @property
+    def condition(self) -> Encoder:
+        if self._condition is None:
+            self._condition = make_encoder(self.spec, self.device, self.threads)
+        return self._condition
+
+    def __call__(
+        self, wavs: list[np.ndarray], condition: list[np.ndarray] | None = None
+    ) -> list[tuple[np.ndarray | AudioError, np.ndarray | AudioError]]:
         emo = self.side.submit(self.emotion, wavs)
         try:
-            cond = self.condition(wavs)
+            cond = condition if condition is not None else self.condition(wavs)
         finally:
             emo_vecs = emo.result()
         if not len(cond) == len(emo_vecs) == len(wavs):

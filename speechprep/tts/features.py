@@ -151,6 +151,16 @@ def run_features(
     def keep(s: dict, saved: Outcome) -> bool:
         return isinstance(saved, Rejected) or artifacts_ok(root, s["id"], len(units[s["id"]]))
 
+    embeddings: dict[str, np.ndarray] = {}
+
+    def stored(s: dict) -> np.ndarray | None:
+        """The curation stage's Resemblyzer vector of ``s``, when it has one: not recomputed."""
+        if p.condition != "resemblyzer" or "embedding_file" not in s:
+            return None
+        if s["embedding_file"] not in embeddings:
+            embeddings[s["embedding_file"]] = np.load(s["embedding_file"], mmap_mode="r")
+        return np.array(embeddings[s["embedding_file"]][s["embedding_row"]], dtype=np.float32)
+
     todo = job.todo(screen, keep)
     with job.running(todo):
         if todo:
@@ -162,12 +172,19 @@ def run_features(
 
             def infer(batch: list[tuple[dict, Any]]) -> list:
                 ok = [i for i, (_, a) in enumerate(batch) if not isinstance(a, AudioError)]
+                items = [(batch[i][1], stored(batch[i][0])) for i in ok]
                 failed = lambda k, e: job.model_error(batch[ok[k]][0], e)
-                vecs = isolate(encoders, [batch[i][1] for i in ok], "tts encoder", failed) if ok else []
+                vecs = isolate(encode, items, "tts encoder", failed) if ok else []
                 out: list[Any] = [a for _, a in batch]
                 for i, v in zip(ok, vecs):
                     out[i] = v
                 return out
+
+            def encode(items: list[tuple[np.ndarray, np.ndarray | None]]) -> list:
+                clips, given = [c for c, _ in items], [v for _, v in items]
+                if any(v is None for v in given):
+                    return encoders(clips)
+                return encoders(clips, condition=given)
 
             def load(s: dict) -> np.ndarray | AudioError:
                 try:

@@ -12,6 +12,7 @@ from speechprep.audio import read_segment
 from speechprep.jsonio import read_jsonl
 from speechprep.npyio import load_npy
 from speechprep.tts import features, text
+from speechprep.tts.encoders import Encoders
 
 
 def test_shard_features_rejects_and_accounting(tmp_path, encoders):
@@ -181,3 +182,18 @@ def test_ids_longer_than_a_file_name_get_a_safe_name(tmp_path, encoders):
     )
     ids = {x["id"]: x for x in read_jsonl(tmp_path / "text.jsonl")}
     assert len(Path(ids[long_id]["text_ids"]).name.encode("utf-8")) <= 200
+
+
+def test_stored_speaker_embeddings_are_read_not_recomputed(tmp_path):
+    """Lines from the curation stage carry their Resemblyzer vector (a packed per-shard
+    array and a row): the features job takes it and never loads the condition encoder."""
+    segs = [{k: v for k, v in s.items() if k != "voice"} for s in demo_segments()[:4]]
+    stored = np.random.default_rng(0).standard_normal((len(segs), 256)).astype(np.float32)
+    np.save(tmp_path / "emb.npy", stored)
+    lines = [{**s, "embedding_file": str(tmp_path / "emb.npy"), "embedding_row": i} for i, s in enumerate(segs)]
+    enc = Encoders("resemblyzer", "egemaps", "cpu", threads=1)
+    counts, out, rejects = run(tmp_path, *shard(tmp_path, lines), encoders=enc)
+    assert counts["ok"] == 4 and not rejects and enc._condition is None
+    for i, line in enumerate(out):
+        np.testing.assert_array_equal(load_npy(line["condition"], np.float32, 1), stored[i])
+        assert load_npy(line["emo_vec"], np.float32, 1).shape == (88,)

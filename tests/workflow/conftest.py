@@ -6,11 +6,12 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 import yaml
+
+from tests.support import kill_when_checkpointed  # noqa: F401 (the workflow tests take it from here)
 
 REPO = Path(__file__).resolve().parents[2]
 DEMO = REPO / "resources" / "demo"
@@ -64,22 +65,6 @@ def start_snakemake(workdir, *args):
 def kill_group(proc):
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
-
-
-def kill_when_checkpointed(proc, checkpoint, n, timeout=300):
-    """SIGKILL ``proc``'s group once the job's scratch ``checkpoint`` holds ``n``
-    finished items (lines after its fingerprint line); returns how many it held."""
-    deadline = time.monotonic() + timeout
-    done = 0
-    while time.monotonic() < deadline and proc.poll() is None:
-        if checkpoint.exists():
-            done = checkpoint.read_text(encoding="utf-8").count("\n") - 1
-            if done >= n:
-                break
-        time.sleep(0.02)
-    assert proc.poll() is None, "the shard finished before it could be killed"
-    kill_group(proc)  # SIGKILL: the job and snakemake die at once
-    return done
 
 
 def write_config(workdir, datasets, **sections):

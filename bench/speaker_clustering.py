@@ -1,0 +1,128 @@
+#!/usr/bin/env python3
+"""Speaker clustering at scale: the ``curate speakers`` job on synthetic embeddings.
+
+    /path/to/curate-venv/bin/python bench/speaker_clustering.py [--sizes 100000 1000000] [--speakers 200]
+
+Synthetic speakers: ``--speakers`` centres uniform on the 256-d unit sphere,
+each segment its centre plus Gaussian noise (``--spread``, relative to the
+unit norm), normalised, in shard files of 10,000 rows (float32 ``.npy``, what
+the measure job writes) with minimal measurement lines (id, duration). The job
+(:func:`speechprep.curate.stage.run_speakers`: sample, complete-linkage
+clustering, chunked nearest-centroid assignment, centroid refinement, per-shard
+assignment files) runs in a fresh process per size; prints its wall time, peak
+RSS, the speakers found and the purity of the assignment against the truth.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+SHARD = 10_000
+
+
+def make(root: Path, n: int, speakers: int, spread: float, dim: int = 256, seed: int = 0) -> None:
+    from speechprep.jsonio import write_jsonl
+
+    rng = np.random.default_rng(seed)
+    c = rng.standard_normal((speakers, dim))
+    c /= np.linalg.norm(c, axis=1, keepdims=True)
+    truth = []
+    for k, a in enumerate(range(0, n, SHARD)):
+        m = min(SHARD, n - a)
+        who = rng.integers(0, speakers, m)
+        x = c[who] + spread * rng.standard_normal((m, dim)) / np.sqrt(dim)
+        x /= np.linalg.norm(x, axis=1, keepdims=True)
+        np.save(root / f"shard-{k:04d}.embeddings.npy", x.astype(np.float32))
+        write_jsonl(
+            root / f"shard-{k:04d}.measures.jsonl", ({"id": f"s{k:04d}_{i:05d}", "duration": 3.0} for i in range(m))
+        )
+        truth.append(who)
+    np.save(root / "truth.npy", np.concatenate(truth))
+
+
+def job(root: Path) -> dict:
+    from speechprep.curate.params import SpeakerParams
+    from speechprep.curate.stage import run_speakers
+
+    names = sorted(p.name.split(".")[0] for p in root.glob("shard-*.measures.jsonl"))
+    p = SpeakerParams.from_dict(json.loads((root / "params.json").read_text(encoding="utf-8")))
+    t = time.perf_counter()
+    report = run_speakers(
+        [str(root / f"{s}.measures.jsonl") for s in names],
+        [str(root / f"{s}.embeddings.npy") for s in names],
+        [str(root / f"{s}.speakers.jsonl") for s in names],
+        str(root / "speakers"),
+        str(root / "speaker_clusters.json"),
+        p,
+    )
+    return {
+        "seconds": time.perf_counter() - t,
+        **report,
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
+
+
+def purity(root: Path) -> tuple[float, float]:
+    """(share of segments in their true speaker's majority cluster, clusters assigned)."""
+    from collections import Counter
+
+    from speechprep.jsonio import read_jsonl
+
+    truth = np.load(root / "truth.npy")
+    got = [a["speaker"] for s in sorted(root.glob("shard-*.speakers.jsonl")) for a in read_jsonl(s)]
+    pairs = Counter(zip(truth.tolist(), got, strict=False))
+    best: dict[int, int] = {}
+    for (t, _), c in pairs.items():
+        best[t] = max(best.get(t, 0), c)
+    return sum(best.values()) / len(truth), len(set(got))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000])
+    ap.add_argument("--speakers", type=int, default=200)
+    ap.add_argument("--spread", type=float, default=0.3)
+    ap.add_argument("--_job", help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a._job:
+        print(json.dumps(job(Path(a._job))))
+        return
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from speechprep.config import defaults
+    from speechprep.curate.params import job_section
+
+    cfg = defaults()
+    params = job_section("speakers", cfg)
+    print(f"speakers job params: {params}")
+    for n in a.sizes:
+        with tempfile.TemporaryDirectory() as tmp:
+            root = Path(tmp)
+            t = time.perf_counter()
+            make(root, n, a.speakers, a.spread)
+            (root / "params.json").write_text(json.dumps(params), encoding="utf-8")
+            made = time.perf_counter() - t
+            p = subprocess.run(
+                [sys.executable, __file__, "--_job", tmp], capture_output=True, text=True, encoding="utf-8", check=True
+            )
+            m = json.loads(p.stdout.strip().splitlines()[-1])
+            pure, _ = purity(root)
+            print(
+                f"{n:>9,} embeddings ({a.speakers} speakers, made in {made:.0f} s): {m['seconds']:.1f} s, "
+                f"peak RSS {m['peak_rss_mb']:.0f} MB, {m['speakers']} speakers found "
+                f"({m['sample_clusters']} clusters in the sample), {pure:.4f} of segments with their "
+                f"speaker's majority cluster",
+                flush=True,
+            )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,144 @@
+# Curation: per shard, measure every segment (expensive, resumable); per
+# dataset, pseudo speakers and duplicates over every shard's measurements;
+# per shard, keep or reject by thresholds (cheap); per dataset, a summary.
+# Each job gets only its own keys of `curate`: a threshold change reruns
+# `curate_decide` and what reads its output, not the measurements.
+
+
+rule curate_measure:
+    input:
+        segments=f"{RESULTS}/{{ds}}/asr/{{shard}}.jsonl",
+        units=f"{RESULTS}/{{ds}}/s2s/{{shard}}.units.jsonl",
+    output:
+        measures=f"{RESULTS}/{{ds}}/curate/{{shard}}.measures.jsonl",
+        embeddings=f"{RESULTS}/{{ds}}/curate/{{shard}}.embeddings.npy",
+        minhash=f"{RESULTS}/{{ds}}/curate/{{shard}}.minhash.npy",
+        rejects=f"{RESULTS}/{{ds}}/curate/{{shard}}.measure_rejects.jsonl",
+    log:
+        f"{RESULTS}/{{ds}}/logs/curate/{{shard}}.log",
+    benchmark:
+        f"{RESULTS}/{{ds}}/benchmarks/curate/{{shard}}.tsv"
+    conda:
+        "../envs/curate.yaml"
+    envmodules:
+        "speechprep/curate",
+    threads: config["curate"]["threads"]
+    resources:
+        mem_mb=scaled(4000, 100, of="segments"),
+        runtime=scaled(30, 60, of="segments"),
+    params:
+        cmd=speechprep("curate"),
+        curate=lambda wc: curate_params("measure"),
+        resume=f"{RESULTS}/{{ds}}/curate/.partial/{{shard}}.jsonl",
+    shell:
+        "{params.cmd} curate measure --segments {input.segments:q} --units {input.units:q}"
+        " --params {params.curate:q} --threads {threads} --resume {params.resume:q}"
+        " --out {output.measures:q} --embeddings {output.embeddings:q} --minhash {output.minhash:q}"
+        " --rejects {output.rejects:q} > {log:q} 2>&1"
+
+
+rule curate_speakers:
+    input:
+        measures=per_shard(f"{RESULTS}/{{ds}}/curate/{{shard}}.measures.jsonl"),
+        embeddings=per_shard(f"{RESULTS}/{{ds}}/curate/{{shard}}.embeddings.npy"),
+    output:
+        assign=directory(f"{RESULTS}/{{ds}}/curate/speaker_assignments"),
+        centroids=directory(f"{RESULTS}/{{ds}}/curate/speakers"),
+        clusters=f"{RESULTS}/{{ds}}/curate/speaker_clusters.json",
+    log:
+        f"{RESULTS}/{{ds}}/logs/curate_speakers.log",
+    conda:
+        "../envs/curate.yaml"
+    envmodules:
+        "speechprep/curate",
+    threads: 1
+    resources:
+        mem_mb=scaled(4000),
+        runtime=scaled(60),
+    params:
+        cmd=speechprep("curate"),
+        curate=lambda wc: curate_params("speakers"),
+        assign=lambda wc, output: per_shard_paths(wc.ds, output.assign, ".jsonl"),
+    shell:
+        "{params.cmd} curate speakers --measures {input.measures:q} --embeddings {input.embeddings:q}"
+        " --assign {params.assign} --centroids-dir {output.centroids:q} --clusters {output.clusters:q}"
+        " --params {params.curate:q} > {log:q} 2>&1"
+
+
+rule curate_duplicates:
+    input:
+        measures=per_shard(f"{RESULTS}/{{ds}}/curate/{{shard}}.measures.jsonl"),
+        minhash=per_shard(f"{RESULTS}/{{ds}}/curate/{{shard}}.minhash.npy"),
+    output:
+        out=directory(f"{RESULTS}/{{ds}}/curate/duplicates"),
+    log:
+        f"{RESULTS}/{{ds}}/logs/curate_duplicates.log",
+    conda:
+        "../envs/curate.yaml"
+    envmodules:
+        "speechprep/curate",
+    threads: 1
+    resources:
+        mem_mb=scaled(4000),
+        runtime=scaled(60),
+    params:
+        cmd=speechprep("curate"),
+        curate=lambda wc: curate_params("duplicates"),
+        out=lambda wc, output: per_shard_paths(wc.ds, output.out, ".jsonl"),
+    shell:
+        "{params.cmd} curate duplicates --measures {input.measures:q} --minhash {input.minhash:q}"
+        " --out {params.out} --params {params.curate:q} > {log:q} 2>&1"
+
+
+rule curate_decide:
+    input:
+        measures=f"{RESULTS}/{{ds}}/curate/{{shard}}.measures.jsonl",
+        measure_rejects=f"{RESULTS}/{{ds}}/curate/{{shard}}.measure_rejects.jsonl",
+        assign=f"{RESULTS}/{{ds}}/curate/speaker_assignments",
+        duplicates=f"{RESULTS}/{{ds}}/curate/duplicates",
+    output:
+        kept=f"{RESULTS}/{{ds}}/curate/{{shard}}.jsonl",
+        rejects=f"{RESULTS}/{{ds}}/curate/{{shard}}.rejects.jsonl",
+    log:
+        f"{RESULTS}/{{ds}}/logs/curate_decide/{{shard}}.log",
+    conda:
+        "../envs/curate.yaml"
+    envmodules:
+        "speechprep/curate",
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=scaled(15),
+    params:
+        cmd=speechprep("curate"),
+        curate=lambda wc: curate_params("decide"),
+    shell:
+        "{params.cmd} curate decide --measures {input.measures:q} --measure-rejects {input.measure_rejects:q}"
+        " --speakers {input.assign:q}/{wildcards.shard}.jsonl --duplicates {input.duplicates:q}/{wildcards.shard}.jsonl"
+        " --params {params.curate:q} --out {output.kept:q} --rejects {output.rejects:q} > {log:q} 2>&1"
+
+
+rule curate_summary:
+    input:
+        kept=per_shard(f"{RESULTS}/{{ds}}/curate/{{shard}}.jsonl"),
+        rejects=per_shard(f"{RESULTS}/{{ds}}/curate/{{shard}}.rejects.jsonl"),
+        clusters=f"{RESULTS}/{{ds}}/curate/speaker_clusters.json",
+    output:
+        summary=f"{RESULTS}/{{ds}}/curate/summary.json",
+        speakers=f"{RESULTS}/{{ds}}/curate/speakers.jsonl",
+    log:
+        f"{RESULTS}/{{ds}}/logs/curate_summary.log",
+    conda:
+        "../envs/curate.yaml"
+    envmodules:
+        "speechprep/curate",
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=15,
+    params:
+        cmd=speechprep("curate"),
+    shell:
+        "{params.cmd} curate summary --kept {input.kept:q} --rejects {input.rejects:q}"
+        " --clusters {input.clusters:q} --summary {output.summary:q} --speakers {output.speakers:q}"
+        " > {log:q} 2>&1"

@@ -1,0 +1,139 @@
+"""Duplicates across a dataset: exact (same 16 kHz int16 PCM) and near (the same
+speech in other samples: a re-encode, another gain), found from S2S units.
+
+* :func:`minhash_signature`: a segment's MinHash (datasketch) over the n-grams
+  of its deduplicated HuBERT units (per shard, in the measure job);
+* :func:`find_duplicates`: exact groups by PCM sha256, near pairs by MinHash
+  LSH (``MinHashLSH``) whose estimated Jaccard similarity reaches the
+  threshold; groups are the connected components of both. One segment is
+  kept per group: the best DNSMOS OVRL, then the smallest id (deterministic,
+  whatever the shard order); every other one is a duplicate of it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from .measures import dedup_units
+
+log = logging.getLogger("speechprep.curate")
+MINHASH_SEED = 1
+MINHASH_SCHEME = "affine32"  # datasketch's permutation scheme (stored signatures are only comparable within one)
+
+
+def minhash_signature(units: Sequence[int] | None, ngram: int, num_perm: int) -> np.ndarray | None:
+    """uint64 MinHash values (``num_perm``) of the set of ``ngram``-grams of the
+    deduplicated units; ``None`` without units or with fewer than ``ngram`` of them."""
+    from datasketch import MinHash
+
+    if not units:
+        return None
+    u = dedup_units(list(units))
+    if len(u) < ngram:
+        return None
+    grams = {" ".join(map(str, u[i : i + ngram])).encode("ascii") for i in range(len(u) - ngram + 1)}
+    m = MinHash(num_perm=num_perm, seed=MINHASH_SEED, scheme=MINHASH_SCHEME)
+    m.update_batch(sorted(grams))
+    return m.hashvalues.astype(np.uint64)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """What the duplicate search knows of a segment."""
+
+    id: str
+    pcm_sha256: str
+    quality: float | None  # DNSMOS OVRL
+    signature: np.ndarray | None  # MinHash values, or None
+
+
+@dataclass(frozen=True)
+class Duplicate:
+    id: str
+    duplicate_of: str
+    kind: str  # "exact" | "near"
+    similarity: float  # 1.0 for exact; the estimated Jaccard similarity to the kept one for near
+
+
+class _Groups:
+    def __init__(self, n: int):
+        self.parent = list(range(n))
+
+    def find(self, i: int) -> int:
+        while self.parent[i] != i:
+            self.parent[i] = self.parent[self.parent[i]]
+            i = self.parent[i]
+        return i
+
+    def union(self, a: int, b: int) -> None:
+        ra, rb = self.find(a), self.find(b)
+        if ra != rb:
+            self.parent[max(ra, rb)] = min(ra, rb)
+
+
+def jaccard(a: np.ndarray, b: np.ndarray) -> float:
+    """Estimated Jaccard similarity of two MinHash signatures."""
+    return float(np.count_nonzero(a == b)) / len(a)
+
+
+def find_duplicates(cands: list[Candidate], threshold: float, num_perm: int) -> list[Duplicate]:
+    """Every segment that duplicates a kept one (exactly or near), in input order."""
+    from datasketch import LeanMinHash, MinHashLSH
+
+    groups = _Groups(len(cands))
+    exact: dict[str, int] = {}
+    for i, c in enumerate(cands):
+        j = exact.setdefault(c.pcm_sha256, i)
+        if j != i:
+            groups.union(i, j)
+    lsh = MinHashLSH(threshold=threshold, num_perm=num_perm)
+    signed = [i for i, c in enumerate(cands) if c.signature is not None]
+
+    def lean(i: int):
+        return LeanMinHash(seed=MINHASH_SEED, hashvalues=cands[i].signature, scheme=MINHASH_SCHEME)
+
+    for i in signed:
+        lsh.insert(i, lean(i), check_duplication=False)
+    near = 0
+    for i in signed:
+        for j in lsh.query(lean(i)):
+            if j > i and jaccard(cands[i].signature, cands[j].signature) >= threshold:
+                groups.union(i, j)
+                near += 1
+    members: dict[int, list[int]] = {}
+    for i in range(len(cands)):
+        members.setdefault(groups.find(i), []).append(i)
+    keep_of: dict[int, int] = {}
+    for m in members.values():
+        if len(m) > 1:
+            k = min(m, key=lambda i: (-(cands[i].quality if cands[i].quality is not None else -np.inf), cands[i].id))
+            for i in m:
+                keep_of[i] = k
+    out = []
+    for i, c in enumerate(cands):
+        k = keep_of.get(i)
+        if k is None or k == i:
+            continue
+        if c.pcm_sha256 == cands[k].pcm_sha256:
+            out.append(Duplicate(c.id, cands[k].id, "exact", 1.0))
+        else:
+            sim = (
+                jaccard(c.signature, cands[k].signature)
+                if c.signature is not None and cands[k].signature is not None
+                else 0.0
+            )
+            out.append(Duplicate(c.id, cands[k].id, "near", sim))
+    log.info(
+        "duplicates: %d segments, %d exact copies, %d near pairs (MinHash Jaccard >= %.2f): "
+        "%d duplicates of a kept segment",
+        len(cands),
+        len(cands) - len(exact),
+        near,
+        threshold,
+        len(out),
+    )
+    return out

@@ -1,0 +1,93 @@
+"""The parameters of the curation jobs: one frozen dataclass per job, each a subset
+of the flat ``curate`` section of config/config.yaml (what each key means is
+written there). A rule passes a job only its own keys (:func:`job_section`), so
+changing a decision threshold reruns neither the measurements nor the speaker
+and duplicate jobs. Standard library only: the Snakefile imports this."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any
+
+from ..config import StageParams
+
+
+@dataclass(frozen=True)
+class MeasureParams(StageParams):
+    """The per-shard measure job: audio, DNSMOS, loudness, SNR, bandwidth, rates,
+    speaker embedding, PCM hash, MinHash signature."""
+
+    SECTION = "curate"
+    device: str
+    batch_seconds: float
+    min_duration: float
+    dnsmos_personalized: bool
+    clip_level: float
+    bandwidth_floor_db: float
+    minhash_perm: int
+    minhash_ngram: int
+    model_failure: dict
+    hash_cache: str | None
+
+
+@dataclass(frozen=True)
+class SpeakerParams(StageParams):
+    """The dataset-level speakers job: clustering of the embeddings into pseudo speakers."""
+
+    SECTION = "curate"
+    speaker_unit: str
+    speaker_sample: int
+    speaker_threshold: float
+    speaker_min_size: int
+    speaker_seed: int
+    speaker_chunk: int
+
+
+@dataclass(frozen=True)
+class DuplicateParams(StageParams):
+    """The dataset-level duplicates job."""
+
+    SECTION = "curate"
+    near_duplicate_jaccard: float
+
+
+@dataclass(frozen=True)
+class DecideParams(StageParams):
+    """The per-shard decide job: thresholds (``null``: that check is off) and tiers."""
+
+    SECTION = "curate"
+    min_dnsmos_ovrl: float | None
+    min_snr_db: float | None
+    max_clipping_ratio: float | None
+    min_bandwidth_hz: float | None
+    min_chars_per_s: float | None
+    max_chars_per_s: float | None
+    min_text_unit_ratio: float | None
+    max_text_unit_ratio: float | None
+    min_confidence: float | None
+    max_speaker_distance: float | None
+    tier_premium: float
+    tier_standard: float
+
+
+JOBS: dict[str, type[StageParams]] = {
+    "measure": MeasureParams,
+    "speakers": SpeakerParams,
+    "duplicates": DuplicateParams,
+    "decide": DecideParams,
+}
+
+
+def job_section(job: str, config: dict[str, Any], hash_cache: str | None = None) -> dict[str, Any]:
+    """What a rule passes as ``--params`` to ``curate <job>``: that job's keys of the
+    ``curate`` section, plus, for the measure job, the top-level ``model_failure``
+    rule and the model-digest cache directory ``hash_cache``."""
+    out = {}
+    for f in fields(JOBS[job]):
+        if f.name == "model_failure":
+            out[f.name] = config["model_failure"]
+        elif f.name == "hash_cache":
+            out[f.name] = hash_cache
+        else:
+            out[f.name] = config["curate"][f.name]
+    return out

@@ -1,0 +1,187 @@
+"""Pseudo speakers from per-segment speaker embeddings (L2-normalised, e.g. Resemblyzer's 256-d).
+
+Scales to millions of segments with bounded memory:
+
+1. a random sample (``speaker_sample`` segments, fixed seed) is clustered
+   agglomeratively with complete linkage on cosine distance, cut at
+   ``speaker_threshold``: no two segments of a sample cluster are further apart
+   than that, and the number of speakers follows from it;
+2. clusters with fewer than ``speaker_min_size`` sample members are dissolved
+   (their segments go to the nearest remaining speaker, where the distance
+   check of the decide job can drop them as outliers);
+3. every segment is assigned to the nearest centroid (cosine), in chunks of
+   ``speaker_chunk`` rows read from the embeddings (memory-mapped ``.npy``);
+4. each centroid becomes the normalised mean of all its segments (one more
+   chunked pass), and each segment's ``speaker_distance`` is its cosine distance
+   to its speaker's centroid.
+
+A segment whose input line names its ``speaker`` keeps it: such speakers'
+centroids are the normalised means of their segments, and only unnamed
+segments are clustered.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+log = logging.getLogger("speechprep.curate")
+CLUSTER_PREFIX = "cluster_"
+
+Rows = Callable[[np.ndarray], np.ndarray]  # global row indices (sorted) -> (n, dim) float32
+
+
+@dataclass
+class Speakers:
+    names: list[str]  # speaker of each centroid row
+    centroids: np.ndarray  # (speakers, dim) float32, unit norm
+    label: np.ndarray  # (segments,) index into names
+    distance: np.ndarray  # (segments,) float32 cosine distance to its centroid
+    sample_clusters: int  # clusters found in the sample (before dissolving small ones)
+
+
+def _normalise(x: np.ndarray) -> np.ndarray:
+    n = np.linalg.norm(x, axis=-1, keepdims=True)
+    return (x / np.maximum(n, 1e-12)).astype(np.float32)
+
+
+def _chunks(idx: np.ndarray, size: int) -> Iterator[np.ndarray]:
+    for a in range(0, len(idx), size):
+        yield idx[a : a + size]
+
+
+def cluster_sample(x: np.ndarray, threshold: float, min_size: int) -> tuple[np.ndarray, int]:
+    """Centroids (unit norm) of the complete-linkage clusters of ``x`` cut at cosine
+    distance ``threshold``, largest first, those under ``min_size`` members left out
+    (unless none reaches it: then all are kept); and how many clusters there were."""
+    from scipy.cluster.hierarchy import fcluster, linkage
+
+    if len(x) == 1:
+        return _normalise(x), 1
+    lab = fcluster(linkage(x.astype(np.float64), method="complete", metric="cosine"), threshold, "distance")
+    ids, first, counts = np.unique(lab, return_index=True, return_counts=True)
+    order = sorted(range(len(ids)), key=lambda k: (-counts[k], first[k]))  # deterministic
+    keep = [k for k in order if counts[k] >= min_size] or order
+    return _normalise(np.stack([x[lab == ids[k]].mean(axis=0) for k in keep])), len(ids)
+
+
+def nearest(rows: Rows, idx: np.ndarray, centroids: np.ndarray, chunk: int) -> np.ndarray:
+    """Index of the nearest centroid (cosine) of each row in ``idx``."""
+    out = np.empty(len(idx), np.int32)
+    pos = 0
+    for part in _chunks(idx, chunk):
+        out[pos : pos + len(part)] = np.argmax(rows(part) @ centroids.T, axis=1)
+        pos += len(part)
+    return out
+
+
+def _means(rows: Rows, idx: np.ndarray, label: np.ndarray, k: int, chunk: int, dim: int) -> np.ndarray:
+    from scipy.sparse import csr_matrix
+
+    sums = np.zeros((k, dim), np.float64)
+    pos = 0
+    for part in _chunks(idx, chunk):
+        lab = label[pos : pos + len(part)]
+        onehot = csr_matrix((np.ones(len(part)), (lab, np.arange(len(part)))), shape=(k, len(part)))
+        sums += onehot @ rows(part).astype(np.float64)
+        pos += len(part)
+    return _normalise(sums)
+
+
+def _distances(rows: Rows, idx: np.ndarray, label: np.ndarray, centroids: np.ndarray, chunk: int) -> np.ndarray:
+    out = np.empty(len(idx), np.float32)
+    pos = 0
+    for part in _chunks(idx, chunk):
+        lab = label[pos : pos + len(part)]
+        out[pos : pos + len(part)] = 1.0 - np.einsum("ij,ij->i", rows(part), centroids[lab])
+        pos += len(part)
+    return np.maximum(out, 0.0)
+
+
+def assign_speakers(
+    rows: Rows,
+    n: int,
+    dim: int,
+    given: Sequence[str | None],
+    sample: int,
+    threshold: float,
+    min_size: int,
+    seed: int,
+    chunk: int,
+) -> Speakers:
+    """Speakers of ``n`` segments whose embeddings ``rows(indices)`` returns;
+    ``given[i]`` is segment i's speaker from its input line, or None."""
+    given_a = np.asarray([g if g is not None else "" for g in given], dtype=object)
+    named = np.flatnonzero(given_a != "")
+    unnamed = np.flatnonzero(given_a == "")
+    label = np.empty(n, np.int32)
+    names: list[str] = []
+    parts = []
+    sample_clusters = 0
+    if len(named):
+        given_names = sorted(set(given_a[named]))
+        index = {s: k for k, s in enumerate(given_names)}
+        label[named] = [index[s] for s in given_a[named]]
+        names += given_names
+        parts.append(_means(rows, named, label[named], len(given_names), chunk, dim))
+    if len(unnamed):
+        rng = np.random.default_rng(seed)
+        pick = np.sort(rng.choice(unnamed, size=min(sample, len(unnamed)), replace=False))
+        c, sample_clusters = cluster_sample(rows(pick), threshold, min_size)
+        log.info(
+            "speakers: %d of %d unnamed segments sampled: %d clusters at complete-linkage cosine "
+            "distance %.3f, %d with at least %d members",
+            len(pick),
+            len(unnamed),
+            sample_clusters,
+            threshold,
+            len(c),
+            min_size,
+        )
+        lab = nearest(rows, unnamed, c, chunk)
+        means = _means(rows, unnamed, lab, len(c), chunk, dim)
+        used = np.flatnonzero(np.bincount(lab, minlength=len(c)) > 0)  # a centroid may win no segment
+        remap = np.full(len(c), -1, np.int32)
+        remap[used] = np.arange(len(used))
+        label[unnamed] = len(names) + remap[lab]
+        names += [f"{CLUSTER_PREFIX}{k:04d}" for k in range(len(used))]
+        parts.append(means[used])
+    centroids = np.concatenate(parts) if parts else np.zeros((0, dim), np.float32)
+    everyone = np.arange(n)
+    distance = _distances(rows, everyone, label, centroids, chunk) if n else np.zeros(0, np.float32)
+    return Speakers(names, centroids, label, distance, sample_clusters)
+
+
+def assign_speakers_by_file(
+    rows: Rows,
+    files: Sequence[str],
+    dim: int,
+    given: Sequence[str | None],
+    sample: int,
+    threshold: float,
+    min_size: int,
+    seed: int,
+    chunk: int,
+) -> Speakers:
+    """:func:`assign_speakers` over source files instead of segments: each file's
+    segments are pooled (their mean embedding, normalised), files are clustered,
+    and every segment gets its file's speaker and its own distance to that
+    speaker's centroid. One speaker per file (audiobooks, read speech, most TTS
+    corpora): pooled, two short phrases of one voice are far more alike than
+    they are alone. A file's speaker from its input lines wins."""
+    names, file_of = np.unique(np.asarray(files, dtype=object), return_inverse=True)
+    n = len(files)
+    pooled = _means(rows, np.arange(n), file_of.astype(np.int32), len(names), chunk, dim)
+    file_given: list[str | None] = [None] * len(names)
+    for i, g in enumerate(given):
+        if g is not None and file_given[file_of[i]] is None:
+            file_given[file_of[i]] = g
+    spk = assign_speakers(
+        lambda idx: pooled[idx], len(names), dim, file_given, sample, threshold, min_size, seed, chunk
+    )
+    label = spk.label[file_of]
+    distance = _distances(rows, np.arange(n), label, spk.centroids, chunk) if n else np.zeros(0, np.float32)
+    return Speakers(spk.names, spk.centroids, label, distance, spk.sample_clusters)

@@ -1,0 +1,133 @@
+"""Decisions: thresholds -> reasons, tiers, accounting; a threshold change touches no measurement."""
+
+import hashlib
+
+import pytest
+from conftest import Run, asr_lines, damage, params, write_variant
+
+from speechprep.audio import read_segment
+from speechprep.curate.decide import MEASURED, ORDER, decide, failures, tier
+from speechprep.jsonio import read_jsonl
+
+GOOD = {
+    "id": "a",
+    "audio_filepath": "/x.wav",
+    "offset": 0.5,
+    "duration": 2.0,
+    "text": "hello there",
+    "dnsmos_sig": 3.5,
+    "dnsmos_bak": 4.0,
+    "dnsmos_ovrl": 3.4,
+    "dnsmos_p808": 3.6,
+    "lufs": -20.0,
+    "peak_dbfs": -3.0,
+    "clipping_ratio": 0.0,
+    "dc_offset": 0.0,
+    "snr_db": 30.0,
+    "bandwidth_hz": 8000.0,
+    "chars_per_s": 12.0,
+    "words_per_s": 2.5,
+    "text_unit_ratio": 0.5,
+    "n_units": 100,
+    "pcm_sha256": "0" * 64,
+}
+P = params("decide")
+
+
+@pytest.mark.parametrize(
+    "change, reason",
+    [
+        ({"clipping_ratio": 0.05}, "clipped"),
+        ({"bandwidth_hz": 3900.0}, "narrowband"),
+        ({"snr_db": 2.0}, "low_snr"),
+        ({"dnsmos_ovrl": 1.2}, "low_quality"),
+        ({"chars_per_s": 45.0}, "speaking_rate"),
+        ({"chars_per_s": 1.0}, "speaking_rate"),
+        ({"confidence": 0.2}, "low_confidence"),
+    ],
+)
+def test_each_threshold_gives_its_reason(change, reason):
+    ok, line = decide({**GOOD, **change}, "s1", 0.1, None, P)
+    assert not ok and line["reason"] == reason and line["failed"] == [reason]
+    assert line["stage"] == "curate" and line["id"] == "a" and line["audio_filepath"] == "/x.wav"
+    assert all(line[k] == {**GOOD, **change}[k] for k in MEASURED)  # the measures travel with the reject
+    assert line["duration"] == 2.0 and line["speaker"] == "s1"
+
+
+def test_duplicate_and_speaker_outlier():
+    ok, line = decide(GOOD, "s1", 0.1, {"duplicate_of": "b", "kind": "near", "similarity": 0.8}, P)
+    assert not ok and line["reason"] == "duplicate" and line["duplicate_of"] == "b"
+    assert line["duplicate_kind"] == "near" and line["duplicate_similarity"] == 0.8
+    ok, line = decide(GOOD, "s1", P.max_speaker_distance + 0.01, None, P)
+    assert not ok and line["reason"] == "speaker_outlier" and line["speaker_distance"] > P.max_speaker_distance
+
+
+def test_first_reason_in_order_and_all_listed():
+    bad = {**GOOD, "snr_db": 0.0, "dnsmos_ovrl": 1.0, "clipping_ratio": 0.5}
+    assert [r for r, _ in failures(bad, 0.9, "b", P)] == [
+        "clipped",
+        "low_snr",
+        "low_quality",
+        "duplicate",
+        "speaker_outlier",
+    ]
+    assert set(ORDER) == {
+        "clipped",
+        "narrowband",
+        "low_snr",
+        "low_quality",
+        "speaking_rate",
+        "low_confidence",
+        "duplicate",
+        "speaker_outlier",
+    }
+
+
+def test_null_turns_a_check_off_and_missing_measures_fail_nothing():
+    off = params("decide", min_snr_db=None, min_confidence=None)
+    assert decide({**GOOD, "snr_db": -5.0, "confidence": 0.0}, "s", 0.1, None, off)[0]
+    assert decide({**GOOD, "text_unit_ratio": None, "snr_db": None}, "s", None, None, P)[0]
+    assert (
+        decide({**GOOD, "text_unit_ratio": 9.0}, "s", 0.1, None, params("decide", max_text_unit_ratio=2.0))[1]["reason"]
+        == "speaking_rate"
+    )
+
+
+def test_tiers():
+    assert tier(P.tier_premium, P) == "premium" and tier(P.tier_premium - 1e-6, P) == "standard"
+    assert tier(P.tier_standard, P) == "standard" and tier(P.tier_standard - 1e-6, P) == "basic"
+    ok, line = decide({**GOOD, "dnsmos_ovrl": 2.0}, "s", 0.1, None, P)
+    assert ok and line["tier"] == "basic" and line["speaker_distance"] == 0.1
+    assert {k: line[k] for k in GOOD} == {**GOOD, "dnsmos_ovrl": 2.0}  # the segment's fields and measures
+
+
+def _digests(root):
+    return {
+        p.name: hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted((root / "curate").glob("*"))
+        if p.is_file() and (".measures." in p.name or p.suffix == ".npy" or ".measure_rejects." in p.name)
+    }
+
+
+def test_threshold_change_reruns_only_the_decision(tmp_path, models):
+    segs = asr_lines(6)
+    noisy = write_variant(tmp_path, segs[0], "noise5", damage.add_noise(read_segment(segs[0]), 5.0))
+    run = Run(tmp_path, [[*segs, noisy]])
+    run.measure(models=models)
+    run.speakers()
+    run.duplicates()
+    before = _digests(tmp_path)
+    assert len(before) == 4
+    run.decide()
+    strict = {r["id"]: r["reason"] for r in run.rejects()}
+    assert strict == {noisy["id"]: "low_snr"}
+    first = (tmp_path / "curate" / "shard-0000.jsonl").read_bytes()
+    # looser thresholds: the noisy variant is kept; the measurements are the same files
+    run.decide(params("decide", min_snr_db=None, min_dnsmos_ovrl=None))
+    assert run.rejects() == [] and len(run.kept()) == 7
+    assert _digests(tmp_path) == before
+    # and the decision is a function of measurements and thresholds alone
+    run.decide()
+    assert (tmp_path / "curate" / "shard-0000.jsonl").read_bytes() == first
+    kept = {k["id"]: k for k in read_jsonl(tmp_path / "curate" / "shard-0000.jsonl")}
+    assert set(kept) | set(strict) == {s["id"] for s in [*segs, noisy]} and not set(kept) & set(strict)

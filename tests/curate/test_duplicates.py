@@ -1,0 +1,79 @@
+"""Duplicates: an exact copy and re-encoded near copies (HuBERT units of the demo S2S
+models) are found across shards; one kept per group, deterministically."""
+
+import random
+
+import pytest
+from conftest import asr_lines, damage, params, s2s_units
+
+from speechprep.audio import read_segment
+from speechprep.curate.duplicates import Candidate, find_duplicates, jaccard, minhash_signature
+from speechprep.curate.measures import pcm_sha256
+
+pytestmark = pytest.mark.slow  # builds the demo S2S models for the units
+
+
+@pytest.fixture(scope="module")
+def phrases(tmp_path_factory):
+    """Every clean demo phrase, and re-encodes of the first: (audio, units) by id."""
+    segs = asr_lines()
+    audio = {s["id"]: read_segment(s) for s in segs}
+    first = segs[0]["id"]
+    audio[first + "@mp3"] = damage.reencode(audio[first], fmt="MP3", gain_db=-4.0)
+    audio[first + "@flac"] = damage.reencode(audio[first], fmt="FLAC", gain_db=3.0)
+    units = s2s_units(audio, tmp_path_factory.mktemp("units"))
+    return first, audio, units
+
+
+def candidates(ids, audio, units, quality):
+    p = params("measure", device="cpu")
+    return [
+        Candidate(
+            i,
+            pcm_sha256(audio[i.split("#")[0]]),
+            quality.get(i, 2.0),
+            minhash_signature(units[i.split("#")[0]], p.minhash_ngram, p.minhash_perm),
+        )
+        for i in ids
+    ]
+
+
+def test_exact_and_near_copies_are_duplicates_of_the_best(phrases):
+    first, audio, units = phrases
+    thr = params("duplicates").near_duplicate_jaccard
+    ids = [*sorted(i for i in audio if "@" not in i), first + "#copy", first + "@mp3", first + "@flac"]
+    quality = {first: 3.0}  # the original scores best: it is the one kept
+    dups = {d.id: d for d in find_duplicates(candidates(ids, audio, units, quality), thr, 128)}
+    assert set(dups) == {first + "#copy", first + "@mp3", first + "@flac"}
+    assert all(d.duplicate_of == first for d in dups.values())
+    assert dups[first + "#copy"].kind == "exact" and dups[first + "#copy"].similarity == 1.0
+    assert dups[first + "@mp3"].kind == dups[first + "@flac"].kind == "near"
+    assert dups[first + "@mp3"].similarity >= thr
+
+
+def test_keeper_is_deterministic(phrases):
+    first, audio, units = phrases
+    ids = [first, first + "#b", first + "#a", first + "@mp3"]
+    # equal quality: the smallest id is kept, whatever the order
+    for seed in range(3):
+        order = ids[:]
+        random.Random(seed).shuffle(order)
+        dups = find_duplicates(candidates(order, audio, units, {}), 0.35, 128)
+        assert {d.duplicate_of for d in dups} == {first} and len(dups) == 3
+    # a better re-encode is kept over the original
+    dups = find_duplicates(candidates(ids, audio, units, {first + "@mp3": 4.0}), 0.35, 128)
+    assert {d.duplicate_of for d in dups} == {first + "@mp3"}
+
+
+def test_different_phrases_are_not_near_duplicates(phrases):
+    _, audio, units = phrases
+    p = params("measure", device="cpu")
+    sigs = [minhash_signature(units[i], p.minhash_ngram, p.minhash_perm) for i in audio if "@" not in i]
+    worst = max(jaccard(a, b) for k, a in enumerate(sigs) for b in sigs[k + 1 :])
+    assert worst < params("duplicates").near_duplicate_jaccard
+
+
+def test_signature_needs_units():
+    assert minhash_signature(None, 2, 64) is None and minhash_signature([3, 3, 3], 2, 64) is None
+    a = minhash_signature([1, 2, 3, 4, 5], 2, 64)
+    assert a.shape == (64,) and (a == minhash_signature([1, 1, 2, 3, 3, 4, 5], 2, 64)).all()  # runs collapsed

@@ -1,0 +1,107 @@
+"""Each signal measure on synthetic signals with a known answer (tolerances stated per test)."""
+
+import math
+
+import numpy as np
+import pytest
+from conftest import asr_lines
+
+from speechprep.audio import read_segment
+from speechprep.curate import measures as M
+from speechprep.demo import damage
+
+SR = 16000
+
+
+def sine(freq, rms_dbfs, seconds=3.0, rate=SR):
+    t = np.arange(int(seconds * rate)) / rate
+    return (math.sqrt(2) * 10 ** (rms_dbfs / 20) * np.sin(2 * np.pi * freq * t)).astype(np.float32)
+
+
+@pytest.mark.parametrize("rms_dbfs", [-20.0, -30.0])
+@pytest.mark.parametrize("rate", [16000, 48000])
+def test_lufs_of_a_997_hz_sine(rms_dbfs, rate):
+    # BS.1770-4: a 997 Hz sine at 0 dBFS peak on one channel reads -3.01 LKFS, so one at
+    # R dBFS RMS (peak R + 3.01) reads R LUFS. Tolerance 0.1 LU: pyloudnorm derives the
+    # K-weighting filters for the given rate from the analogue prototype.
+    assert M.lufs(sine(997, rms_dbfs, rate=rate), rate) == pytest.approx(rms_dbfs, abs=0.1)
+
+
+def test_lufs_none_when_undefined():
+    assert M.lufs(np.zeros(SR, np.float32), SR) is None  # silence: -inf
+    assert M.lufs(sine(997, -20, seconds=0.3), SR) is None  # shorter than one 400 ms block
+
+
+def test_peak_and_dc():
+    x = 0.5 * np.sin(2 * np.pi * 440 * np.arange(SR) / SR).astype(np.float32)  # 440 Hz: a whole number of cycles
+    assert M.peak_dbfs(x) == pytest.approx(20 * math.log10(0.5), abs=1e-3)  # -6.02 dB
+    assert M.peak_dbfs(np.zeros(10, np.float32)) is None
+    assert M.dc_offset(x + 0.1) == pytest.approx(0.1, abs=1e-6)
+
+
+def test_clipping_ratio():
+    x = np.zeros(10000, np.float32)
+    x[:37] = 1.0
+    x[100:113] = -1.0
+    x[200:300] = 0.98  # below clip_level
+    assert M.clipping_ratio(x, 0.99) == 50 / 10000
+    # a sine of amplitude A hard-clipped at 1 sits at full scale 1 - (2/pi) asin(1/A) of the time
+    # (97.3 Hz over 10 s: sampled at phases spread evenly enough for 2e-3)
+    a = 4.0
+    y = np.clip(a * np.sin(2 * np.pi * 97.3 * np.arange(SR * 10) / SR), -1, 1).astype(np.float32)
+    assert M.clipping_ratio(y, 0.99) == pytest.approx(1 - 2 / np.pi * np.arcsin(0.99 / a), abs=2e-3)
+
+
+@pytest.mark.parametrize("cutoff", [3000.0, 4000.0, 6000.0])
+def test_bandwidth_of_band_limited_noise(cutoff):
+    # white noise with every FFT bin above `cutoff` zeroed: the bandwidth is `cutoff`
+    # to within 150 Hz above it (Welch bins are 31.25 Hz wide; the Hann window's main
+    # lobe and the 5-bin smoothing spread the edge by up to 4 bins: 125 Hz)
+    rng = np.random.default_rng(0)
+    spec = np.fft.rfft(rng.standard_normal(SR * 3))
+    spec[np.fft.rfftfreq(SR * 3, 1 / SR) > cutoff] = 0
+    x = (0.1 * np.fft.irfft(spec) / np.std(np.fft.irfft(spec))).astype(np.float32)
+    assert cutoff <= M.bandwidth_hz(x, SR, 50) <= cutoff + 150
+    assert M.bandwidth_hz(rng.standard_normal(SR).astype(np.float32), SR, 50) == SR / 2
+
+
+def test_bandwidth_of_telephone_audio():
+    # 16 kHz speech through 8 kHz and back: about 4 kHz left (the upsampler's filter ends at 3.9 kHz)
+    x = read_segment(asr_lines(1)[0])
+    assert M.bandwidth_hz(x, SR, 50) > 7000
+    assert 3500 <= M.bandwidth_hz(damage.band_limit(x), SR, 50) <= 4000
+
+
+@pytest.mark.parametrize("snr", [0.0, 10.0, 20.0])
+def test_wada_snr_of_its_model(snr):
+    # WADA's own model: Gamma(0.4) amplitudes in white Gaussian noise: within 1 dB
+    rng = np.random.default_rng(1)
+    speech = rng.gamma(0.4, 1.0, SR * 10) * rng.choice((-1.0, 1.0), SR * 10)
+    speech /= np.sqrt(np.mean(speech**2))
+    x = speech + rng.standard_normal(SR * 10) * 10 ** (-snr / 20)
+    assert M.wada_snr(x) == pytest.approx(snr, abs=1.0)
+
+
+@pytest.mark.parametrize("snr", [0.0, 10.0])
+def test_wada_snr_of_speech_in_white_noise(snr):
+    # demo speech (its own faint noise floor is 20+ dB lower) plus white noise at `snr`
+    # over the segment: within 3 dB (speech is only roughly Gamma(0.4)-distributed)
+    for k, s in enumerate(asr_lines()[::8]):
+        x = read_segment(s)
+        assert M.wada_snr(damage.add_noise(x, snr, seed=k)) == pytest.approx(snr, abs=3.0), s["id"]
+    assert M.wada_snr(np.zeros(100, np.float32)) is None
+
+
+def test_speaking_rate_and_unit_ratio():
+    assert M.speaking_rate("the cat  sat", 2.0) == (9 / 2.0, 3 / 2.0)
+    assert M.speaking_rate("", 2.0) == (0.0, 0.0) and M.speaking_rate(None, 1.0) == (0.0, 0.0)
+    assert M.dedup_units([5, 5, 7, 5, 5]) == [5, 7, 5]
+    assert M.text_unit_ratio("ab c", [1, 1, 2, 2, 3]) == 3 / 3
+    assert M.text_unit_ratio("ab", None) is None and M.text_unit_ratio("ab", []) is None
+
+
+def test_pcm_hash():
+    x = read_segment(asr_lines(1)[0])
+    assert M.pcm_sha256(x) == M.pcm_sha256(x.copy())
+    assert M.pcm_sha256(x) != M.pcm_sha256(x * 0.5)
+    assert M.pcm_sha256(x) == M.pcm_sha256(x.astype(np.float64))  # the same int16 samples

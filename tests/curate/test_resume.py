@@ -1,0 +1,98 @@
+"""The measure job, run through the CLI, killed with SIGKILL mid-shard, resumes: only the
+unfinished segments are measured again, and the outputs equal an uninterrupted run's."""
+
+import json
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from conftest import _CFG, asr_lines
+
+from speechprep.curate import params as P
+from speechprep.jsonio import read_jsonl, write_jsonl
+from tests.support import REPO, kill_when_checkpointed
+
+PATHS = ("embedding_file", "minhash_file")
+
+
+def command(root, params):
+    c = root / "curate"
+    return [
+        sys.executable,
+        "-m",
+        "speechprep",
+        "curate",
+        "measure",
+        "--segments",
+        str(root / "asr" / "shard-0000.jsonl"),
+        "--units",
+        str(root / "s2s" / "shard-0000.units.jsonl"),
+        "--params",
+        json.dumps(params),
+        "--threads",
+        "2",
+        "--resume",
+        str(c / ".partial" / "shard-0000.jsonl"),
+        "--out",
+        str(c / "shard-0000.measures.jsonl"),
+        "--embeddings",
+        str(c / "shard-0000.embeddings.npy"),
+        "--minhash",
+        str(c / "shard-0000.minhash.npy"),
+        "--rejects",
+        str(c / "shard-0000.measure_rejects.jsonl"),
+    ]
+
+
+def setup(root, segs):
+    write_jsonl(root / "asr" / "shard-0000.jsonl", segs)
+    write_jsonl(
+        root / "s2s" / "shard-0000.units.jsonl",
+        [
+            {"id": s["id"], "units": [(i * 7 + k) % 50 for i in range(60)], "frame_rate": 50.0}
+            for k, s in enumerate(segs)
+        ],
+    )
+
+
+def outputs(root):
+    c = root / "curate"
+    lines = [{k: v for k, v in x.items() if k not in PATHS} for x in read_jsonl(c / "shard-0000.measures.jsonl")]
+    return (
+        lines,
+        list(read_jsonl(c / "shard-0000.measure_rejects.jsonl")),
+        np.load(c / "shard-0000.embeddings.npy"),
+        np.load(c / "shard-0000.minhash.npy"),
+    )
+
+
+@pytest.mark.slow
+def test_sigkilled_measure_job_resumes(tmp_path):
+    segs = asr_lines(16)
+    params = {**P.job_section("measure", _CFG), "device": "cpu", "batch_seconds": 3.0}
+    killed, clean = tmp_path / "killed", tmp_path / "clean"
+    for root in (killed, clean):
+        setup(root, segs)
+    resume = killed / "curate" / ".partial" / "shard-0000.jsonl"
+    proc = subprocess.Popen(
+        command(killed, params), cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
+    done = kill_when_checkpointed(proc, resume, 6)
+    assert 6 <= done < len(segs)
+    assert not (killed / "curate" / "shard-0000.measures.jsonl").exists()
+
+    again = subprocess.run(command(killed, params), cwd=REPO, capture_output=True, text=True, encoding="utf-8")
+    assert again.returncode == 0, again.stderr[-3000:]
+    m = re.search(r"(\d+) segments, (\d+) already done or screened out .*, (\d+) to process", again.stderr)
+    assert m, again.stderr[-3000:]
+    total, saved, todo = map(int, m.groups())
+    assert total == len(segs) and saved >= done and todo == total - saved  # finished segments not measured again
+    assert not resume.exists()
+
+    ref = subprocess.run(command(clean, params), cwd=REPO, capture_output=True, text=True, encoding="utf-8")
+    assert ref.returncode == 0, ref.stderr[-3000:]
+    a, b = outputs(killed), outputs(clean)
+    assert a[0] == b[0] and a[1] == b[1]
+    assert np.array_equal(a[2], b[2]) and np.array_equal(a[3], b[3])
