@@ -8,8 +8,8 @@ import sys
 import time
 
 import numpy as np
-import soundfile as sf
 import pytest
+import soundfile as sf
 from conftest import REPO, read_jsonl, write_config
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(os.geteuid() != 0, reason="the test SLURM's daemons need root")]
