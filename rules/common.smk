@@ -189,9 +189,18 @@ def per_shard_paths(ds, directory, suffix):
 
 
 def tts_segments(wildcards):
-    """What the TTS features read: the curation's kept lines, or the ASR lines without curation."""
-    stage = "curate" if "curate" in config["stages"] else "asr"
-    return f"{RESULTS}/{wildcards.ds}/{stage}/{wildcards.shard}.jsonl"
+    """What the TTS features read: every segment curation measured (with its stored
+    speaker vector; the manifests keep what it kept), or the ASR lines without curation."""
+    if "curate" in config["stages"]:
+        return f"{RESULTS}/{wildcards.ds}/curate/{wildcards.shard}.measures.jsonl"
+    return f"{RESULTS}/{wildcards.ds}/asr/{wildcards.shard}.jsonl"
+
+
+def curate_kept(wildcards):
+    """The curation's kept lines of every shard (the manifests keep only those), if it runs."""
+    if "curate" not in config["stages"]:
+        return []
+    return expand(f"{RESULTS}/{wildcards.ds}/curate/{{shard}}.jsonl", shard=shards(wildcards.ds))
 
 
 def stage_targets(ds, stage):

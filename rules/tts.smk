@@ -101,6 +101,7 @@ rule tts_manifest:
         asr=per_shard(f"{RESULTS}/{{ds}}/asr/{{shard}}.jsonl"),
         units=per_shard(f"{RESULTS}/{{ds}}/s2s/{{shard}}.units.jsonl"),
         tokenizer=tts_tokenizer_file,
+        kept=curate_kept,
     output:
         train=f"{RESULTS}/{{ds}}/tts/train_manifest.jsonl",
         val=f"{RESULTS}/{{ds}}/tts/val_manifest.jsonl",
@@ -121,12 +122,16 @@ rule tts_manifest:
         config_sha256=lambda wc: config_sha256(),
         encoders=lambda wc: tts_encoders(),
         hash_cache=HASH_CACHE,
+        kept=lambda wc, input: (
+            ("--kept " + " ".join(shlex.quote(k) for k in input.kept)) if input.kept else ""
+        ),
     shell:
         "{params.cmd} tts manifest --dataset-name {wildcards.ds:q} --val-ratio {params.val_ratio}"
         " --config-sha256 {params.config_sha256} --encoders {params.encoders:q}"
         " --hash-cache {params.hash_cache:q} --tokenizer {input.tokenizer:q}"
         " --features {input.features:q} --texts {input.texts:q} --rejects {input.rejects:q}"
         " --asr {input.asr:q} --units {input.units:q} --train {output.train:q} --val {output.val:q}"
+        " {params.kept}"
         " --stats {output.stats:q} > {log:q} 2>&1"
 
 

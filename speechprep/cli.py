@@ -168,7 +168,7 @@ def _tts_text(a):
 @job(
     "tts manifest",
     "dataset-name val-ratio config-sha256 tokenizer features+ texts+ rejects+ asr+ units+ "
-    "encoders hash-cache? train val stats",
+    "encoders hash-cache? train val stats kept*",
 )
 def _tts_manifest(a):
     """A dataset's train/val manifests and stats.json."""
@@ -189,6 +189,7 @@ def _tts_manifest(a):
         a.train,
         a.val,
         a.stats,
+        a.kept,
     )
 
 
@@ -286,16 +287,17 @@ def _demo_s2s(a):
 
 
 def _add(p: argparse.ArgumentParser, spec: str) -> None:
-    """``name`` required, ``name?`` optional, ``name+`` one or more, ``name=`` positional."""
+    """``name`` required, ``name?`` optional, ``name+`` one or more, ``name*`` optional list,
+    ``name=`` positional."""
     for token in spec.split():
-        name, kind = (token[:-1], token[-1]) if token[-1] in "?+=" else (token, "")
+        name, kind = (token[:-1], token[-1]) if token[-1] in "?+*=" else (token, "")
         kw = dict(FLAGS.get(name, {}))
         if kind == "=":
             p.add_argument(name, **kw)
             continue
-        if kind == "+":
+        if kind in ("+", "*"):
             kw["nargs"] = "+"
-        kw.setdefault("required", kind != "?")
+        kw.setdefault("required", kind not in ("?", "*"))
         p.add_argument(f"--{name}", **kw)
 
 

@@ -90,16 +90,31 @@ def build_manifests(
     train_out: str,
     val_out: str,
     stats_out: str,
+    kept: list[str] | None = None,
 ) -> dict[str, Any]:
-    """Train/val manifests of a dataset and its ``stats.json``."""
+    """Train/val manifests of a dataset and its ``stats.json``. With the curation
+    stage's ``kept`` lines, only those segments, with their ``speaker`` and ``tier``
+    (the features were computed for every measured segment, so a threshold change
+    reruns this job, not the features)."""
     ids = {t["id"]: t for path in texts for t in read_jsonl(path)}
+    keep = {k["id"]: {"speaker": k["speaker"], "tier": k["tier"]} for p in kept or () for k in read_jsonl(p)}
     split: dict[str, list[dict]] = {"train": [], "val": []}
+    curated_out = 0
     for path in features:
         for f in read_jsonl(path):
             t = ids.pop(f["id"], None)
             if t is None:
                 raise UsageError(f"{f['id']} has audio features but no text ids: rerun tts_text for {path}")
-            line = {"id": f["id"], "dataset": ds, **{k: v for k, v in f.items() if k != "id"}, **t}
+            if kept is not None and f["id"] not in keep:
+                curated_out += 1
+                continue
+            line = {
+                "id": f["id"],
+                "dataset": ds,
+                **{k: v for k, v in f.items() if k != "id"},
+                **t,
+                **keep.get(f["id"], {}),
+            }
             split["val" if is_val(f["id"], val_ratio) else "train"].append(line)
     if ids:
         raise UsageError(f"text ids without audio features: {sorted(ids)[:5]}")
@@ -112,7 +127,12 @@ def build_manifests(
     sp = load_tokenizer(tokenizer)
     stats = {
         "dataset": ds,
-        "counts": {"train": len(split["train"]), "val": len(split["val"]), "rejected": sum(reasons.values())},
+        "counts": {
+            "train": len(split["train"]),
+            "val": len(split["val"]),
+            "rejected": sum(reasons.values()),
+            "curated_out": curated_out,
+        },
         "hours": {k: round(sum(x["duration"] for x in v) / 3600, 6) for k, v in split.items()},
         "rejects_by_reason": reasons,
         "val_ratio": val_ratio,
@@ -145,7 +165,7 @@ def combine(
     first = per[0]
     stats = {
         "datasets": [s["dataset"] for s in per],
-        "counts": {k: sum(s["counts"][k] for s in per) for k in ("train", "val", "rejected")},
+        "counts": {k: sum(s["counts"][k] for s in per) for k in ("train", "val", "rejected", "curated_out")},
         "hours": {k: round(sum(s["hours"][k] for s in per), 6) for k in ("train", "val")},
         "rejects_by_reason": dict(sorted(reasons.items())),
         "val_ratio": first["val_ratio"],

@@ -64,3 +64,44 @@ def test_cli_lists_every_job_and_exits_2_on_bad_arguments():
     assert p.returncode == 0 and all(s in p.stdout for s in ("ingest", "vad", "asr", "s2s", "tts", "report"))
     p = run("vad", "run", "--shard", "x")
     assert p.returncode == 2 and "the following arguments are required" in p.stderr
+
+
+def test_cli_flag_kinds():
+    from speechprep.cli import parser
+
+    a = parser().parse_args(["demo", "asr-model", "--truth", "t.json", "--out", "m.nemo"])
+    assert (a.truth, a.out, a.max_steps) == ("t.json", "m.nemo", 1500)  # required, required, optional with default
+    a = parser().parse_args(
+        ["vad", "merge", "--stats", "a", "b", "--rejects", "r", "--segments", "s", "--csv", "c", "--summary", "j"]
+    )
+    assert a.stats == ["a", "b"] and a.csv == "c"  # one or more
+    base = [
+        "--val-ratio",
+        "0.1",
+        "--config-sha256",
+        "x",
+        "--tokenizer",
+        "t",
+        "--features",
+        "f",
+        "--texts",
+        "t",
+        "--rejects",
+        "r",
+        "--asr",
+        "a",
+        "--units",
+        "u",
+        "--encoders",
+        "{}",
+        "--train",
+        "tr",
+        "--val",
+        "v",
+        "--stats",
+        "s",
+        "--dataset-name",
+        "d",
+    ]
+    assert parser().parse_args(["tts", "manifest", *base]).kept is None  # optional list
+    assert parser().parse_args(["tts", "manifest", *base, "--kept", "k1", "k2"]).kept == ["k1", "k2"]

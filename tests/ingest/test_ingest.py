@@ -38,7 +38,7 @@ def tone(path, seconds=0.5, sr=16000, channels=1):
 def test_demo_corpus_every_file_accounted(tmp_path):
     summary, manifest, rejects, shards = run(tmp_path, {"audio_dir": str(DEMO / "audio"), "shards": 3})
     audio_files = [k for k in TRUTH["files"]]
-    assert summary["inputs"] == len(audio_files) == 25  # README.txt is not audio
+    assert summary["inputs"] == len(audio_files) == 31  # README.txt is not audio
     by_id = {r["id"]: r for r in rejects}
     for rel, info in TRUTH["files"].items():
         fid = ingest.derive_id(rel)
@@ -48,7 +48,7 @@ def test_demo_corpus_every_file_accounted(tmp_path):
         else:
             assert fid not in by_id
     ids = [m["id"] for m in manifest]
-    assert len(ids) + len(rejects) == 25 and len(set(ids)) == len(ids)
+    assert len(ids) + len(rejects) == 31 and len(set(ids)) == len(ids)
     # shards partition the manifest
     assert sorted(x["id"] for s in shards.values() for x in s) == sorted(ids)
     assert list(shards) == ["shard-0000", "shard-0001", "shard-0002"]

@@ -110,13 +110,17 @@ def test_accounting_across_the_chain_and_stats_agree(demo):
         s2s_out = [x["id"] for x in read_jsonl(res / "s2s" / f"{s}.units.jsonl")]
         s2s_rej = [x["id"] for x in read_jsonl(res / "s2s" / f"{s}.rejects.jsonl")]
         assert sorted(s2s_out + s2s_rej) == sorted(segs)
+        kept = [x["id"] for x in read_jsonl(res / "curate" / f"{s}.jsonl")]
+        dropped = [x["id"] for x in read_jsonl(res / "curate" / f"{s}.rejects.jsonl")]
+        assert sorted(kept + dropped) == sorted(asr_out)  # curation reads the ASR lines
+        measured = [x["id"] for x in read_jsonl(res / "curate" / f"{s}.measures.jsonl")]
         feats = [x["id"] for x in read_jsonl(res / "tts" / f"{s}.features.jsonl")]
         tts_rej = read_jsonl(res / "tts" / f"{s}.rejects.jsonl")
-        assert sorted(feats + [r["id"] for r in tts_rej]) == sorted(asr_out)
+        assert sorted(feats + [r["id"] for r in tts_rej]) == sorted(measured)  # TTS features: all it measured
         assert [x["id"] for x in read_jsonl(res / "tts" / f"{s}.text.jsonl")] == feats
         for kind in KINDS:
             assert sorted(p.stem for p in (res / "tts" / s / kind).glob("*.npy")) == sorted(feats)
-        tts_ids += feats
+        tts_ids += [f for f in feats if f in kept]
     assert not (res / "tts" / ".partial").exists() or not any((res / "tts" / ".partial").iterdir())
     assert sorted(in_shards) == sorted(inputs)  # every accepted input file in exactly one shard
 

@@ -1,0 +1,142 @@
+"""The demo pipeline through curation: what it drops and why, speakers, what TTS then reads."""
+
+import json
+
+import numpy as np
+import pytest
+from conftest import TRUTH, jobs_run, read_jsonl, snakemake, write_config
+
+pytestmark = pytest.mark.slow  # real snakemake runs
+
+CONTRACT = (
+    "dnsmos_sig",
+    "dnsmos_bak",
+    "dnsmos_ovrl",
+    "dnsmos_p808",
+    "lufs",
+    "peak_dbfs",
+    "clipping_ratio",
+    "snr_db",
+    "bandwidth_hz",
+    "chars_per_s",
+    "speaker",
+    "speaker_distance",
+    "tier",
+)
+
+
+def file_id(rel):
+    return rel.replace("/", "__").rsplit(".", 1)[0]
+
+
+def curated(res):
+    kept = [x for p in sorted((res / "curate").glob("shard-*[0-9].jsonl")) for x in read_jsonl(p)]
+    dropped = [x for p in sorted((res / "curate").glob("shard-*.rejects.jsonl")) for x in read_jsonl(p)]
+    return kept, dropped
+
+
+def test_damaged_variants_dropped_for_their_reason_clean_speech_kept(demo):
+    work, _ = demo
+    res = work / "results" / "demo"
+    kept, dropped = curated(res)
+    assert kept and not {x["id"] for x in kept} & {x["id"] for x in dropped}
+    for line in kept:
+        assert all(k in line for k in CONTRACT), sorted(set(CONTRACT) - set(line))
+        assert line["tier"] in ("premium", "standard", "basic")
+    reasons = {x["id"]: x for x in dropped}
+    kept_ids = {x["id"] for x in kept}
+    for rel, info in TRUTH["files"].items():
+        fid = file_id(rel)
+        if info.get("clean"):  # every clean phrase is kept
+            for k in range(len(info["speech"])):
+                assert f"{fid}_{k:04d}" in kept_ids, (rel, reasons.get(f"{fid}_{k:04d}"))
+        elif info.get("curate") == "reject":
+            for k in range(len(info["speech"])):
+                r = reasons[f"{fid}_{k:04d}"]
+                assert r["reason"] == info["reason"] and r["stage"] == "curate", (rel, r)
+                if info["reason"] == "duplicate":  # of the same phrase of its source
+                    assert r["duplicate_of"] == f"{file_id(info['variant_of'])}_{k:04d}"
+        elif info.get("curate") == "near_duplicate":  # an MP3 copy at another gain
+            r = reasons[f"{fid}_0000"]
+            assert r["reason"] == "duplicate" and r["duplicate_of"] == f"{file_id(info['variant_of'])}_0000"
+    summary = json.loads((res / "curate" / "summary.json").read_text(encoding="utf-8"))
+    assert summary["kept"] == len(kept) and summary["rejected"] == len(dropped)
+    assert sum(summary["rejects_by_reason"].values()) == len(dropped)
+    assert sum(t["segments"] for t in summary["tiers"].values()) == len(kept)
+
+
+def test_speakers_and_their_centroids(demo):
+    work, _ = demo
+    res = work / "results" / "demo"
+    kept, _ = curated(res)
+    speakers = read_jsonl(res / "curate" / "speakers.jsonl")
+    assert {x["speaker"] for x in speakers} == {x["speaker"] for x in kept}
+    for s in speakers:
+        c = np.load(s["centroid"])
+        assert c.shape == (256,) and abs(np.linalg.norm(c) - 1) < 1e-4
+        assert s["n_segments"] == sum(x["speaker"] == s["speaker"] for x in kept)
+    by_file = {}
+    for x in kept:  # speakers are found per source file: a file's segments share one
+        by_file.setdefault(x["file_id"], set()).add(x["speaker"])
+    assert all(len(v) == 1 for v in by_file.values())
+
+
+def tts_rejected(res):
+    return [x for p in sorted((res / "tts").glob("shard-*.rejects.jsonl")) for x in read_jsonl(p)]
+
+
+def test_tts_keeps_the_kept_segments_with_their_speaker_vectors(demo):
+    work, _ = demo
+    res = work / "results" / "demo"
+    kept, dropped = curated(res)
+    lines = [x for k in ("train", "val") for x in read_jsonl(res / "tts" / f"{k}_manifest.jsonl")]
+    assert {x["id"] for x in lines} == {x["id"] for x in kept} - {x["id"] for x in tts_rejected(res)}
+    assert not {x["id"] for x in lines} & {x["id"] for x in dropped}
+    rows = {x["id"]: x for x in kept}
+    for x in lines[:10]:  # the condition vector is the curation stage's, not recomputed
+        k = rows[x["id"]]
+        stored = np.load(k["embedding_file"])[k["embedding_row"]]
+        assert np.array_equal(np.load(x["condition"]), stored)
+        assert x["speaker"] == k["speaker"] and x["tier"] == k["tier"]
+
+
+def test_a_threshold_change_reruns_decisions_not_measurements(tmp_path, demo, demo_copy):
+    work, _ = demo
+    models = work / "resources" / "models"
+    base = {
+        "asr": {"model": str(models / "demo_asr.nemo")},
+        "s2s": {
+            k: str(models / f"demo_{n}")
+            for k, n in (
+                ("hubert", "hubert_legacy.pt"),
+                ("kmeans", "km.bin"),
+                ("vocoder", "vocoder.pt"),
+                ("vocoder_config", "vocoder.json"),
+            )
+        },
+    }
+    audio = demo_copy / "variants"
+    write_config(tmp_path, {"v": {"audio_dir": str(audio), "shards": 1}}, **base)
+    snakemake(tmp_path)
+    measures = tmp_path / "results" / "v" / "curate" / "shard-0000.measures.jsonl"
+    before = measures.read_bytes(), measures.stat().st_mtime_ns
+    write_config(tmp_path, {"v": {"audio_dir": str(audio), "shards": 1}}, **base, curate={"min_snr_db": -50})
+    _, out = snakemake(tmp_path)
+    ran = {
+        r: jobs_run(out, r)
+        for r in (
+            "curate_measure",
+            "curate_speakers",
+            "curate_duplicates",
+            "curate_decide",
+            "curate_summary",
+            "tts_features",
+            "tts_manifest",
+        )
+    }
+    assert ran["curate_decide"] and ran["curate_summary"] and ran["tts_manifest"], out[-3000:]
+    assert not ran["curate_measure"] and not ran["curate_speakers"] and not ran["curate_duplicates"]
+    assert not ran["tts_features"]  # the features cover every measured segment; the manifests pick
+    assert (measures.read_bytes(), measures.stat().st_mtime_ns) == before
+    _, dropped = curated(tmp_path / "results" / "v")
+    assert "low_snr" not in {x["reason"] for x in dropped}  # the 0 dB copy now fails a later check or is kept
