@@ -70,13 +70,12 @@ def _versions() -> dict[str, str]:
 def _mean(x, block: int = 512):
     """Mean over the last axis as block sums, then a sum of those: onnxruntime's ReduceMean
     over a whole segment adds up one float at a time (1.5e-4 off at 60 s through a HuBERT;
-    eager PyTorch is within 5e-6 of float64, and so is this). Padding with zeros keeps the
-    time axis symbolic and no block empty."""
+    eager PyTorch is within 5e-6 of float64, and so is this). The zero padding to whole
+    blocks is computed from the traced length, so the time axis stays symbolic."""
     import torch.nn.functional as F
 
     t = x.shape[-1]
-    n = (t + block - 1) // block
-    blocks = F.pad(x, (0, block - 1))[..., : n * block].reshape(*x.shape[:-1], -1, block)
+    blocks = F.pad(x, (0, (block - t % block) % block)).reshape(*x.shape[:-1], -1, block)
     return blocks.sum(-1).sum(-1, keepdim=True) / t
 
 
@@ -87,7 +86,38 @@ def _group_norm(gn, x):
     y = x.reshape(x.shape[0], gn.num_groups, -1)
     y = y - _mean(y)
     y = (y / torch.sqrt(_mean(y * y) + gn.eps)).view_as(x)
-    return y * gn.weight[:, None] + gn.bias[:, None] if gn.affine else y
+    if not gn.affine:
+        return y
+    shape = (-1,) + (1,) * (x.dim() - 2)
+    return y * gn.weight.reshape(shape) + gn.bias.reshape(shape)
+
+
+def _conv_features(fe, wav):
+    """``fe(wav)`` (fairseq's conv feature extractor), with its 1-D convolutions run as 2-D ones
+    of height 1: onnxruntime gives those its blocked (NCHWc) kernels, 1.1-1.4x faster here."""
+    import torch
+    import torch.nn.functional as F
+
+    x = wav[:, None, None, :]
+    for block in fe.conv_layers:
+        for mod in block:
+            if isinstance(mod, torch.nn.Conv1d):
+                x = F.conv2d(
+                    x,
+                    mod.weight[:, :, None],
+                    mod.bias,
+                    stride=(1, mod.stride[0]),
+                    padding=(0, mod.padding[0]),
+                    dilation=(1, mod.dilation[0]),
+                    groups=mod.groups,
+                )
+            elif isinstance(mod, torch.nn.GroupNorm):
+                x = _group_norm(mod, x)
+            elif isinstance(mod, (torch.nn.Dropout, torch.nn.GELU)):
+                x = mod(x)
+            else:  # layer_norm mode's (TransposeLast, LayerNorm, TransposeLast)
+                x = mod(x[:, :, 0])[:, :, None]
+    return x[:, :, 0]
 
 
 def _encoder_module(model, layer: int, normalize: bool):
@@ -107,11 +137,7 @@ def _encoder_module(model, layer: int, normalize: bool):
             if normalize:  # F.layer_norm(wav, wav.shape)
                 wav = wav - _mean(wav)
                 wav = wav / torch.sqrt(_mean(wav * wav) + 1e-5)
-            x = wav[:, None]  # the conv extractor, block by block
-            for block in m.feature_extractor.conv_layers:
-                for mod in block:
-                    x = _group_norm(mod, x) if isinstance(mod, torch.nn.GroupNorm) else mod(x)
-            x = m.layer_norm(x.transpose(1, 2))
+            x = m.layer_norm(_conv_features(m.feature_extractor, wav).transpose(1, 2))
             if m.post_extract_proj is not None:
                 x = m.post_extract_proj(x)
             x = x + enc.pos_conv(x.transpose(1, 2)).transpose(1, 2)
