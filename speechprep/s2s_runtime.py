@@ -219,33 +219,21 @@ class OnnxEncoder:
 
 
 def _export(module, example, path: Path, exporter: str) -> None:
+    """``torch.onnx.export`` with a dynamic time axis: the TorchScript exporter (deprecated in
+    torch, but it needs only ``onnx``), or ``dynamo`` (also needs onnxscript and onnx-ir)."""
     import torch
 
+    if exporter == "dynamo":
+        samples = torch.export.Dim("samples", min=400)
+        kw = {"dynamo": True, "verbose": False, "external_data": False, "dynamic_shapes": {"wav": {1: samples}}}
+    elif exporter == "torchscript":
+        kw = {"dynamo": False, "dynamic_axes": {"wav": {1: "samples"}, "features": {0: "frames"}}}
+    else:
+        raise UsageError(f"unknown ONNX exporter {exporter!r}: torchscript or dynamo")
     with torch.no_grad():
-        if exporter == "dynamo":
-            torch.onnx.export(
-                module,
-                (example,),
-                str(path),
-                dynamo=True,
-                verbose=False,
-                external_data=False,
-                input_names=["wav"],
-                output_names=["features"],
-                opset_version=OPSET,
-                dynamic_shapes={"wav": {1: torch.export.Dim("samples", min=400)}},
-            )
-        else:
-            torch.onnx.export(
-                module,
-                (example,),
-                str(path),
-                dynamo=False,
-                input_names=["wav"],
-                output_names=["features"],
-                opset_version=OPSET,
-                dynamic_axes={"wav": {1: "samples"}, "features": {0: "frames"}},
-            )
+        torch.onnx.export(
+            module, (example,), str(path), input_names=["wav"], output_names=["features"], opset_version=OPSET, **kw
+        )
 
 
 def build_export(
@@ -261,7 +249,7 @@ def build_export(
 
     from . import fairseq_legacy
 
-    out, versions = Path(out), _versions()
+    out, versions, sha = Path(out), _versions(), sha256_file(checkpoint)
     model, _, task, _ = fairseq_legacy.load(checkpoint)
     model = model.float().cpu().eval()
     n_layers = len(model.encoder.layers)
@@ -304,7 +292,7 @@ def build_export(
     meta = {
         "format": FORMAT,
         "checkpoint": os.path.abspath(checkpoint),
-        "checkpoint_sha256": sha256_file(checkpoint),
+        "checkpoint_sha256": sha,
         "layer": layer,
         "normalize": normalize,
         "dim": model.encoder.embedding_dim,

@@ -131,15 +131,26 @@ def test_units_identical_on_demo(demo):
     assert not flips, f"{len(flips)} of {frames} units differ (all near-ties): {flips}"
 
 
-def test_normalizing_checkpoint_and_short_inputs(tmp_path):
-    """A checkpoint whose task normalises audio (layer_norm_first too, as HuBERT large):
-    the normalisation is in the export; odd and even frame counts; the shortest input;
-    an input shorter than the receptive field gives no frames (eager cannot run it)."""
+@pytest.mark.parametrize("extractor", ["default", "layer_norm"])
+def test_normalizing_checkpoint_and_short_inputs(tmp_path, extractor):
+    """A checkpoint whose task normalises audio, layer_norm_first, the conv extractor in
+    either mode (HuBERT large: layer_norm): the normalisation is in the export; odd and even
+    frame counts; the shortest input; one shorter than the receptive field gives no frames
+    (eager cannot run it)."""
+    from omegaconf import OmegaConf
+
     model, task, tcfg, mcfg = tiny_hubert(tmp_path / "l", normalize=True, seed=3)
+    if extractor == "layer_norm":
+        mcfg.extractor_mode = "layer_norm"
+        model = task.build_model(OmegaConf.structured(mcfg)).eval()
     ckpt = save_checkpoint(model, task, tcfg, mcfg, tmp_path / "norm.pt")
     meta = rt.build_export(ckpt, 1, tmp_path / "norm.onnx")
     assert meta["normalize"] is True
     enc = rt.load_encoder(tmp_path / "norm.onnx", layer=1)
+    model = fairseq_legacy.load(ckpt)[0]
+    assert type(model.feature_extractor.conv_layers[0][2]).__name__ == (
+        "Fp32GroupNorm" if extractor == "default" else "Sequential"
+    )
     for n in (400, 719, 720, 16000, 16320, 48123):
         w = (0.3 * np.random.default_rng(n).standard_normal(n) + 0.05).astype(np.float32)
         ref, got = eager(model, w, layer=1, normalize=True), enc(w)
