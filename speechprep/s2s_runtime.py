@@ -181,10 +181,14 @@ def check_waveforms() -> list:
     ]
 
 
-def _session(path: str | os.PathLike, threads: int, spinning: bool):
+def _session(path: str | os.PathLike, threads: int, spinning: bool, arena: bool):
+    """intra-op threads = the job's, sequential, all graph optimisations (the optimised graph
+    is not saved: its NCHWc layout is specific to the CPU); idle threads sleep rather than
+    spin (same speed here, less CPU taken from other jobs); the arena (kept at its peak) or not."""
     import onnxruntime as ort
 
     so = ort.SessionOptions()
+    so.enable_cpu_mem_arena = bool(arena)
     so.intra_op_num_threads = int(threads)
     so.inter_op_num_threads = 1
     so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
@@ -195,12 +199,13 @@ def _session(path: str | os.PathLike, threads: int, spinning: bool):
 
 
 class OnnxEncoder:
-    """A checked export in an onnxruntime session (CPU, ``threads`` intra-op threads)."""
+    """A checked export in an onnxruntime session (CPU, ``threads`` intra-op threads).
+    ``arena=False``: peak RSS at 60-s segments 1.3-1.6 GB lower, about 15% slower (measured here)."""
 
-    def __init__(self, path: str | os.PathLike, meta: dict[str, Any], threads: int = 1, spinning: bool = False):
+    def __init__(self, path, meta: dict[str, Any], threads: int = 1, spinning: bool = False, arena: bool = True):
         self.path, self.meta = Path(path), meta
         self.layer, self.dim, self.min_samples = meta["layer"], meta["dim"], meta["min_samples"]
-        self.session = _session(path, threads, spinning)
+        self.session = _session(path, threads, spinning, arena)
 
     def __call__(self, wav) -> Any:
         """(frames, dim) float32 array; no frames for a waveform shorter than the receptive field."""
@@ -267,9 +272,8 @@ def build_export(
     wavs = check_waveforms()
     try:
         _export(_encoder_module(model, layer, normalize), torch.from_numpy(wavs[0])[None], tmp, exporter)
-        enc = OnnxEncoder(
-            tmp, {"layer": layer, "dim": model.encoder.embedding_dim, "min_samples": min_samples}, threads
-        )
+        meta = {"layer": layer, "dim": model.encoder.embedding_dim, "min_samples": min_samples}
+        enc = OnnxEncoder(tmp, meta, threads, arena=False)
         diff = 0.0
         for w in wavs:
             ref, got = _eager(model, w, layer, normalize), enc(w)
@@ -325,9 +329,10 @@ def load_encoder(
     layer: int | None = None,
     threads: int = 1,
     spinning: bool = False,
+    arena: bool = True,
 ) -> OnnxEncoder:
     """The export at ``path`` in a session, refused as :func:`export_metadata` refuses."""
-    return OnnxEncoder(path, export_metadata(path, checkpoint_sha256, layer), threads, spinning)
+    return OnnxEncoder(path, export_metadata(path, checkpoint_sha256, layer), threads, spinning, arena)
 
 
 def export_metadata(
