@@ -11,9 +11,12 @@ import this module for :func:`export_name`):
   axis, one (1, T) waveform in, (frames, dim) features out; the task's waveform
   normalisation inside) and its sidecar ``out + ".json"``; refuses (``ModelFileError``)
   an export that differs from eager by more than :data:`TOLERANCE` on fixed waveforms.
-* ``load_encoder(path, checkpoint_sha256, layer, threads)`` -> :class:`OnnxEncoder`,
-  whose ``dense_features(wavs)`` returns what ``s2s.dense_features(model, wavs, layer,
-  normalize)`` returns (a (frames, dim) float32 tensor per waveform) within TOLERANCE.
+* ``export_metadata(path, checkpoint_sha256, layer)``: the sidecar, or ``ModelFileError``
+  when the export is for another checkpoint/layer/environment, damaged or unchecked.
+* ``load_encoder(path, checkpoint_sha256, layer, threads, spinning=False, arena=True)``
+  -> :class:`OnnxEncoder`, whose ``dense_features(wavs)`` returns what
+  ``s2s.dense_features(model, wavs, layer, normalize)`` returns (a (frames, dim) float32
+  tensor per waveform) within TOLERANCE; ``meta`` has ``frame_rate``, ``normalize``, ``dim``.
 * ``ensure_export(checkpoint, layer, cache_dir, threads)``: build unless a valid export is cached.
 
 One waveform per run: the conv extractor's GroupNorm is over the whole segment, and
