@@ -1,20 +1,72 @@
 #!/usr/bin/env python3
-"""S2S dense features: batched with padding masks vs textlesslib's one-segment loop, same run.
+"""S2S dense features on CPU: eager PyTorch vs the ONNX Runtime path, same run, same segments.
 
-    .venvs/s2s/bin/python bench/s2s_features.py [--segments 40] [--repeats 2] [--device cpu]
+    PYTHONPATH=.:<onnxruntime+onnx> .venvs/s2s/bin/python bench/s2s_features.py [--segments 40]
+        [--repeats 3] [--threads 2] [--variants eager,onnxruntime] [--json out.json] [--breakdown]
 
-A HuBERT-base-sized model (12 layers, 768 dims, 512-channel conv extractor;
-random weights) built through fairseq. Baseline: ``extract_features`` per
-segment (textlesslib's dense model loop). Stage: ``speechprep.s2s.dense_features``
-over duration-sorted batches within the stage's padded-seconds budget.
-Prints audio-seconds per second (medians of interleaved repeats), the ratio
-(aim >= 1.5x on CPU) and the largest feature difference.
+A HuBERT-base-sized model (12 layers, 768 dims, 512-channel conv extractor; random
+weights) built through fairseq and saved as a checkpoint; features of layer 6 for 40
+segments of 1-12 s cut from the demo audio. Variants, one segment at a time (the
+conv extractor's GroupNorm is per segment):
+
+* ``eager``: fairseq's ``extract_features`` (textlesslib's dense model loop; what
+  ``s2s.dense_features`` computes per segment);
+* ``onnxruntime``: ``speechprep.s2s_runtime``: the checkpoint exported by
+  ``build_export`` (checked against eager at build time) in an onnxruntime session;
+* ``onnxruntime-spin`` (ORT threads spin while idle), ``onnxruntime-dynamo`` (the
+  ``dynamo=True`` exporter), ``onnxruntime-noarena`` (no memory arena): design
+  comparisons, not in the default run.
+
+Each variant runs in its own worker process (its own peak RSS, no thread pool of one
+spinning while the other works); the parent sends each segment to every worker in
+turn (order rotated, segments shuffled per repeat), so load from other processes hits
+all variants alike. Per segment: median wall time over the repeats; a variant's total
+is the sum of those; ratios are eager / variant, same run. CPU time (all threads) is
+printed too, and "best-of-repeats" (sum over segments of the fastest repeat: the
+closest this run comes to an idle machine).
+
+Measured 2026-11-22 (torch 2.13.0 CPU, onnxruntime 1.31.1, onnx 1.23.2; Xeon with
+AVX-512, 2 cores SHARED with two other engineers' test runs and benchmarks: the load
+average was 2.2-6.0 on 2 CPUs throughout, so no figure below is from an idle machine).
+40 segments of 1-12 s (276 s of audio), layer 6, 2 threads unless said:
+
+    --variants eager,onnxruntime,onnxruntime-dynamo            (load 4.2 -> 3.3)
+      eager 40.6 s wall (6.8 audio-s/s), 47.3 s CPU, peak RSS 1776 MB
+      onnxruntime 24.9 s (11.1 audio-s/s), 32.3 s CPU, peak RSS 1448 MB:
+        1.63x wall (per segment median 1.43x), 1.47x CPU, 1.14x best-of-repeats
+      onnxruntime-dynamo: 1.43x wall, 1.33x CPU (export 35 s instead of 19 s)
+    --repeats 5                                                 (load 3.7 -> 6.0)
+      eager 78.5 s (3.5 audio-s/s), 54.0 s CPU, peak RSS 2216 MB
+      onnxruntime 43.6 s (6.3 audio-s/s), 28.8 s CPU, peak RSS 1439 MB:
+        1.80x wall (per segment median 1.79x), 1.88x CPU, 1.58x best-of-repeats
+    --threads 1 --segments 20                                   (load 5.7 -> 4.9)
+      1.07x wall, 1.13x CPU, 1.19x best-of-repeats; peak RSS 1341 / 1431 MB
+    --segments 2 --min-seconds 60 --max-seconds 60 --repeats 1 \
+        --variants eager,onnxruntime,onnxruntime-noarena        (load 2.2 -> 2.8)
+      1.62x wall, 1.04x CPU (an earlier run: 1.05x wall, 1.14x CPU);
+      peak RSS eager 2028 MB, onnxruntime 3562 MB (arena), 2150 MB (no arena, 1.55x)
+    (before the conv extractor ran as 2-D convolutions: 1.34x and 1.36x wall;
+     onnxruntime-spin: same wall as without spinning, 12% more CPU)
+
+Reading: at 2 threads on this shared machine the ONNX Runtime path is 1.4-1.8x faster
+per segment than eager, same run (so >= 1.5x in total wall time in both full runs).
+But with one thread (no thread pool to stall) it is only 1.1-1.2x faster in wall,
+CPU and best-of-repeats time, and on 60-s segments 1.04-1.14x in CPU time: much of
+the 2-thread gain is eager's OpenMP pool (which also spins: more CPU per segment at
+2 threads) coping worse with the other processes on the cores. On dedicated cores
+expect less than the 2-thread figures; measure there before relying on >= 1.5x.
+(``<onnxruntime+onnx>``: a directory they were pip-installed into with ``--target``,
+until they are in envs/s2s.yaml.)
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import resource
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -22,12 +74,129 @@ import warnings
 from pathlib import Path
 
 import numpy as np
-import torch
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-from speechprep import s2s  # noqa: E402
-from speechprep.s2s_demo_models import BASE_CONV_LAYERS, demo_audio, tiny_hubert  # noqa: E402
+VARIANTS = ("eager", "onnxruntime", "onnxruntime-spin", "onnxruntime-dynamo", "onnxruntime-noarena")
+
+
+def segments(a) -> list[np.ndarray]:
+    from speechprep.demo import demo_audio
+
+    rng = np.random.default_rng(0)
+    pool = np.concatenate(demo_audio(REPO / "resources/demo/truth.json"))
+    segs = []
+    for n in (rng.uniform(a.min_seconds, a.max_seconds, a.segments) * 16000).astype(int):
+        start = int(rng.integers(0, len(pool) - n))
+        segs.append(np.ascontiguousarray(pool[start : start + n], dtype=np.float32))
+    return segs
+
+
+def status_mb(key: str) -> float:
+    """VmRSS (now) or VmHWM (peak) of this process: unlike ru_maxrss, VmHWM starts again at
+    exec, so a worker does not inherit the parent's peak."""
+    with open("/proc/self/status", encoding="utf-8") as f:
+        return next(int(x.split()[1]) for x in f if x.startswith(f"{key}:")) / 1024
+
+
+def cpu_s() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def worker(a) -> None:
+    """Serve ``run I`` / ``stats`` / ``quit`` on stdin; one JSON line per answer on the real stdout."""
+    proto = os.fdopen(os.dup(1), "w", encoding="utf-8")
+    os.dup2(2, 1)  # library prints go to stderr
+    import torch
+
+    torch.set_num_threads(a.threads)
+    segs = segments(a)
+    t = time.perf_counter()
+    if a.worker == "eager":
+        from speechprep import fairseq_legacy
+
+        model = fairseq_legacy.load(a.checkpoint)[0].float().eval()
+
+        def run(x):
+            with torch.no_grad():
+                return model.extract_features(
+                    torch.from_numpy(x)[None], padding_mask=None, mask=False, output_layer=a.layer
+                )[0][0].numpy()
+    else:
+        from speechprep import s2s_runtime
+
+        run = s2s_runtime.load_encoder(
+            a.export,
+            layer=a.layer,
+            threads=a.threads,
+            spinning=a.worker == "onnxruntime-spin",
+            arena=a.worker != "onnxruntime-noarena",
+        )
+    loaded = {"load_s": time.perf_counter() - t, "rss_after_load_mb": status_mb("VmRSS")}
+    out_dir = Path(a.features) / a.worker
+    out_dir.mkdir(parents=True, exist_ok=True)
+    proto.write(json.dumps(loaded) + "\n")
+    proto.flush()
+    for line in sys.stdin:
+        cmd = line.split()
+        if cmd[0] == "run":
+            i = int(cmd[1])
+            t, c = time.perf_counter(), cpu_s()
+            f = run(segs[i])
+            res = {"wall": time.perf_counter() - t, "cpu": cpu_s() - c}
+            if not (out_dir / f"{i}.npy").exists():
+                np.save(out_dir / f"{i}.npy", f)
+        elif cmd[0] == "stats":
+            res = {"peak_rss_mb": status_mb("VmHWM"), "rss_mb": status_mb("VmRSS")}
+        else:
+            return
+        proto.write(json.dumps(res) + "\n")
+        proto.flush()
+
+
+class Worker:
+    def __init__(self, variant: str, a, checkpoint: Path, export: Path | None, features: Path):
+        cmd = [
+            sys.executable,
+            __file__,
+            "--worker",
+            variant,
+            "--checkpoint",
+            str(checkpoint),
+            "--features",
+            str(features),
+            "--export",
+            str(export),
+            "--threads",
+            str(a.threads),
+            "--layer",
+            str(a.layer),
+            "--segments",
+            str(a.segments),
+            "--min-seconds",
+            str(a.min_seconds),
+            "--max-seconds",
+            str(a.max_seconds),
+        ]
+        self.variant = variant
+        self.p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, encoding="utf-8")
+        self.loaded = self._read()
+
+    def _read(self) -> dict:
+        line = self.p.stdout.readline()
+        if not line:
+            raise RuntimeError(f"worker {self.variant} ended (exit {self.p.wait()}); its stderr says why")
+        return json.loads(line)
+
+    def ask(self, cmd: str) -> dict:
+        self.p.stdin.write(cmd + "\n")
+        self.p.stdin.flush()
+        return self._read()
+
+    def close(self) -> None:
+        self.p.stdin.write("quit\n")
+        self.p.stdin.close()
+        self.p.wait()
 
 
 def main() -> None:
@@ -35,20 +204,40 @@ def main() -> None:
     ap.add_argument("--segments", type=int, default=40)
     ap.add_argument("--min-seconds", type=float, default=1.0)
     ap.add_argument("--max-seconds", type=float, default=12.0)
-    ap.add_argument("--batch-seconds", type=float, default=60.0)
     ap.add_argument("--layer", type=int, default=6)
-    ap.add_argument("--repeats", type=int, default=2)
-    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument(
-        "--breakdown", action="store_true", help="also time the conv extractor and the transformer separately"
+        "--variants", default="eager,onnxruntime", help=f"comma-separated, eager first; of {', '.join(VARIANTS)}"
     )
+    ap.add_argument(
+        "--breakdown", action="store_true", help="also time eager's conv extractor and transformer separately"
+    )
+    ap.add_argument("--json", help="also write every timing, per variant and segment, to this file")
+    ap.add_argument("--worker", choices=VARIANTS, help=argparse.SUPPRESS)
+    for hidden in ("--checkpoint", "--export", "--features"):
+        ap.add_argument(hidden, help=argparse.SUPPRESS)
     a = ap.parse_args()
     warnings.simplefilter("ignore")
+    if a.worker:
+        return worker(a)
+    import logging
+
+    import torch
+
+    from speechprep import s2s_runtime
+    from speechprep.demo.s2s_models import BASE_CONV_LAYERS, save_checkpoint, tiny_hubert
+
+    logging.basicConfig(level=logging.WARNING)
+    variants = a.variants.split(",")
+    if variants[0] != "eager" or not set(variants) <= set(VARIANTS):
+        ap.error(f"--variants: eager first, then some of {', '.join(VARIANTS[1:])}")
     torch.set_num_threads(a.threads)
+    load = [os.getloadavg()]
     with tempfile.TemporaryDirectory() as tmp:
-        model, _, _, _ = tiny_hubert(
-            Path(tmp) / "l",
+        tmp = Path(tmp)
+        model, task, tcfg, mcfg = tiny_hubert(
+            tmp / "l",
             layers=12,
             dim=768,
             ffn=3072,
@@ -57,72 +246,97 @@ def main() -> None:
             conv_pos=128,
             conv_pos_groups=16,
         )
-    model = model.to(a.device).eval()
-    rng = np.random.default_rng(0)
-    pool = np.concatenate(demo_audio(REPO / "resources/demo/truth.json"))
-    segs = []
-    for n in (rng.uniform(a.min_seconds, a.max_seconds, a.segments) * 16000).astype(int):
-        start = int(rng.integers(0, len(pool) - n))
-        segs.append(torch.tensor(pool[start : start + n], device=a.device))
-    audio = sum(len(x) for x in segs) / 16000
-    order = sorted(range(len(segs)), key=lambda i: -len(segs[i]))
-    batches, cur = [], []
-    for i in order:  # the stage's planner: padded seconds within the budget
-        if cur and (len(cur) + 1) * len(segs[cur[0]]) / 16000 > a.batch_seconds:
-            batches.append(cur)
-            cur = []
-        cur.append(i)
-    batches.append(cur)
+        ckpt = save_checkpoint(model, task, tcfg, mcfg, tmp / "hubert_base_random.pt")
+        exports, builds = {}, {}
+        for v in variants[1:]:
+            exporter = "dynamo" if v.endswith("dynamo") else "torchscript"
+            if exporter not in exports:
+                t = time.perf_counter()
+                exports[exporter] = tmp / exporter / "export.onnx"
+                meta = s2s_runtime.build_export(ckpt, a.layer, exports[exporter], threads=a.threads, exporter=exporter)
+                builds[exporter] = (
+                    time.perf_counter() - t,
+                    meta["max_abs_diff"],
+                    exports[exporter].stat().st_size / 1e6,
+                )
+        workers = [
+            Worker(v, a, ckpt, exports.get("dynamo" if v.endswith("dynamo") else "torchscript"), tmp / "features")
+            for v in variants
+        ]
+        segs = segments(a)
+        audio = sum(len(x) for x in segs) / 16000
+        for i in range(len(segs)):  # warm-up pass, which also saves each variant's features
+            for w in workers:
+                w.ask(f"run {i}")
+        wall = {v: [[] for _ in segs] for v in variants}
+        cpu = {v: [[] for _ in segs] for v in variants}
+        rng = np.random.default_rng(1)
+        for r in range(a.repeats):
+            for k, i in enumerate(rng.permutation(len(segs))):
+                for j in range(len(workers)):
+                    w = workers[(j + k + r) % len(workers)]
+                    res = w.ask(f"run {i}")
+                    wall[w.variant][i].append(res["wall"])
+                    cpu[w.variant][i].append(res["cpu"])
+        stats = {w.variant: w.ask("stats") for w in workers}
+        for w in workers:
+            w.close()
+        load.append(os.getloadavg())
+        ref = [np.load(tmp / "features" / "eager" / f"{i}.npy") for i in range(len(segs))]
+        diffs = {
+            v: max(float(np.abs(np.load(tmp / "features" / v / f"{i}.npy") - ref[i]).max()) for i in range(len(segs)))
+            for v in variants[1:]
+        }
 
-    def loop():
-        out = []
-        with torch.no_grad():
-            for x in segs:
-                f, _ = model.extract_features(x[None], padding_mask=None, mask=False, output_layer=a.layer)
-                out.append(f[0])
-        return out
+    def per_seg(d, v):
+        return [statistics.median(x) for x in d[v]]
 
-    def batched():
-        out = [None] * len(segs)
-        for b in batches:
-            for i, f in zip(b, s2s.dense_features(model, [segs[i] for i in b], a.layer, False)):
-                out[i] = f
-        return out
-
-    loop()  # warm-up
-    times = {"loop": [], "batched": []}
-    for _ in range(a.repeats):
-        t = time.perf_counter()
-        ref = loop()
-        times["loop"].append(time.perf_counter() - t)
-        t = time.perf_counter()
-        got = batched()
-        times["batched"].append(time.perf_counter() - t)
-    diff = max((x - y).abs().max().item() for x, y in zip(ref, got))
-    med = {k: statistics.median(v) for k, v in times.items()}
     print(
         f"S2S features: HuBERT-base-sized model (random), layer {a.layer}, {a.segments} segments of "
-        f"{a.min_seconds:g}-{a.max_seconds:g} s ({audio:.0f} s of audio), {a.device}, {a.threads} threads, "
-        f"median of {a.repeats}"
+        f"{a.min_seconds:g}-{a.max_seconds:g} s ({audio:.0f} s of audio), CPU, {a.threads} threads, "
+        f"per segment, median of {a.repeats} interleaved repeats"
     )
     print(
-        f"  one segment at a time (textlesslib loop): {med['loop']:.2f} s, {audio / med['loop']:.1f} audio-s/s"
-        f"  (runs: {', '.join(f'{x:.2f}' for x in times['loop'])})"
+        f"  load average (1/5/15 min) before {'/'.join(f'{x:.1f}' for x in load[0])}, "
+        f"after {'/'.join(f'{x:.1f}' for x in load[1])} on {os.cpu_count()} CPUs"
     )
-    print(
-        f"  batched, {len(batches)} batches within {a.batch_seconds:g} padded s: {med['batched']:.2f} s, "
-        f"{audio / med['batched']:.1f} audio-s/s  (runs: {', '.join(f'{x:.2f}' for x in times['batched'])})"
-    )
-    print(
-        f"batched / loop: {med['loop'] / med['batched']:.2f}x   (aim >= 1.5x on CPU); "
-        f"max |feature difference| {diff:.2e}"
-    )
+    for exporter, (secs, diff, size) in builds.items():
+        print(
+            f"  export ({exporter}): built and checked in {secs:.1f} s, {size:.0f} MB, "
+            f"max |export - eager| on the check waveforms {diff:.2e}"
+        )
+    base_wall, base_cpu = per_seg(wall, "eager"), per_seg(cpu, "eager")
+    base_best = sum(min(x) for x in wall["eager"])
+    for w in workers:
+        v = w.variant
+        sw, sc, best = per_seg(wall, v), per_seg(cpu, v), sum(min(x) for x in wall[v])
+        line = (
+            f"  {v:18s} {sum(sw):6.2f} s wall, {audio / sum(sw):5.1f} audio-s/s, {sum(sc):6.2f} s CPU, "
+            f"{best:.2f} s best-of-repeats wall; "
+            f"load {w.loaded['load_s']:.1f} s, RSS after load {w.loaded['rss_after_load_mb']:.0f} MB, "
+            f"peak RSS {stats[v]['peak_rss_mb']:.0f} MB"
+        )
+        if v != "eager":
+            ratios = [b / x for b, x in zip(base_wall, sw, strict=True)]
+            line += (
+                f"\n  {'':18s} eager / {v}: {sum(base_wall) / sum(sw):.2f}x wall (per segment: median "
+                f"{statistics.median(ratios):.2f}x, min {min(ratios):.2f}x), {sum(base_cpu) / sum(sc):.2f}x "
+                f"CPU, {base_best / best:.2f}x best-of-repeats wall; max |feature difference| {diffs[v]:.2e}"
+            )
+        print(line)
+    print("aim: eager / onnxruntime >= 1.5x wall on CPU")
+    if a.json:
+        lengths = [len(x) / 16000 for x in segs]
+        with open(a.json, "w", encoding="utf-8") as f:
+            json.dump({"seconds": lengths, "wall": wall, "cpu": cpu, "load": load, "stats": stats}, f)
     if a.breakdown:
-        breakdown(model, segs, a.layer)
+        breakdown(model.eval(), [torch.from_numpy(x) for x in segs], a.layer)
 
 
 def breakdown(model, segs, layer) -> None:
-    """Where one-at-a-time time goes, and what batching the transformer alone changes."""
+    """Where eager time goes: the conv extractor and the transformer, one segment at a time."""
+    import torch
+
     with torch.no_grad():
         t = time.perf_counter()
         feats = [model.feature_extractor(x[None])[0].t() for x in segs]
@@ -133,20 +347,7 @@ def breakdown(model, segs, layer) -> None:
         t = time.perf_counter()
         for f in feats:
             model.encoder(f[None], padding_mask=None, layer=layer - 1)
-        single = time.perf_counter() - t
-        order = sorted(range(len(feats)), key=lambda i: -len(feats[i]))
-        print(f"  breakdown: conv extractor per segment {cnn:.2f} s; transformer one at a time {single:.2f} s")
-        for bs in (4, 8, 16):
-            t = time.perf_counter()
-            for k in range(0, len(order), bs):
-                group = [feats[i] for i in order[k : k + bs]]
-                x = group[0].new_zeros(len(group), len(group[0]), group[0].shape[1])
-                pad = torch.ones(len(group), len(group[0]), dtype=torch.bool)
-                for j, f in enumerate(group):
-                    x[j, : len(f)] = f
-                    pad[j, : len(f)] = False
-                model.encoder(x, padding_mask=pad, layer=layer - 1)
-            print(f"  transformer in groups of {bs}: {time.perf_counter() - t:.2f} s")
+        print(f"  eager breakdown: conv extractor {cnn:.2f} s; transformer {time.perf_counter() - t:.2f} s")
 
 
 if __name__ == "__main__":

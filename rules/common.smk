@@ -146,6 +146,16 @@ def asr_model_file(wildcards):
     return [spec] if is_local_model(spec) else []
 
 
+# The HuBERT exported for ONNX Runtime: one per checkpoint file and layer (the
+# sidecar records the checkpoint's sha256; a job refuses an export of another).
+S2S_EXPORT = f"{RESULTS}/{ALL}/s2s/runtime/{Path(config['s2s']['hubert']).stem}-layer{config['s2s']['layer']}.onnx"
+
+
+def s2s_export_file(wildcards):
+    """The ONNX export, when s2s.runtime may use it (auto uses it on CPU)."""
+    return [S2S_EXPORT] if config["s2s"]["runtime"] != "torch" else []
+
+
 def s2s_model_files(wildcards):
     """The S2S model files (the demo ones are built by rule demo_s2s_models)."""
     return [config["s2s"][k] for k in ("hubert", "kmeans", "vocoder", "vocoder_config")]

@@ -1,10 +1,37 @@
-# S2S: HuBERT units per shard of VAD segments, and unit HiFi-GAN resynthesis.
+# S2S: HuBERT units per shard of VAD segments, and unit HiFi-GAN resynthesis;
+# the HuBERT exported once for ONNX Runtime (s2s.runtime) and checked.
+
+
+rule s2s_export:
+    input:
+        hubert=config["s2s"]["hubert"],
+        env="envs/s2s.yaml",  # another torch or onnxruntime: the export is built again
+    output:
+        onnx=S2S_EXPORT,
+        meta=f"{S2S_EXPORT}.json",
+    log:
+        f"{RESULTS}/{ALL}/logs/s2s_export.log",
+    conda:
+        "../envs/s2s.yaml"
+    envmodules:
+        "speechprep/s2s",
+    threads: config["s2s"]["threads"]
+    resources:
+        mem_mb=8000,
+        runtime=60,
+    params:
+        cmd=speechprep("s2s"),
+        layer=config["s2s"]["layer"],
+    shell:
+        "{params.cmd} s2s export --checkpoint {input.hubert:q} --layer {params.layer} --threads {threads}"
+        " --out {output.onnx:q} > {log:q} 2>&1"
 
 
 rule s2s:
     input:
         segments=f"{RESULTS}/{{ds}}/vad/{{shard}}.segments.jsonl",
         models=s2s_model_files,
+        export=s2s_export_file,
     output:
         units=f"{RESULTS}/{{ds}}/s2s/{{shard}}.units.jsonl",
         rejects=f"{RESULTS}/{{ds}}/s2s/{{shard}}.rejects.jsonl",
@@ -25,7 +52,8 @@ rule s2s:
         cmd=speechprep("s2s"),
         s2s=lambda wc: stage_params("s2s", wc.ds),
         resume=f"{RESULTS}/{{ds}}/s2s/.partial/{{shard}}.jsonl",
+        export=lambda wc, input: f"--export {shlex.quote(input.export[0])}" if input.export else "",
     shell:
         "{params.cmd} s2s run --segments {input.segments:q} --params {params.s2s:q} --threads {threads}"
         " --resume {params.resume:q} --units {output.units:q} --wav-dir {output.wavs:q}"
-        " --rejects {output.rejects:q} > {log:q} 2>&1"
+        " --rejects {output.rejects:q} {params.export} > {log:q} 2>&1"

@@ -37,6 +37,8 @@ FLAGS: dict[str, dict[str, Any]] = {
     "encoders": {"type": json.loads, "help": "tts.condition and tts.emotion, as JSON"},
     "val-ratio": {"type": float, "help": "tts.val_ratio"},
     "max-steps": {"type": int, "default": 1500},
+    "layer": {"type": int, "help": "s2s.layer"},
+    "export": {"help": "the checked ONNX export of the HuBERT (s2s.runtime onnxruntime)"},
     "write-modern": {"metavar": "OUT", "help": "write a copy plain fairseq loads"},
 }
 # (stage, job) -> (environment, flags, handler); the handler's docstring is the job's help
@@ -100,13 +102,23 @@ def _asr_merge(a):
     asr.merge(a.shards, a.rejects, a.manifest, a.summary)
 
 
-@job("s2s run", "segments params threads? resume units wav-dir rejects")
+@job("s2s run", "segments params threads? resume units wav-dir rejects export?")
 def _s2s(a):
     """HuBERT units and unit HiFi-GAN resynthesis of one shard."""
     from . import s2s
 
     _torch_threads(a.threads)
-    s2s.run_shard(a.segments, a.units, a.wav_dir, a.rejects, s2s.S2sParams.from_dict(a.params), a.resume)
+    p = s2s.S2sParams.from_dict(a.params)
+    s2s.run_shard(a.segments, a.units, a.wav_dir, a.rejects, p, a.resume, export=a.export, threads=a.threads)
+
+
+@job("s2s export", "checkpoint layer out threads?")
+def _s2s_export(a):
+    """Export a HuBERT up to a layer for ONNX Runtime, checked against PyTorch (s2s.runtime)."""
+    from . import s2s_runtime
+
+    _torch_threads(a.threads)
+    s2s_runtime.build_export(a.checkpoint, a.layer, a.out, threads=a.threads)
 
 
 @job("s2s inspect", "checkpoint= write-modern?")

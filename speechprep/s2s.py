@@ -63,6 +63,7 @@ class S2sParams(StageParams):
     min_duration: float
     max_duration: float
     dur_prediction: str
+    runtime: str
     model_failure: dict
     hash_cache: str | None
 
@@ -246,19 +247,29 @@ def synthesize(vocoder, units: list[int], dur_prediction: bool, device: str) -> 
 # a shard
 # ---------------------------------------------------------------------------
 class Models:
-    """HuBERT (legacy checkpoints loaded exactly), the k-means quantizer and the vocoder."""
+    """HuBERT (legacy checkpoints loaded exactly; on CPU through ONNX Runtime when
+    ``s2s.runtime`` says so, from the checked ``export``), the k-means quantizer
+    and the vocoder."""
 
-    def __init__(self, p: S2sParams, device: str):
+    def __init__(self, p: S2sParams, device: str, export: str | None = None, threads: int = 1):
         import torch
 
-        from . import fairseq_legacy
+        from . import fairseq_legacy, s2s_runtime
 
         t = time.monotonic()
         self.device = device
+        self.runtime = s2s_runtime.resolve_runtime(p.runtime, device)
         self.hubert, _, task, report = fairseq_legacy.load(p.hubert)
         self.hubert.to(device)
         self.normalize = bool(getattr(task.cfg, "normalize", False))
         self.frame_rate = frame_rate(self.hubert)
+        self.encoder = None
+        if self.runtime == "onnxruntime":
+            if export is None:
+                raise UsageError("s2s.runtime is onnxruntime here, but no export of the HuBERT was given (--export)")
+            sha = sha256_cached(p.hubert, p.hash_cache)
+            self.encoder = s2s_runtime.load_encoder(export, checkpoint_sha256=sha, layer=p.layer, threads=threads)
+            self.hubert = self.hubert.cpu()  # kept for its layer count; features come from the export
         self.quantizer = Quantizer(load_kmeans_centers(p.kmeans), device)
         self.vocoder, self.vocoder_cfg = load_vocoder(p.vocoder, p.vocoder_config, device)
         has_dur = self.vocoder.model.dur_predictor is not None
@@ -268,6 +279,7 @@ class Models:
         n_layers = len(self.hubert.encoder.layers)
         if not 1 <= p.layer <= n_layers:
             raise UsageError(f"s2s.layer is {p.layer}, but the HuBERT checkpoint has layers 1..{n_layers}")
+        log.info("features through %s%s", self.runtime, f" ({export})" if export else "")
         log.info(
             "HuBERT %s (%d layers, using %d, %g Hz, normalize=%s); legacy: %s",
             p.hubert,
@@ -307,7 +319,10 @@ def units_for_batch(models: Models, audios: list[np.ndarray], max_chunk: int) ->
         for start in range(0, len(a), max_chunk):
             pieces.append(a[start : start + max_chunk])
             owner.append(i)
-    feats = dense_features(models.hubert, pieces, models.layer, models.normalize)
+    if models.encoder is not None:
+        feats = models.encoder.dense_features(pieces)
+    else:
+        feats = dense_features(models.hubert, pieces, models.layer, models.normalize)
     units: list[list[int]] = [[] for _ in audios]
     for i, f in zip(owner, feats):
         units[i].extend(models.quantizer(f).tolist())
@@ -353,6 +368,8 @@ def run_shard(
     p: S2sParams,
     resume: str,
     models: Models | None = None,
+    export: str | None = None,
+    threads: int = 1,
 ) -> dict[str, Any]:
     """Units and resynthesised WAVs for every segment of a shard (resumable).
 
@@ -361,10 +378,11 @@ def run_shard(
     any exception."""
     import soundfile as sf
 
-    models = models or Models(p, resolve_device(p.device))
+    models = models or Models(p, resolve_device(p.device), export, threads)
     ident = identity(p)
     scratch = Path(resume).with_suffix("")  # WAVs wait here until the shard is done
     fp = {k: v for k, v in asdict(p).items() if k not in ("model_failure", "hash_cache")}
+    fp["runtime"] = models.runtime  # as resolved: a resumed job does not mix runtimes
     job = ShardJob(
         STAGE,
         segments_path,

@@ -17,6 +17,7 @@ from speechprep import fairseq_legacy as legacy
 from speechprep import s2s
 from speechprep.demo import demo_audio
 from speechprep.demo.s2s_models import build_demo, tiny_hubert, tiny_vocoder
+from speechprep.errors import UsageError
 from speechprep.jsonio import read_jsonl, write_jsonl
 from tests.support import DEMO, demo_segments
 
@@ -35,8 +36,9 @@ def models(demo_models):
 
 
 def params(demo_models, **kw):
-    """The demo models with the config defaults (layer 2: the demo HuBERT has two)."""
-    return s2s.S2sParams.defaults(**{**demo_models[1], "layer": 2, **kw})
+    """The demo models with the config defaults (layer 2: the demo HuBERT has two);
+    PyTorch features unless ``runtime`` says otherwise."""
+    return s2s.S2sParams.defaults(**{**demo_models[1], "layer": 2, "runtime": "torch", **kw})
 
 
 def segments(n=None, extra=()):
@@ -395,3 +397,24 @@ def test_model_hashes_come_from_the_cache(tmp_path, demo_models, models):
     assert len(list(cache.glob("*.json"))) == 4
     for key in ("hubert", "kmeans", "vocoder", "vocoder_config"):
         assert lines[0][f"{key}_sha256"] == sha256_file(demo_models[1][key])
+
+
+def test_the_stage_through_onnx_runtime_gives_the_same_units(tmp_path, demo_models, models):
+    """s2s.runtime onnxruntime: the checked export of the demo HuBERT, the same units and WAVs."""
+    pytest.importorskip("onnxruntime")
+    from speechprep import s2s_runtime
+
+    export = tmp_path / "hubert.onnx"
+    s2s_runtime.build_export(demo_models[1]["hubert"], 2, export)
+    segs = segments(8)
+    _, eager, _, out_e = run(tmp_path, segs, params(demo_models), tag="eager", models=models)
+    p = params(demo_models, runtime="onnxruntime")
+    ort = s2s.Models(p, "cpu", str(export))
+    assert ort.runtime == "onnxruntime" and ort.encoder is not None
+    _, fast, _, out_f = run(tmp_path, segs, p, tag="ort", models=ort)
+    assert [(x["id"], x["units"]) for x in fast] == [(x["id"], x["units"]) for x in eager]
+    for x in eager:
+        name = Path(x["wav"]).name
+        assert (out_f["wavs"] / name).read_bytes() == (out_e["wavs"] / name).read_bytes()
+    with pytest.raises(UsageError, match="no export of the HuBERT was given"):
+        s2s.Models(p, "cpu")
