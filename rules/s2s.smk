@@ -5,7 +5,7 @@
 rule s2s_export:
     input:
         hubert=config["s2s"]["hubert"],
-        env="envs/s2s.yaml",  # another torch or onnxruntime: the export is built again
+        env=str(REPO / "envs" / "s2s.yaml"),  # another torch or onnxruntime: built again
     output:
         onnx=S2S_EXPORT,
         meta=f"{S2S_EXPORT}.json",
