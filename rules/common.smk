@@ -163,7 +163,7 @@ def s2s_model_files(wildcards):
 
 # TTS settings that only the tokenizer and text ids (or only the manifests) read:
 # the audio-feature jobs do not rerun when they change.
-TTS_TEXT_KEYS = ("tokenizer", "vocab_size", "val_ratio")
+TTS_TEXT_KEYS = ("tokenizer", "vocab_size", "val_ratio", "split_by_speaker")
 
 
 def tts_tokenizer_params():

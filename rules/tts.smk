@@ -119,6 +119,7 @@ rule tts_manifest:
     params:
         cmd=speechprep("tts"),
         val_ratio=lambda wc: config["tts"]["val_ratio"],
+        by_speaker=lambda wc: "--split-by-speaker" if config["tts"]["split_by_speaker"] else "",
         config_sha256=lambda wc: config_sha256(),
         encoders=lambda wc: tts_encoders(),
         hash_cache=HASH_CACHE,
@@ -131,7 +132,7 @@ rule tts_manifest:
         " --hash-cache {params.hash_cache:q} --tokenizer {input.tokenizer:q}"
         " --features {input.features:q} --texts {input.texts:q} --rejects {input.rejects:q}"
         " --asr {input.asr:q} --units {input.units:q} --train {output.train:q} --val {output.val:q}"
-        " {params.kept}"
+        " {params.kept} {params.by_speaker}"
         " --stats {output.stats:q} > {log:q} 2>&1"
 
 

@@ -36,6 +36,7 @@ FLAGS: dict[str, dict[str, Any]] = {
     "languages": {"type": json.loads, "default": {}, "help": 'JSON {"<ds>": "<language>"}'},
     "encoders": {"type": json.loads, "help": "tts.condition and tts.emotion, as JSON"},
     "val-ratio": {"type": float, "help": "tts.val_ratio"},
+    "split-by-speaker": {"action": "store_true", "help": "tts.split_by_speaker"},
     "max-steps": {"type": int, "default": 1500},
     "layer": {"type": int, "help": "s2s.layer"},
     "export": {"help": "the checked ONNX export of the HuBERT (s2s.runtime onnxruntime)"},
@@ -180,7 +181,7 @@ def _tts_text(a):
 @job(
     "tts manifest",
     "dataset-name val-ratio config-sha256 tokenizer features+ texts+ rejects+ asr+ units+ "
-    "encoders hash-cache? train val stats kept*",
+    "encoders hash-cache? train val stats kept* split-by-speaker?",
 )
 def _tts_manifest(a):
     """A dataset's train/val manifests and stats.json."""
@@ -202,6 +203,7 @@ def _tts_manifest(a):
         a.val,
         a.stats,
         a.kept,
+        a.split_by_speaker,
     )
 
 
@@ -309,7 +311,7 @@ def _add(p: argparse.ArgumentParser, spec: str) -> None:
             continue
         if kind in ("+", "*"):
             kw["nargs"] = "+"
-        kw.setdefault("required", kind not in ("?", "*"))
+        kw.setdefault("required", kind not in ("?", "*") and kw.get("action") != "store_true")
         p.add_argument(f"--{name}", **kw)
 
 

@@ -31,9 +31,10 @@ S2S_MODELS = ("hubert", "kmeans", "vocoder", "vocoder_config")
 PACKAGES = ("torch", "numpy", "sentencepiece", "resemblyzer", "opensmile", "soundfile", "soxr")
 
 
-def is_val(seg_id: str, val_ratio: float) -> bool:
-    """Deterministic split by a hash of the id: an id keeps its split when the corpus grows."""
-    h = int.from_bytes(hashlib.sha256(seg_id.encode("utf-8")).digest()[:8], "big")
+def is_val(key: str, val_ratio: float) -> bool:
+    """Deterministic split by a hash of ``key`` (the id, or the speaker): a key keeps
+    its split when the corpus grows."""
+    h = int.from_bytes(hashlib.sha256(key.encode("utf-8")).digest()[:8], "big")
     return h / 2**64 < val_ratio
 
 
@@ -91,11 +92,14 @@ def build_manifests(
     val_out: str,
     stats_out: str,
     kept: list[str] | None = None,
+    split_by_speaker: bool = False,
 ) -> dict[str, Any]:
     """Train/val manifests of a dataset and its ``stats.json``. With the curation
     stage's ``kept`` lines, only those segments, with their ``speaker`` and ``tier``
     (the features were computed for every measured segment, so a threshold change
-    reruns this job, not the features)."""
+    reruns this job, not the features). ``split_by_speaker``: the split hashes the
+    speaker rather than the id, so no speaker is in both (a segment without one
+    is split by its id)."""
     ids = {t["id"]: t for path in texts for t in read_jsonl(path)}
     keep = {k["id"]: {"speaker": k["speaker"], "tier": k["tier"]} for p in kept or () for k in read_jsonl(p)}
     split: dict[str, list[dict]] = {"train": [], "val": []}
@@ -115,7 +119,8 @@ def build_manifests(
                 **t,
                 **keep.get(f["id"], {}),
             }
-            split["val" if is_val(f["id"], val_ratio) else "train"].append(line)
+            key = line["speaker"] if split_by_speaker and line.get("speaker") else f["id"]
+            split["val" if is_val(key, val_ratio) else "train"].append(line)
     if ids:
         raise UsageError(f"text ids without audio features: {sorted(ids)[:5]}")
     for lines in split.values():
@@ -136,6 +141,7 @@ def build_manifests(
         "hours": {k: round(sum(x["duration"] for x in v) / 3600, 6) for k, v in split.items()},
         "rejects_by_reason": reasons,
         "val_ratio": val_ratio,
+        "split_by_speaker": split_by_speaker,
         "manifests": {"train": str(Path(train_out).resolve()), "val": str(Path(val_out).resolve())},
         "tokenizer": {
             "path": str(Path(tokenizer).resolve()),

@@ -77,7 +77,8 @@ def test_manifests_stats_and_combined_agree(tmp_path, encoders):
         str(out / "stats.json"),
     )
     train, val = list(read_jsonl(out / "train.jsonl")), list(read_jsonl(out / "val.jsonl"))
-    assert stats["counts"] == {"train": len(train), "val": len(val), "rejected": 1} and len(train) + len(val) == 6
+    assert stats["counts"] == {"train": len(train), "val": len(val), "rejected": 1, "curated_out": 0}
+    assert len(train) + len(val) == 6
     assert stats["rejects_by_reason"] == {"no_text": 1}
     assert all(manifests.is_val(x["id"], 0.4) for x in val) and not any(manifests.is_val(x["id"], 0.4) for x in train)
     for x in train + val:
@@ -122,3 +123,45 @@ def test_manifests_stats_and_combined_agree(tmp_path, encoders):
     )
     assert both["counts"]["train"] == 2 * len(train) == len(list(read_jsonl(out / "all_train.jsonl")))
     assert both["datasets"] == ["demo", "other"] and both["per_dataset"]["other"]["counts"] == stats["counts"]
+
+
+def test_split_by_speaker_puts_no_speaker_in_both(tmp_path):
+    feats, texts = tmp_path / "f.jsonl", tmp_path / "t.jsonl"
+    speakers = [f"spk{i}" for i in range(20)]
+    lines = [
+        {
+            "id": f"u{i:03d}",
+            "audio_filepath": "/a.wav",
+            "offset": 0.0,
+            "duration": 1.0,
+            "text": "hi",
+            "speaker": speakers[i % 20],
+        }
+        for i in range(200)
+    ]
+    write_jsonl(feats, lines)
+    write_jsonl(texts, [{"id": x["id"], "text_ids": "/x.npy", "text_ids_len": 1} for x in lines])
+    text.train_tokenizer(["hi there"] * 10, tmp_path / "tok.model", 16)
+    for by_speaker in (False, True):
+        out = tmp_path / str(by_speaker)
+        manifests.build_manifests(
+            "d",
+            [str(feats)],
+            [str(texts)],
+            [],
+            [],
+            [],
+            str(tmp_path / "tok.model"),
+            {"condition": "resemblyzer", "emotion": "egemaps"},
+            None,
+            0.3,
+            "x",
+            str(out / "train.jsonl"),
+            str(out / "val.jsonl"),
+            str(out / "stats.json"),
+            split_by_speaker=by_speaker,
+        )
+        train = {x["speaker"] for x in read_jsonl(out / "train.jsonl")}
+        val = {x["speaker"] for x in read_jsonl(out / "val.jsonl")}
+        assert val and train
+        assert (not train & val) == by_speaker  # by id, 200 segments of 20 speakers land on both sides
