@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """S2S dense features on CPU: eager PyTorch vs the ONNX Runtime path, same run, same segments.
 
-    PYTHONPATH=.:<onnxruntime+onnx> .venvs/s2s/bin/python bench/s2s_features.py [--segments 40]
+    .venvs/s2s/bin/python bench/s2s_features.py [--segments 40]
         [--repeats 3] [--threads 2] [--variants eager,onnxruntime] [--json out.json] [--breakdown]
 
 A HuBERT-base-sized model (12 layers, 768 dims, 512-channel conv extractor; random
@@ -25,38 +25,7 @@ is the sum of those; ratios are eager / variant, same run. CPU time (all threads
 printed too, and "best-of-repeats" (sum over segments of the fastest repeat: the
 closest this run comes to an idle machine).
 
-Measured 2026-11-22 (torch 2.13.0 CPU, onnxruntime 1.31.1, onnx 1.23.2; Xeon with
-AVX-512, 2 cores SHARED with two other engineers' test runs and benchmarks: the load
-average was 2.2-6.0 on 2 CPUs throughout, so no figure below is from an idle machine).
-40 segments of 1-12 s (276 s of audio), layer 6, 2 threads unless said:
-
-    --variants eager,onnxruntime,onnxruntime-dynamo            (load 4.2 -> 3.3)
-      eager 40.6 s wall (6.8 audio-s/s), 47.3 s CPU, peak RSS 1776 MB
-      onnxruntime 24.9 s (11.1 audio-s/s), 32.3 s CPU, peak RSS 1448 MB:
-        1.63x wall (per segment median 1.43x), 1.47x CPU, 1.14x best-of-repeats
-      onnxruntime-dynamo: 1.43x wall, 1.33x CPU (export 35 s instead of 19 s)
-    --repeats 5                                                 (load 3.7 -> 6.0)
-      eager 78.5 s (3.5 audio-s/s), 54.0 s CPU, peak RSS 2216 MB
-      onnxruntime 43.6 s (6.3 audio-s/s), 28.8 s CPU, peak RSS 1439 MB:
-        1.80x wall (per segment median 1.79x), 1.88x CPU, 1.58x best-of-repeats
-    --threads 1 --segments 20                                   (load 5.7 -> 4.9)
-      1.07x wall, 1.13x CPU, 1.19x best-of-repeats; peak RSS 1341 / 1431 MB
-    --segments 2 --min-seconds 60 --max-seconds 60 --repeats 1 \
-        --variants eager,onnxruntime,onnxruntime-noarena        (load 2.2 -> 2.8)
-      1.62x wall, 1.04x CPU (an earlier run: 1.05x wall, 1.14x CPU);
-      peak RSS eager 2028 MB, onnxruntime 3562 MB (arena), 2150 MB (no arena, 1.55x)
-    (before the conv extractor ran as 2-D convolutions: 1.34x and 1.36x wall;
-     onnxruntime-spin: same wall as without spinning, 12% more CPU)
-
-Reading: at 2 threads on this shared machine the ONNX Runtime path is 1.4-1.8x faster
-per segment than eager, same run (so >= 1.5x in total wall time in both full runs).
-But with one thread (no thread pool to stall) it is only 1.1-1.2x faster in wall,
-CPU and best-of-repeats time, and on 60-s segments 1.04-1.14x in CPU time: much of
-the 2-thread gain is eager's OpenMP pool (which also spins: more CPU per segment at
-2 threads) coping worse with the other processes on the cores. On dedicated cores
-expect less than the 2-thread figures; measure there before relying on >= 1.5x.
-(``<onnxruntime+onnx>``: a directory they were pip-installed into with ``--target``,
-until they are in envs/s2s.yaml.)
+Figures and the command: docs/benchmarks.md, "S2S features".
 """
 
 from __future__ import annotations
