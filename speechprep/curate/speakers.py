@@ -166,22 +166,36 @@ def assign_speakers_by_file(
     seed: int,
     chunk: int,
 ) -> Speakers:
-    """:func:`assign_speakers` over source files instead of segments: each file's
-    segments are pooled (their mean embedding, normalised), files are clustered,
-    and every segment gets its file's speaker and its own distance to that
-    speaker's centroid. One speaker per file (audiobooks, read speech, most TTS
-    corpora): pooled, two short phrases of one voice are far more alike than
-    they are alone. A file's speaker from its input lines wins."""
-    names, file_of = np.unique(np.asarray(files, dtype=object), return_inverse=True)
+    """:func:`assign_speakers` over source files instead of segments: the segments
+    of a file without a given speaker are pooled (their mean embedding,
+    normalised), files are clustered, and every such segment gets its file's
+    speaker; a segment with a given speaker keeps it. Each segment's distance is
+    its own, to its speaker's centroid. One speaker per file (audiobooks, read
+    speech, most TTS corpora): pooled, two short phrases of one voice are far
+    more alike than they are alone."""
     n = len(files)
-    pooled = _means(rows, np.arange(n), file_of.astype(np.int32), len(names), chunk, dim)
-    file_given: list[str | None] = [None] * len(names)
-    for i, g in enumerate(given):
-        if g is not None and file_given[file_of[i]] is None:
-            file_given[file_of[i]] = g
-    spk = assign_speakers(
-        lambda idx: pooled[idx], len(names), dim, file_given, sample, threshold, min_size, seed, chunk
+    unnamed = np.flatnonzero([g is None for g in given])
+    named = np.flatnonzero([g is not None for g in given])
+    names, file_of = np.unique(np.asarray([files[i] for i in unnamed], dtype=object), return_inverse=True)
+    pooled = (
+        _means(rows, unnamed, file_of.astype(np.int32), len(names), chunk, dim)
+        if len(unnamed)
+        else np.zeros((0, dim), np.float32)
     )
-    label = spk.label[file_of]
+    # the items clustered: each named segment alone, then each pooled file
+    item_given = [given[i] for i in named] + [None] * len(names)
+
+    def item_rows(idx: np.ndarray) -> np.ndarray:
+        out = np.empty((len(idx), dim), np.float32)
+        seg = idx < len(named)
+        if seg.any():
+            out[seg] = rows(named[idx[seg]])
+        out[~seg] = pooled[idx[~seg] - len(named)]
+        return out
+
+    spk = assign_speakers(item_rows, len(item_given), dim, item_given, sample, threshold, min_size, seed, chunk)
+    label = np.empty(n, np.int32)
+    label[named] = spk.label[: len(named)]
+    label[unnamed] = spk.label[len(named) + file_of]
     distance = _distances(rows, np.arange(n), label, spk.centroids, chunk) if n else np.zeros(0, np.float32)
     return Speakers(spk.names, spk.centroids, label, distance, spk.sample_clusters)

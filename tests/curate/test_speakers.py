@@ -93,3 +93,29 @@ def test_small_sample_clusters_are_dissolved():
     lone = synthetic(1, 1, seed=3)[0]
     c, found = cluster_sample(np.concatenate([x, lone]), 0.16, 2)
     assert found == 4 and len(c) == 3
+
+
+def test_speakers_by_file_pool_a_files_segments_and_keep_given_names():
+    from speechprep.curate.speakers import assign_speakers_by_file
+
+    x, who = synthetic(4, 30, spread=1.2, seed=3)  # noisy segments: alone they scatter
+    files = [f"f{i // 3:03d}" for i in range(len(x))]  # 3 consecutive segments of one speaker per file
+    given = [None] * len(x)
+    given[0] = "narrator"  # a given name wins for its segment
+    p = params("speakers")
+    spk = assign_speakers_by_file(
+        lambda idx: x[idx],
+        files,
+        256,
+        given,
+        p.speaker_sample,
+        0.5,
+        p.speaker_min_size,
+        p.speaker_seed,
+        p.speaker_chunk,
+    )
+    names = [spk.names[k] for k in spk.label]
+    assert names[0] == "narrator"
+    for f in set(files):  # every other segment shares its file's speaker
+        assert len({n for n, g, ff in zip(names, given, files) if ff == f and g is None}) == 1
+    assert len(spk.distance) == len(x) and (spk.distance >= 0).all()
