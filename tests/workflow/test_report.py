@@ -23,9 +23,13 @@ def check_report(work, out_name="report.html"):
     assert len(html) > 100_000  # the plots are embedded, not linked
     with open(work / "results" / "demo" / "report" / "stages.csv", encoding="utf-8") as f:
         rows = {r["stage"]: r for r in csv.DictReader(f)}
-    assert set(rows) == {"vad", "asr", "s2s", "tts"}
+    assert set(rows) == {"vad", "asr", "s2s", "curate", "tts"}
     assert all(int(r["shard_jobs"]) == 3 and float(r["job_seconds"]) > 0 for r in rows.values())
     assert int(rows["vad"]["rejected"]) == 4
+    # curation's count is every segment it dropped, as its rejects files list them
+    curate = work / "results" / "demo" / "curate"
+    dropped = sum(len(p.read_text(encoding="utf-8").splitlines()) for p in curate.glob("shard-*.rejects.jsonl"))
+    assert dropped > 0 and int(rows["curate"]["rejected"]) == dropped
 
 
 def test_report_after_a_local_run(demo):
