@@ -29,31 +29,16 @@ import soundfile as sf
 
 from speechprep import asr
 from speechprep.batching import seconds_budget
-from speechprep.demo import demo_audio
+from speechprep.demo import long_source_segments
 from speechprep.jsonio import write_jsonl
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 def make_segments(root: Path, n: int, rng: np.random.Generator) -> list[dict]:
-    pool = np.concatenate(demo_audio(REPO / "resources/demo/truth.json"))
+    segs = long_source_segments(root, rng.uniform(1.0, 30.0, n))
     sr = 16000
-    lengths = rng.uniform(1.0, 30.0, n)
-    source = np.tile(pool, int(np.ceil(lengths.sum() * sr / len(pool))) + 1)
-    src = root / "long.flac"
-    sf.write(src, source, sr)
-    segs, t = [], 0.0
-    for i, d in enumerate(lengths):
-        segs.append(
-            {
-                "id": f"seg{i:04d}",
-                "file_id": "long",
-                "audio_filepath": str(src),
-                "offset": round(t, 3),
-                "duration": round(float(d), 3),
-            }
-        )
-        t += d + 0.5
+    source, _ = sf.read(root / "long.flac", dtype="float32")
     for s in segs:  # the baseline's inputs: one file per segment
         a, b = int(s["offset"] * sr), int((s["offset"] + s["duration"]) * sr)
         s["_file"] = str(root / f"{s['id']}.wav")

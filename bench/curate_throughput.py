@@ -4,7 +4,7 @@
     /path/to/curate-venv/bin/python bench/curate_throughput.py [--segments 30] [--repeats 3]
 
 Segments of mixed length (1 to 15 s) of demo speech, read by offset/duration
-from one long file (bench/tts_features.py's ``make_segments``), with S2S-like
+from one long file (``speechprep.demo.long_source_segments``, as the TTS benchmark), with S2S-like
 units. Both variants compute the same measures of every segment:
 
 * loop: one segment at a time: read, ``speechmos.dnsmos.run``, pyloudnorm's
@@ -37,28 +37,10 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "bench"))
-sys.path.insert(0, str(REPO))
-from tts_features import make_segments  # noqa: E402  (the same segments as the TTS benchmark)
+from speechprep.curate.decide import MEASURED as FIELDS
+from speechprep.demo import long_source_segments
 
-FIELDS = (
-    "dnsmos_sig",
-    "dnsmos_bak",
-    "dnsmos_ovrl",
-    "dnsmos_p808",
-    "lufs",
-    "peak_dbfs",
-    "clipping_ratio",
-    "dc_offset",
-    "snr_db",
-    "bandwidth_hz",
-    "chars_per_s",
-    "words_per_s",
-    "text_unit_ratio",
-    "n_units",
-    "pcm_sha256",
-)
+REPO = Path(__file__).resolve().parents[1]
 
 
 def measure_params():
@@ -189,7 +171,7 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         d = Path(tmp)
-        segs = make_segments(d, a.segments)
+        segs = long_source_segments(d, np.random.default_rng(0).uniform(1.0, 15.0, a.segments), "a segment")
         write_jsonl(d / "segments.jsonl", segs)
         write_jsonl(
             d / "units.jsonl",

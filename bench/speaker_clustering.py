@@ -96,7 +96,6 @@ def main() -> None:
     if a._job:
         print(json.dumps(job(Path(a._job))))
         return
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from speechprep.config import defaults
     from speechprep.curate.params import job_section
 

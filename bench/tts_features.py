@@ -32,32 +32,10 @@ import time
 from pathlib import Path
 
 import numpy as np
-import soundfile as sf
+
+from speechprep.demo import long_source_segments
 
 REPO = Path(__file__).resolve().parents[1]
-from speechprep.demo import demo_audio  # noqa: E402
-
-
-def make_segments(root: Path, n: int, seed: int = 0) -> list[dict]:
-    pool = np.concatenate(demo_audio(REPO / "resources/demo/truth.json"))
-    sr = 16000
-    lengths = np.random.default_rng(seed).uniform(1.0, 15.0, n)
-    source = np.tile(pool, int(np.ceil(lengths.sum() * sr / len(pool))) + 1)
-    src = root / "long.flac"
-    sf.write(src, source, sr)
-    segs, t = [], 0.0
-    for i, d in enumerate(lengths):
-        segs.append(
-            {
-                "id": f"seg{i:04d}",
-                "audio_filepath": str(src),
-                "offset": round(t, 3),
-                "duration": round(float(d), 3),
-                "text": "a segment",
-            }
-        )
-        t += d + 0.5
-    return segs
 
 
 def run_variant(variant: str, segs_path: Path, units_path: Path, out: Path, device: str) -> dict:
@@ -132,7 +110,7 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         d = Path(tmp)
-        segs = make_segments(d, a.segments)
+        segs = long_source_segments(d, np.random.default_rng(0).uniform(1.0, 15.0, a.segments), "a segment")
         write_jsonl(d / "segments.jsonl", segs)
         write_jsonl(d / "units.jsonl", [{"id": s["id"], "units": list(range(int(s["duration"] * 50)))} for s in segs])
         audio = sum(s["duration"] for s in segs)

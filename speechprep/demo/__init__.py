@@ -3,7 +3,8 @@
 * :mod:`.asr_model`: a tiny character CTC model trained on the demo corpus;
 * :mod:`.s2s_models`: a small random HuBERT saved as a 2021-style legacy
   checkpoint, a k-means fitted on its features, a random unit HiFi-GAN;
-* :func:`demo_audio`: the demo corpus' clean clips (benchmarks and tests).
+* :func:`demo_audio`: the demo corpus' clean clips; :func:`long_source_segments`:
+  segments of them in one long file (benchmarks and tests).
 """
 
 from __future__ import annotations
@@ -25,3 +26,30 @@ def demo_audio(truth_path: str | os.PathLike) -> list[np.ndarray]:
         for rel, info in sorted(truth["files"].items())
         if info.get("clean")
     ]
+
+
+DEMO_TRUTH = Path(__file__).resolve().parents[2] / "resources" / "demo" / "truth.json"
+
+
+def long_source_segments(root: Path, lengths: np.ndarray, text: str | None = None) -> list[dict]:
+    """Segments of the given ``lengths`` (s), 0.5 s apart, in one long file of demo
+    speech written to ``root/long.flac`` (the benchmarks' input)."""
+    pool = np.concatenate(demo_audio(DEMO_TRUTH))
+    sr = 16000
+    source = np.tile(pool, int(np.ceil(float(np.sum(lengths)) * sr / len(pool))) + 1)
+    src = root / "long.flac"
+    sf.write(src, source, sr)
+    segs, t = [], 0.0
+    for i, d in enumerate(lengths):
+        seg = {
+            "id": f"seg{i:04d}",
+            "file_id": "long",
+            "audio_filepath": str(src),
+            "offset": round(t, 3),
+            "duration": round(float(d), 3),
+        }
+        if text is not None:
+            seg["text"] = text
+        segs.append(seg)
+        t += float(d) + 0.5
+    return segs
