@@ -245,6 +245,8 @@ def all_targets(wildcards):
         for stage in config["stages"]:
             targets += stage_targets(ds, stage)
         targets.append(f"{RESULTS}/{ds}/report/stages.csv")
+        if "curate" in config["stages"]:
+            targets.append(f"{RESULTS}/{ds}/report/curation.html")
     return list(dict.fromkeys(targets))  # the cross-dataset TTS targets once
 
 

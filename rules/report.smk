@@ -33,3 +33,41 @@ rule report_plots:
     shell:
         "{params.cmd} report plots --results {params.results:q} --stages {params.stages}"
         " --out-dir {params.out_dir:q} > {log:q} 2>&1"
+
+
+rule report_curation:
+    input:
+        kept=per_shard(f"{RESULTS}/{{ds}}/curate/{{shard}}.jsonl"),
+        rejects=per_shard(f"{RESULTS}/{{ds}}/curate/{{shard}}.rejects.jsonl"),
+        speakers=f"{RESULTS}/{{ds}}/curate/speakers.jsonl",
+    output:
+        report(
+            f"{RESULTS}/{{ds}}/report/curation.html",
+            caption="../report/curation.rst",
+            category="{ds}",
+        ),
+        report_plot("curation_metrics.png"),
+        report_plot("speakers_by_hours.png"),
+        report(
+            f"{RESULTS}/{{ds}}/report/curation.csv",
+            caption="../report/curation.rst",
+            category="{ds}",
+        ),
+    log:
+        f"{RESULTS}/{{ds}}/logs/report_curation.log",
+    conda:
+        "../envs/report.yaml"
+    envmodules:
+        "speechprep/report",
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=30,
+    params:
+        cmd=speechprep("report"),
+        curate=lambda wc: curate_params("decide"),
+        results=lambda wc: f"{RESULTS}/{wc.ds}",
+        out_dir=lambda wc: f"{RESULTS}/{wc.ds}/report",
+    shell:
+        "{params.cmd} report curation --results {params.results:q} --params {params.curate:q}"
+        " --out-dir {params.out_dir:q} > {log:q} 2>&1"

@@ -284,6 +284,17 @@ def _report(a):
     report.make(a.results, a.stages, a.out_dir)
 
 
+@job("report curation", "results params out-dir")
+def _report_curation(a):
+    """Curation tables, histograms with thresholds, speakers and the listening page."""
+    from dataclasses import asdict
+
+    from . import curation_report
+    from .curate.params import DecideParams
+
+    curation_report.make(a.results, asdict(DecideParams.from_dict(a.params)), a.out_dir)
+
+
 @job("demo asr-model", "truth out max-steps?", env="asr")
 def _demo_asr(a):
     """Train the demo ASR model (NOT a recognizer) on the demo corpus."""

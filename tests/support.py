@@ -74,3 +74,39 @@ def kill_when_checkpointed(proc, checkpoint, n, timeout=300):
     os.killpg(proc.pid, signal.SIGKILL)  # the whole group (a snakemake run and its job) at once
     proc.wait()
     return done
+
+
+def chromium() -> str:
+    """Path of Debian's headless Chromium for the browser tests; installed with apt-get
+    when missing and running as root (as CI does), else the test is skipped."""
+    import shutil
+    import subprocess
+
+    import pytest
+
+    path = shutil.which("chromium")
+    if path is None and os.geteuid() == 0 and shutil.which("apt-get"):
+        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+        subprocess.run(["apt-get", "update", "-qq"], check=False, capture_output=True, env=env)
+        subprocess.run(["apt-get", "install", "-y", "-qq", "chromium"], check=False, capture_output=True, env=env)
+        path = shutil.which("chromium")
+    if path is None:
+        pytest.skip("no chromium (as root: apt-get install chromium)")
+    return path
+
+
+def chromium_cmd(path: str, profile: Path) -> list[str]:
+    """Headless Chromium on this closed network: no sandbox (root), no background
+    connections, a fresh profile."""
+    return [
+        path,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={profile}",
+    ]

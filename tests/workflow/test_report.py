@@ -1,9 +1,14 @@
 """`snakemake --report` after a run: a self-contained HTML report with the stage plots."""
 
 import csv
+import json
+import re
+import subprocess
 
 import pytest
 from conftest import snakemake
+
+from tests.support import REPO, chromium, chromium_cmd
 
 pytestmark = pytest.mark.slow  # real snakemake runs
 
@@ -18,6 +23,10 @@ def check_report(work, out_name="report.html"):
         "rejects_by_reason.png",
         "throughput.png",
         "stages.csv",
+        "curation.html",
+        "curation_metrics.png",
+        "speakers_by_hours.png",
+        "curation.csv",
     ):
         assert name in html, name
     assert len(html) > 100_000  # the plots are embedded, not linked
@@ -34,3 +43,83 @@ def check_report(work, out_name="report.html"):
 
 def test_report_after_a_local_run(demo):
     check_report(demo[0])
+
+
+# Appended to a copy of the curation page: once every <audio> has loaded its
+# metadata and the first one plays, the page reports what the browser saw.
+PROBE = """<script>
+window.addEventListener('load', () => {
+  const audios = [...document.querySelectorAll('audio')];
+  const out = {tables: {}, audio: [], playing: false};
+  document.querySelectorAll('table[class]').forEach(t => {
+    out.tables[t.className] = (out.tables[t.className] || 0) + t.tBodies[0].rows.length; });
+  let pending = audios.length + 1;
+  const done = () => { if (--pending > 0) return;
+    const p = document.createElement('pre'); p.id = 'probe'; p.textContent = JSON.stringify(out);
+    document.body.appendChild(p); };
+  audios.forEach((a, i) => {
+    a.addEventListener('loadedmetadata', () => {
+      out.audio[i] = {expected: +a.dataset.duration, duration: a.duration}; done(); });
+    a.addEventListener('error', () => { out.audio[i] = {error: a.error && a.error.code}; done(); }, true);
+    a.load();
+  });
+  const first = audios[0];
+  first.muted = true;
+  first.addEventListener('playing', () => { out.playing = true; done(); }, {once: true});
+  first.play().catch(e => { out.playing = String(e); done(); });
+});
+</script>"""
+
+
+def test_curation_page_in_a_browser(demo, tmp_path):
+    """The listening page in headless Chromium: it loads, its tables are filled, every
+    <audio> decodes to its segment's duration and one plays; a screenshot is kept."""
+    work = demo[0]
+    report = work / "results" / "demo" / "report"
+    page = report / "curation.html"
+    text = page.read_text(encoding="utf-8")
+    assert "src=" in text and "http" not in re.sub(r'data:[^"\']*', "", text)  # nothing fetched
+    probe = tmp_path / "probe.html"
+    probe.write_text(text.replace("</body>", PROBE + "</body>"), encoding="utf-8")
+    browser = chromium_cmd(chromium(), tmp_path / "profile")
+    play = ["--autoplay-policy=no-user-gesture-required", "--virtual-time-budget=20000"]
+    dom = subprocess.run(
+        [*browser, *play, "--dump-dom", probe.as_uri()],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    ).stdout
+    found = re.search(r'<pre id="probe">(.*?)</pre>', dom, re.S)
+    assert found, dom[-2000:]
+    seen = json.loads(found.group(1).replace("&quot;", '"'))
+    with open(report / "curation.csv", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    assert seen["tables"]["summary"] == len(rows) > 3
+    assert seen["tables"]["thresholds"] > 5 and seen["tables"]["speakers"] >= 1
+    # one example group per non-empty tier and drop reason, up to 3 segments each
+    expected = sum(min(3, int(r["segments"])) for r in rows)
+    assert len(seen["audio"]) == expected
+    for a in seen["audio"]:
+        assert "error" not in a, a
+        assert abs(a["duration"] - a["expected"]) < 0.02, a
+    assert seen["playing"] is True
+    shot = work / "results" / "demo" / "report" / "curation_screenshot.png"
+    subprocess.run(
+        [*browser, "--window-size=1280,2400", f"--screenshot={shot}", page.as_uri()],
+        capture_output=True,
+        timeout=120,
+        check=True,
+    )
+    # the screenshot shows a page, not a blank window: many non-white pixels
+    inked = subprocess.run(
+        [str(REPO / ".venvs/report/bin/python"), "-c", INKED, str(shot)], capture_output=True, text=True, check=True
+    ).stdout
+    assert float(inked) > 0.05, inked
+
+
+INKED = """import sys
+import numpy as np
+from PIL import Image
+a = np.asarray(Image.open(sys.argv[1]).convert("L"))
+print((a < 200).mean())
+"""
