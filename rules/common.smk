@@ -186,9 +186,11 @@ def tts_normalize_params():
     return json.dumps({k: config["tts"][k] for k in keys}, sort_keys=True)
 
 
-def tts_language(ds):
-    """The language of a dataset's segments without one: the dataset's, else asr.language."""
-    return config["datasets"][ds].get("language") or config["asr"]["language"]
+def tts_language_flags(ds):
+    """The dataset's language (if set) and asr.language, for `tts normalize`."""
+    own = config["datasets"][ds].get("language")
+    flags = f"--language {shlex.quote(own)} " if own else ""
+    return flags + f"--default-language {shlex.quote(config['asr']['language'])}"
 
 
 def tts_grammar_dirs(wildcards):

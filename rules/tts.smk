@@ -47,7 +47,7 @@ rule tts_normalize:
     params:
         cmd=speechprep("tts"),
         tts=lambda wc: tts_normalize_params(),
-        language=lambda wc: tts_language(wc.ds),
+        languages=lambda wc: tts_language_flags(wc.ds),
         grammars=lambda wc, input: (
             ("--grammars " + " ".join(shlex.quote(g) for g in input.grammars))
             if input.grammars
@@ -55,7 +55,7 @@ rule tts_normalize:
         ),
     shell:
         "{params.cmd} tts normalize --segments {input.segments:q} --params {params.tts:q}"
-        " --language {params.language:q} {params.grammars} --out {output:q} > {log:q} 2>&1"
+        " {params.languages} {params.grammars} --out {output:q} > {log:q} 2>&1"
 
 
 rule tts_tokenizer:

@@ -33,6 +33,7 @@ FLAGS: dict[str, dict[str, Any]] = {
     "resume": {"help": "the job's resume file (per-item outcomes while it runs)"},
     "dataset": {"type": json.loads, "help": "the dataset's config, as JSON"},
     "language": {"help": "a language code (the default of segments without one)"},
+    "default-language": {"help": "asr.language: the language of segments without one, nor their dataset's"},
     "normalized": {"help": "a shard's normalised text (rule tts_normalize)"},
     "grammars": {"help": "built text-normalisation grammars, one directory per language"},
     "encoders": {"type": json.loads, "help": "tts.condition and tts.emotion, as JSON"},
@@ -152,12 +153,13 @@ def _tts_grammars(a):
     spoken.build_grammars(a.language, a.out_dir)
 
 
-@job("tts normalize", "segments params grammars* language? out")
+@job("tts normalize", "segments params grammars* language? default-language out")
 def _tts_normalize(a):
     """Spoken-form text (text_normalized) of one shard's transcripts."""
     from .tts import spoken
 
-    spoken.run_normalize(a.segments, a.out, spoken.TextParams.from_dict(a.params), a.grammars or (), a.language)
+    p = spoken.TextParams.from_dict(a.params)
+    spoken.run_normalize(a.segments, a.out, p, a.grammars or (), a.language, a.default_language)
 
 
 @job("tts tokenizer", "normalized+ params model")

@@ -157,22 +157,30 @@ def grammar_dirs(p: TextParams, dirs: Iterable[str]) -> dict[str, str]:
 
 
 def run_normalize(
-    segments_path: str, out_path: str, p: TextParams, grammars: Iterable[str] = (), language: str | None = None
+    segments_path: str,
+    out_path: str,
+    p: TextParams,
+    grammars: Iterable[str] = (),
+    dataset_language: str | None = None,
+    default_language: str | None = None,
 ) -> dict[str, Any]:
-    """A shard's normalised text: per segment with a transcript, ``id``, ``text`` (cleaned),
-    ``text_normalized``, ``text_normalization`` (how) and ``language`` (the segment's,
-    else ``language``: the dataset's, else ``asr.language``). Returns the counts."""
+    """A shard's normalised text: per segment with a transcript, ``id``, ``text`` (cleaned
+    as the features job cleans it: the same segments have text), ``text_normalized``,
+    ``text_normalization`` (how) and ``language``. The grammars' language is the
+    segment's, else the dataset's, else ``default_language`` (``asr.language``, as ASR
+    picks it). Returns the counts."""
     clean = TextNormalizer(p.languages)
     spoken = SpokenNormalizer(grammar_dirs(p, grammars))
     lines = []
     for s in read_jsonl(segments_path):
-        lang = s.get("language") or language
-        text = clean(s.get("text") or "", lang)
+        own = s.get("language") or dataset_language  # what the features job reads
+        text = clean(s.get("text") or "", own)
         if not text:
             continue  # the features reject it no_text
+        lang = own or default_language
         if p.normalize:  # NeMo reads the cleaned transcript; the options (lowercase, strip_punct) come after
             said, how = spoken(clean.clean(s["text"]), lang, s["id"])
-            said = clean(said, lang)
+            said = clean(said, lang) or text
         else:
             said, how = text, "off"
         line = {"id": s["id"], "text": text, "text_normalized": said, "text_normalization": how}

@@ -71,11 +71,13 @@ def test_unsupported_language_passes_through_and_is_counted(tmp_path, grammars):
     write_jsonl(tmp_path / "asr.jsonl", segs)
     p = spoken.TextParams.defaults()
     assert p.normalize and p.normalize_languages == ["en"]  # config/config.yaml
-    counts = spoken.run_normalize(str(tmp_path / "asr.jsonl"), str(tmp_path / "n.jsonl"), p, [str(grammars[0])], "en")
+    counts = spoken.run_normalize(
+        str(tmp_path / "asr.jsonl"), str(tmp_path / "n.jsonl"), p, [str(grammars[0])], None, "en"
+    )
     lines = {x["id"]: x for x in read_jsonl(tmp_path / "n.jsonl")}
     assert set(lines) == {"en1", "fr1", "de1", "fr2"}  # no text: left to the features' no_text
     assert lines["en1"]["text_normalized"] == "We walked three kilometers."
-    assert lines["en1"]["language"] == "en"  # the default given (the dataset's, else asr.language)
+    assert lines["en1"]["language"] == "en"  # no segment or dataset language: asr.language
     for i in ("fr1", "de1", "fr2"):
         assert lines[i]["text_normalized"] == lines[i]["text"]
         assert lines[i]["text_normalization"] == "passed_through"
@@ -137,3 +139,14 @@ def test_missing_grammars_are_an_error_not_a_build(tmp_path):
     assert not (tmp_path / "none").exists()
     with pytest.raises(UsageError, match="no text-normalisation grammars"):
         spoken.build_grammars("xx", tmp_path / "xx")
+
+
+def test_the_segments_the_features_keep_all_have_normalised_text(tmp_path, grammars):
+    """The features job cleans with the segment's or the dataset's language only; asr.language
+    (the grammars' last resort) must not make the normalise job drop a segment they keep."""
+    write_jsonl(tmp_path / "asr.jsonl", [{"id": "p", "text": "?!"}, {"id": "q", "text": "Take 2."}])
+    p = spoken.TextParams.defaults(languages={"en": {"strip_punct": True}})
+    spoken.run_normalize(str(tmp_path / "asr.jsonl"), str(tmp_path / "n.jsonl"), p, [str(grammars[0])], None, "en")
+    lines = {x["id"]: x for x in read_jsonl(tmp_path / "n.jsonl")}
+    assert set(lines) == {"p", "q"} and lines["p"]["text"] == "?!" and lines["p"]["text_normalized"]
+    assert lines["q"]["text"] == "Take 2." and lines["q"]["text_normalized"] == "Take two"  # options after NeMo
