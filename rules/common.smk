@@ -163,11 +163,50 @@ def s2s_model_files(wildcards):
 
 # TTS settings that only the tokenizer and text ids (or only the manifests) read:
 # the audio-feature jobs do not rerun when they change.
-TTS_TEXT_KEYS = ("tokenizer", "vocab_size", "val_ratio", "split_by_speaker")
+TTS_TEXT_KEYS = (
+    "tokenizer",
+    "vocab_size",
+    "val_ratio",
+    "split_by_speaker",
+    "normalize",
+    "normalize_languages",
+    "normalize_grammars",
+)
+# Built text-normalisation grammars, a directory per language (rule tts_grammars).
+GRAMMARS = config["tts"]["normalize_grammars"].rstrip("/")
 
 
 def tts_tokenizer_params():
-    return json.dumps({k: config["tts"][k] for k in ("vocab_size", "languages")}, sort_keys=True)
+    return json.dumps({"vocab_size": config["tts"]["vocab_size"]})
+
+
+def tts_normalize_params():
+    """The text keys the normalise job reads (speechprep.tts.spoken.TextParams)."""
+    keys = ("languages", "normalize", "normalize_languages")
+    return json.dumps({k: config["tts"][k] for k in keys}, sort_keys=True)
+
+
+def tts_language_flags(ds):
+    """The dataset's language (if set) and asr.language, for `tts normalize`."""
+    own = config["datasets"][ds].get("language")
+    flags = f"--language {shlex.quote(own)} " if own else ""
+    return flags + f"--default-language {shlex.quote(config['asr']['language'])}"
+
+
+def tts_grammar_dirs(wildcards):
+    """The built grammars of `tts.normalize_languages` (none when `tts.normalize` is off)."""
+    if not config["tts"]["normalize"]:
+        return []
+    return [f"{GRAMMARS}/{lang}" for lang in config["tts"]["normalize_languages"]]
+
+
+def tts_normalized_all(wildcards):
+    """Every dataset's per-shard normalised text: what the tokenizer is trained on."""
+    return [
+        f"{RESULTS}/{ds}/tts/{shard}.normalized.jsonl"
+        for ds in config["datasets"]
+        for shard in shards(ds)
+    ]
 
 
 def tts_encoders():

@@ -1,13 +1,66 @@
 # TTS features: per shard, audio features (codes, condition and emotion
-# vectors) and text ids as separate jobs, so a tokenizer change reruns only
-# the text side; then train/val manifests per dataset and across datasets.
+# vectors), the spoken-form text (tts_normalize, with grammars built once by
+# tts_grammars) and text ids as separate jobs, so a tokenizer or normalisation
+# change reruns only the text side; then train/val manifests per dataset and
+# across datasets.
+
+
+rule tts_grammars:
+    output:
+        directory(f"{GRAMMARS}/{{lang}}"),
+    log:
+        f"{GRAMMARS}/logs/{{lang}}.log",
+    wildcard_constraints:
+        lang="[a-z]+",
+    conda:
+        "../envs/tts.yaml"
+    envmodules:
+        "speechprep/tts",
+    threads: 1
+    resources:
+        mem_mb=4000,
+        runtime=30,
+    params:
+        cmd=speechprep("tts"),
+    shell:
+        "{params.cmd} tts grammars --language {wildcards.lang} --out-dir {output:q} > {log:q} 2>&1"
+
+
+rule tts_normalize:
+    input:
+        segments=f"{RESULTS}/{{ds}}/asr/{{shard}}.jsonl",
+        grammars=tts_grammar_dirs,
+    output:
+        f"{RESULTS}/{{ds}}/tts/{{shard}}.normalized.jsonl",
+    log:
+        f"{RESULTS}/{{ds}}/logs/tts_normalize/{{shard}}.log",
+    benchmark:
+        f"{RESULTS}/{{ds}}/benchmarks/tts_normalize/{{shard}}.tsv"
+    conda:
+        "../envs/tts.yaml"
+    envmodules:
+        "speechprep/tts",
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=scaled(15, 60, of="segments"),
+    params:
+        cmd=speechprep("tts"),
+        tts=lambda wc: tts_normalize_params(),
+        languages=lambda wc: tts_language_flags(wc.ds),
+        grammars=lambda wc, input: (
+            ("--grammars " + " ".join(shlex.quote(g) for g in input.grammars))
+            if input.grammars
+            else ""
+        ),
+    shell:
+        "{params.cmd} tts normalize --segments {input.segments:q} --params {params.tts:q}"
+        " {params.languages} {params.grammars} --out {output:q} > {log:q} 2>&1"
 
 
 rule tts_tokenizer:
     input:
-        manifests=lambda wc: expand(
-            f"{RESULTS}/{{ds}}/asr/manifest.jsonl", ds=list(config["datasets"])
-        ),
+        normalized=tts_normalized_all,
     output:
         model=f"{RESULTS}/{ALL}/tts/tokenizer.model",
         vocab=f"{RESULTS}/{ALL}/tts/tokenizer.vocab",
@@ -23,11 +76,9 @@ rule tts_tokenizer:
         runtime=60,
     params:
         cmd=speechprep("tts"),
-        manifests=lambda wc, input: json.dumps(dict(zip(config["datasets"], input.manifests))),
-        languages=lambda wc: json.dumps(dataset_languages(), sort_keys=True),
         tts=lambda wc: tts_tokenizer_params(),
     shell:
-        "{params.cmd} tts tokenizer --manifests {params.manifests:q} --languages {params.languages:q}"
+        "{params.cmd} tts tokenizer --normalized {input.normalized:q}"
         " --params {params.tts:q} --model {output.model:q} > {log:q} 2>&1"
 
 
@@ -70,6 +121,7 @@ rule tts_features:
 rule tts_text:
     input:
         index=f"{RESULTS}/{{ds}}/tts/{{shard}}.features.jsonl",
+        normalized=f"{RESULTS}/{{ds}}/tts/{{shard}}.normalized.jsonl",
         tokenizer=tts_tokenizer_file,
     output:
         index=f"{RESULTS}/{{ds}}/tts/{{shard}}.text.jsonl",
@@ -89,7 +141,8 @@ rule tts_text:
     params:
         cmd=speechprep("tts"),
     shell:
-        "{params.cmd} tts text --index {input.index:q} --tokenizer {input.tokenizer:q}"
+        "{params.cmd} tts text --index {input.index:q} --normalized {input.normalized:q}"
+        " --tokenizer {input.tokenizer:q}"
         " --out {output.index:q} --ids-dir {output.ids:q} > {log:q} 2>&1"
 
 

@@ -107,6 +107,25 @@ for stage in "${stages[@]}"; do
     say "  speechprep -> $ROOT (editable)"
     pip_q install --no-deps --editable="$ROOT"
   fi
+  # A wheel that installs a top-level `tests` package (nemo-text-processing's does)
+  # would shadow this repository's tests/ (tests.support) in the env: remove its files.
+  "$venv/bin/python" - <<'PY'
+import importlib.metadata as md
+from pathlib import Path
+
+for name in ("nemo-text-processing",):
+    try:
+        files = md.distribution(name).files or []
+    except md.PackageNotFoundError:
+        continue
+    for f in files:
+        if f.parts[0] == "tests":
+            Path(f.locate()).unlink(missing_ok=True)
+    top = Path(md.distribution(name).locate_file("tests"))
+    for d in sorted((p for p in top.rglob("*") if p.is_dir()), reverse=True) + [top]:
+        if d.is_dir() and not any(d.iterdir()):
+            d.rmdir()
+PY
   cat > "$VENVS/modulefiles/speechprep/$stage" <<EOF
 #%Module1.0
 ## speechprep '$stage' stage environment, written by scripts/setup.sh from envs/$stage.yaml

@@ -32,8 +32,10 @@ FLAGS: dict[str, dict[str, Any]] = {
     "threads": {"type": int, "default": 1, "help": "<stage>.threads"},
     "resume": {"help": "the job's resume file (per-item outcomes while it runs)"},
     "dataset": {"type": json.loads, "help": "the dataset's config, as JSON"},
-    "manifests": {"type": json.loads, "help": 'JSON {"<ds>": "<ds>/asr/manifest.jsonl"}'},
-    "languages": {"type": json.loads, "default": {}, "help": 'JSON {"<ds>": "<language>"}'},
+    "language": {"help": "a language code (the default of segments without one)"},
+    "default-language": {"help": "asr.language: the language of segments without one, nor their dataset's"},
+    "normalized": {"help": "a shard's normalised text (rule tts_normalize)"},
+    "grammars": {"help": "built text-normalisation grammars, one directory per language"},
     "encoders": {"type": json.loads, "help": "tts.condition and tts.emotion, as JSON"},
     "val-ratio": {"type": float, "help": "tts.val_ratio"},
     "split-by-speaker": {"action": "store_true", "help": "tts.split_by_speaker"},
@@ -143,12 +145,29 @@ def _s2s_inspect(a):
         print(f"modern copy written to {a.write_modern}")
 
 
-@job("tts tokenizer", "manifests languages? params model")
+@job("tts grammars", "language out-dir")
+def _tts_grammars(a):
+    """Build a language's text-normalisation grammars once (nemo-text-processing cache)."""
+    from .tts import spoken
+
+    spoken.build_grammars(a.language, a.out_dir)
+
+
+@job("tts normalize", "segments params grammars* language? default-language out")
+def _tts_normalize(a):
+    """Spoken-form text (text_normalized) of one shard's transcripts."""
+    from .tts import spoken
+
+    p = spoken.TextParams.from_dict(a.params)
+    spoken.run_normalize(a.segments, a.out, p, a.grammars or (), a.language, a.default_language)
+
+
+@job("tts tokenizer", "normalized+ params model")
 def _tts_tokenizer(a):
-    """Train the SentencePiece tokenizer on every dataset's transcripts."""
+    """Train the SentencePiece tokenizer on every dataset's normalised transcripts."""
     from .tts import text
 
-    text.train_corpus_tokenizer(a.manifests, a.languages, a.params["languages"], int(a.params["vocab_size"]), a.model)
+    text.train_normalized_tokenizer(a.normalized, int(a.params["vocab_size"]), a.model)
 
 
 @job("tts features", "segments units s2s-rejects params threads? resume index rejects out-dir")
@@ -170,12 +189,12 @@ def _tts_features(a):
     )
 
 
-@job("tts text", "index tokenizer out ids-dir")
+@job("tts text", "index normalized+ tokenizer out ids-dir")
 def _tts_text(a):
-    """Text ids of one shard's accepted segments."""
+    """Text ids of one shard's accepted segments (of their normalised text)."""
     from .tts import text
 
-    text.run_text(a.index, a.tokenizer, a.out, a.ids_dir)
+    text.run_text(a.index, a.tokenizer, a.out, a.ids_dir, a.normalized)
 
 
 @job(

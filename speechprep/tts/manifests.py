@@ -15,6 +15,7 @@ import json
 import logging
 import re
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,17 @@ from .text import load_tokenizer
 
 log = logging.getLogger("speechprep.tts")
 S2S_MODELS = ("hubert", "kmeans", "vocoder", "vocoder_config")
-PACKAGES = ("torch", "numpy", "sentencepiece", "resemblyzer", "opensmile", "soundfile", "soxr")
+PACKAGES = (
+    "torch",
+    "numpy",
+    "sentencepiece",
+    "nemo-text-processing",
+    "pynini",
+    "resemblyzer",
+    "opensmile",
+    "soundfile",
+    "soxr",
+)
 
 
 def is_val(key: str, val_ratio: float) -> bool:
@@ -74,6 +85,23 @@ def package_versions() -> dict[str, Any]:
         pinned = {re.sub(r"[-_.]+", "-", k).lower(): v for k, v in pinned_packages(env_file(stage)).items()}
         pins[stage] = {n: pinned.get(n) for n in names}
     return {"tts": here, "pinned": pins, "python": sys.version.split()[0]}
+
+
+NORMALIZATION = ("spoken", "passed_through", "failed", "off")
+
+
+def normalization_counts(lines: list[dict]) -> dict[str, Any]:
+    """How the manifests' segments got their ``text_normalized`` (``tts.normalize``):
+    ``spoken``, ``passed_through`` (a language without grammars; also per language),
+    ``failed`` (the grammars raised: the text kept), ``off``."""
+    how = Counter(x.get("text_normalization", "off") for x in lines)
+    by_lang = Counter(x.get("language") or "default" for x in lines if x.get("text_normalization") == "passed_through")
+    return {**{k: how.get(k, 0) for k in NORMALIZATION}, "passed_through_by_language": dict(sorted(by_lang.items()))}
+
+
+def _add_counts(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    langs = Counter(a["passed_through_by_language"]) + Counter(b["passed_through_by_language"])
+    return {**{k: a[k] + b[k] for k in NORMALIZATION}, "passed_through_by_language": dict(sorted(langs.items()))}
 
 
 def build_manifests(
@@ -140,6 +168,7 @@ def build_manifests(
         },
         "hours": {k: round(sum(x["duration"] for x in v) / 3600, 6) for k, v in split.items()},
         "rejects_by_reason": reasons,
+        "text_normalization": normalization_counts(split["train"] + split["val"]),
         "val_ratio": val_ratio,
         "split_by_speaker": split_by_speaker,
         "manifests": {"train": str(Path(train_out).resolve()), "val": str(Path(val_out).resolve())},
@@ -155,6 +184,13 @@ def build_manifests(
     write_json(stats_out, stats, indent=2)
     log.info("%s: %s, hours %s", ds, stats["counts"], stats["hours"])
     return stats
+
+
+def _combined_normalization(per: list[dict[str, Any]]) -> dict[str, Any]:
+    total = normalization_counts([])
+    for s in per:
+        total = _add_counts(total, s.get("text_normalization") or normalization_counts([]))
+    return total
 
 
 def combine(
@@ -174,6 +210,7 @@ def combine(
         "counts": {k: sum(s["counts"][k] for s in per) for k in ("train", "val", "rejected", "curated_out")},
         "hours": {k: round(sum(s["hours"][k] for s in per), 6) for k in ("train", "val")},
         "rejects_by_reason": dict(sorted(reasons.items())),
+        "text_normalization": _combined_normalization(per),
         "val_ratio": first["val_ratio"],
         "manifests": {"train": str(Path(train_out).resolve()), "val": str(Path(val_out).resolve())},
         "tokenizer": first["tokenizer"],

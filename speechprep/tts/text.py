@@ -5,9 +5,10 @@
   ``tts.languages``): ``lowercase``, ``space_before_punct`` (French
   typography keeps a space before ``; : ! ?``), ``strip_punct``.
 * :func:`train_tokenizer`: the real SentencePiece trainer (BPE) on the corpus'
-  normalised transcripts (rule ``tts_tokenizer``: :func:`train_corpus_tokenizer`).
+  normalised transcripts (rule ``tts_tokenizer``: :func:`train_normalized_tokenizer`,
+  on the spoken forms of :mod:`.spoken`).
 * :func:`run_text` (rule ``tts_text``): int32 ids of each accepted segment's
-  normalised text.
+  ``text_normalized`` (the spoken form when ``tts.normalize`` is on).
 """
 
 from __future__ import annotations
@@ -73,12 +74,17 @@ class TextNormalizer:
         lang = base_language(language)
         return {**DEFAULT, **LANGUAGE_DEFAULTS.get(lang, {}), **self.languages.get(lang, {})}
 
-    def __call__(self, text: str, language: str | None = None) -> str:
-        o = self.options(language)
+    @staticmethod
+    def clean(text: str) -> str:
+        """The language-independent part: NFKC, ASCII punctuation, whitespace."""
         t = unicodedata.normalize("NFKC", text).translate(PUNCT_MAP)
         t = "".join(c for c in t if unicodedata.category(c)[0] != "C" or c in "\t\n")
         t = re.sub(r"\s+", " ", t).strip()
-        t = _REPEAT.sub(r"\1", t)
+        return _REPEAT.sub(r"\1", t)
+
+    def __call__(self, text: str, language: str | None = None) -> str:
+        o = self.options(language)
+        t = self.clean(text)
         if o["strip_punct"]:
             t = re.sub(r"\s+", " ", _PUNCT.sub(" ", t)).strip()
         elif not o["space_before_punct"]:
@@ -140,19 +146,34 @@ def text_ids(sp, text: str) -> np.ndarray:
     return np.asarray(sp.encode(text, out_type=int), dtype=np.int32)
 
 
-def run_text(index_path: str, tokenizer: str, index_out: str, ids_dir: str) -> int:
-    """int32 SentencePiece ids of every accepted segment's normalised text."""
+def run_text(index_path: str, tokenizer: str, index_out: str, ids_dir: str, normalized: Iterable[str] = ()) -> int:
+    """int32 SentencePiece ids of every accepted segment's ``text_normalized``: from the
+    shard's normalised text (``normalized``, rule ``tts_normalize``), else its ``text``."""
     sp = load_tokenizer(tokenizer)
+    normalized = list(normalized)
+    spoken = {n["id"]: n for path in normalized for n in read_jsonl(path)}
     out = Path(ids_dir).resolve()
     out.mkdir(parents=True, exist_ok=True)
     lines = []
     for seg in read_jsonl(index_path):
-        ids = text_ids(sp, seg["text"])
+        n = spoken.get(seg["id"]) if normalized else {"text_normalized": seg["text"], "text_normalization": "off"}
+        if n is None:
+            raise UsageError(f"{seg['id']}: no normalised text in {', '.join(normalized)}: rerun tts_normalize")
+        said = n["text_normalized"]
+        ids = text_ids(sp, said)
         if len(ids) == 0:
-            raise UsageError(f"{seg['id']}: tokenizer {tokenizer} gives no ids for {seg['text']!r}")
+            raise UsageError(f"{seg['id']}: tokenizer {tokenizer} gives no ids for {said!r}")
         dest = out / f"{file_stem(seg['id'])}.npy"
         save_npy(dest, ids)
-        lines.append({"id": seg["id"], "text_ids": str(dest), "text_ids_len": len(ids)})
+        lines.append(
+            {
+                "id": seg["id"],
+                "text_normalized": said,
+                "text_normalization": n["text_normalization"],
+                "text_ids": str(dest),
+                "text_ids_len": len(ids),
+            }
+        )
     write_jsonl(index_out, lines)
     log.info(
         "text ids: %d segments from %s with %s (%d pieces)", len(lines), index_path, tokenizer, sp.get_piece_size()
@@ -160,18 +181,10 @@ def run_text(index_path: str, tokenizer: str, index_out: str, ids_dir: str) -> i
     return len(lines)
 
 
-def train_corpus_tokenizer(
-    asr_manifests: dict[str, str], languages: dict[str, str | None], options: dict, vocab_size: int, model_out: str
-) -> None:
-    """Train the tokenizer on the normalised transcripts of every dataset
-    (``asr_manifests``: dataset -> asr/manifest.jsonl; ``languages``: dataset -> default)."""
-    norm = TextNormalizer(options)
-    texts = [
-        norm(s.get("text") or "", s.get("language") or languages.get(ds))
-        for ds, path in asr_manifests.items()
-        for s in read_jsonl(path)
-    ]
-    texts = [t for t in texts if t]
+def train_normalized_tokenizer(normalized: list[str], vocab_size: int, model_out: str) -> None:
+    """Train the tokenizer on the ``text_normalized`` of every shard of every dataset
+    (rule ``tts_tokenizer``; the lines of rule ``tts_normalize``)."""
+    texts = [t for path in normalized for n in read_jsonl(path) if (t := n["text_normalized"])]
     if not texts:
         raise UsageError(
             "no transcript has text: nothing to train the tokenizer on "
@@ -180,7 +193,7 @@ def train_corpus_tokenizer(
     train_tokenizer(texts, model_out, vocab_size)
     sp = load_tokenizer(model_out)
     log.info(
-        "tokenizer: %s (%d pieces, asked %d) from %d transcripts",
+        "tokenizer: %s (%d pieces, asked %d) from %d normalised transcripts",
         model_out,
         sp.get_piece_size(),
         vocab_size,

@@ -1,5 +1,7 @@
-"""Shared by the TTS tests: demo ASR lines, a shard's files, the real encoders."""
+"""Shared by the TTS tests: demo ASR lines, a shard's files, the real encoders, the
+English text-normalisation grammars (built once per session)."""
 
+import time
 import warnings
 
 import pytest
@@ -7,7 +9,7 @@ import pytest
 from speechprep.audio import read_segment
 from speechprep.jsonio import read_jsonl, write_jsonl
 from speechprep.tts import encoders as enc
-from speechprep.tts import features
+from speechprep.tts import features, spoken
 from tests.support import demo_segments as _segments
 
 warnings.simplefilter("ignore")
@@ -63,3 +65,24 @@ def encoders():
 @pytest.fixture(scope="module")
 def clips():
     return [read_segment(s) for s in demo_segments()[:6]]
+
+
+def pytest_collection_modifyitems(items):
+    from tests.support import mark_slow
+
+    mark_slow(items, {"grammars", "spoken_en"})
+
+
+@pytest.fixture(scope="session")
+def grammars(tmp_path_factory):
+    """The English grammars, built once (nemo-text-processing compiles them: ~26 s here),
+    as rule tts_grammars builds resources/text_normalization/en; with the build's seconds."""
+    d = tmp_path_factory.mktemp("text_normalization") / "en"
+    t0 = time.perf_counter()
+    info = spoken.build_grammars("en", d)
+    return d, {**info, "measured_seconds": time.perf_counter() - t0}
+
+
+@pytest.fixture(scope="session")
+def spoken_en(grammars):
+    return spoken.SpokenNormalizer({"en": str(grammars[0])})

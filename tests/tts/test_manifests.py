@@ -8,7 +8,7 @@ from conftest import demo_segments, run, shard
 from speechprep.config import digest
 from speechprep.jsonio import read_jsonl, write_jsonl
 from speechprep.npyio import load_npy
-from speechprep.tts import manifests, text
+from speechprep.tts import manifests, spoken, text
 from speechprep.tts.text import load_tokenizer
 
 
@@ -16,11 +16,15 @@ def test_text_ids_decode_to_the_normalised_text(tmp_path):
     segs = demo_segments()
     m = tmp_path / "asr.jsonl"
     write_jsonl(m, [{**s, "text": f"\u201c{s['text']}\u201d \u2014 ok !"} for s in segs])
-    text.train_corpus_tokenizer({"demo": str(m)}, {}, {}, 64, str(tmp_path / "tok.model"))
+    normalized = str(tmp_path / "normalized.jsonl")
+    spoken.run_normalize(str(m), normalized, spoken.TextParams.defaults(normalize=False))
+    text.train_normalized_tokenizer([normalized], 64, str(tmp_path / "tok.model"))
     index = tmp_path / "features.jsonl"
     norm = text.TextNormalizer()
     write_jsonl(index, [{"id": s["id"], "text": norm(f"\u201c{s['text']}\u201d \u2014 ok !")} for s in segs])
-    n = text.run_text(str(index), str(tmp_path / "tok.model"), str(tmp_path / "text.jsonl"), str(tmp_path / "ids"))
+    n = text.run_text(
+        str(index), str(tmp_path / "tok.model"), str(tmp_path / "text.jsonl"), str(tmp_path / "ids"), [normalized]
+    )
     sp = load_tokenizer(tmp_path / "tok.model")
     assert n == len(segs)
     for line, ref in zip(read_jsonl(tmp_path / "text.jsonl"), read_jsonl(index)):
@@ -44,14 +48,17 @@ def test_manifests_stats_and_combined_agree(tmp_path, encoders):
     segs.append({**segs[0], "id": "blank", "text": ""})
     counts, lines, rejects = run(tmp_path, *shard(tmp_path, segs), encoders=encoders)
     out = tmp_path / "tts"
-    text.train_corpus_tokenizer(
-        {"demo": str(tmp_path / "asr" / "shard-0000.jsonl")}, {}, {}, 48, str(out / "tok.model")
+    normalized = str(out / "shard-0000.normalized.jsonl")
+    spoken.run_normalize(
+        str(tmp_path / "asr" / "shard-0000.jsonl"), normalized, spoken.TextParams.defaults(normalize=False)
     )
+    text.train_normalized_tokenizer([normalized], 48, str(out / "tok.model"))
     text.run_text(
         str(out / "shard-0000.features.jsonl"),
         str(out / "tok.model"),
         str(out / "shard-0000.text.jsonl"),
         str(out / "shard-0000" / "text_ids"),
+        [normalized],
     )
     # upstream lines as ASR and S2S wrote them: the models' identity is read from there
     asr_lines, units_lines = tmp_path / "asr.jsonl", tmp_path / "units.jsonl"
@@ -85,6 +92,7 @@ def test_manifests_stats_and_combined_agree(tmp_path, encoders):
         assert {
             "id",
             "text",
+            "text_normalized",
             "audio_filepath",
             "offset",
             "duration",
@@ -105,6 +113,8 @@ def test_manifests_stats_and_combined_agree(tmp_path, encoders):
     assert len(roles["tts.condition"]["sha256"]) == 64
     assert stats["tokenizer"]["vocab_size"] == load_tokenizer(out / "tok.model").get_piece_size()
     assert stats["packages"]["tts"]["sentencepiece"] == "0.2.3"
+    assert stats["packages"]["tts"]["nemo-text-processing"] == "1.2.0"
+    assert stats["text_normalization"]["off"] == 6 and stats["text_normalization"]["spoken"] == 0
     assert stats["packages"]["pinned"]["asr"]["nemo-toolkit"] == "3.0.0"
     # resource-only keys do not change the config digest; settings do
     assert stats["config_sha256"] == digest({**cfg, "tts": {**cfg["tts"], "threads": 8}})
@@ -122,6 +132,7 @@ def test_manifests_stats_and_combined_agree(tmp_path, encoders):
         str(out / "all_stats.json"),
     )
     assert both["counts"]["train"] == 2 * len(train) == len(list(read_jsonl(out / "all_train.jsonl")))
+    assert both["text_normalization"]["off"] == 12
     assert both["datasets"] == ["demo", "other"] and both["per_dataset"]["other"]["counts"] == stats["counts"]
 
 

@@ -20,6 +20,8 @@ RULES = (
     "asr",
     "asr_merge",
     "s2s",
+    "tts_grammars",
+    "tts_normalize",
     "tts_tokenizer",
     "tts_features",
     "tts_text",

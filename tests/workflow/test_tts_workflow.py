@@ -52,6 +52,7 @@ def test_tts_jobs_ran_per_shard_in_their_env(demo):
     n = len(shard_names(work / "results" / "demo"))
     assert len(jobs_run(out, "tts_features")) == n == len(jobs_run(out, "tts_text"))
     assert len(jobs_run(out, "tts_tokenizer")) == len(jobs_run(out, "tts_manifest")) == 1
+    assert len(jobs_run(out, "tts_normalize")) == n and jobs_run(out, "tts_grammars") == ["lang=en"]
     log = (work / "results" / "demo" / "logs" / "tts" / "shard-0000.log").read_text(encoding="utf-8")
     assert f"stage 'tts' env ok: prefix={REPO / '.venvs' / 'tts'}" in log
 
@@ -80,7 +81,9 @@ def test_text_ids_decode_to_the_normalised_transcript(demo):
     # trained on, anything), normalised: never the model's exact output itself
     asr = {s["id"]: normalise(s["text"]) for s in read_jsonl(res / "asr" / "manifest.jsonl")}
     for x in (x for v in manifests(res).values() for x in v):
-        assert decode(np.load(x["text_ids"]).tolist()) == x["text"] == asr[x["id"]]
+        assert x["text"] == asr[x["id"]]  # the transcript stays; the ids are of its spoken form
+        assert decode(np.load(x["text_ids"]).tolist()) == x["text_normalized"]
+        assert x["text_normalization"] == "spoken"  # the demo is English (asr.language)
 
 
 def test_codes_equal_the_s2s_units(demo):
@@ -342,3 +345,22 @@ def test_a_file_name_near_the_limit_goes_through_every_stage(small):
         for kind in KINDS:
             path = texts[x["id"]][kind] if kind == "text_ids" else x[kind]
             assert len(path.rsplit("/", 1)[1].encode("utf-8")) <= 200 and np.load(path).size
+
+
+def test_normalize_change_reruns_only_the_text_side(small):
+    work, configure = small
+    configure()
+    snakemake(work)  # up to date with the base config, whatever ran before
+    configure(normalize=False)
+    _, out = snakemake(work)
+    ran = {
+        rule: jobs_run(out, rule)
+        for rule in ("tts_grammars", "tts_normalize", "tts_tokenizer", "tts_features", "tts_text", "tts_manifest")
+    }
+    assert len(ran["tts_normalize"]) == 2 and len(ran["tts_text"]) == 2 and len(ran["tts_tokenizer"]) == 1, out[-3000:]
+    assert len(ran["tts_manifest"]) == 2 and not ran["tts_features"] and not ran["tts_grammars"]
+    stats = json.loads((work / "results" / "_all" / "tts" / "stats.json").read_text(encoding="utf-8"))
+    assert stats["text_normalization"]["off"] == stats["counts"]["train"] + stats["counts"]["val"] > 0
+    configure()
+    _, out = snakemake(work)
+    assert not jobs_run(out, "tts_features") and not jobs_run(out, "tts_grammars")  # the cache is still there
