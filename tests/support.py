@@ -95,18 +95,93 @@ def chromium() -> str:
     return path
 
 
-def chromium_cmd(path: str, profile: Path) -> list[str]:
-    """Headless Chromium on this closed network: no sandbox (root), no background
-    connections, a fresh profile."""
-    return [
-        path,
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        f"--user-data-dir={profile}",
-    ]
+class Browser:
+    """Headless Chromium driven over the DevTools protocol on a pipe
+    (``--remote-debugging-pipe``: JSON messages ending in NUL on fds 3 and 4), so a
+    test waits for what the page does instead of guessing a time. One page."""
+
+    def __init__(self, path: str, profile: Path, *flags: str):
+        import subprocess
+
+        to_browser, self._w = os.pipe()
+        self._r, from_browser = os.pipe()
+        args = [
+            "--headless",
+            "--no-sandbox",  # root
+            "--disable-gpu",
+            "--disable-quic",  # this closed network: no background connections
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            f"--user-data-dir={profile}",
+            "--remote-debugging-pipe",
+            *flags,
+            "about:blank",
+        ]
+        self.proc = subprocess.Popen(
+            ["bash", "-c", f'exec "$0" "$@" 3<&{to_browser} 4>&{from_browser}', path, *args],
+            pass_fds=(to_browser, from_browser),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        os.close(to_browser)
+        os.close(from_browser)
+        self._buf, self._id = b"", 0
+        target = self.call("Target.createTarget", url="about:blank")["targetId"]
+        self._session = self.call("Target.attachToTarget", targetId=target, flatten=True)["sessionId"]
+
+    def call(self, method: str, timeout: float = 120.0, **params):
+        """Send one command (to the page once attached) and return its result."""
+        import select
+
+        self._id += 1
+        msg = {"id": self._id, "method": method, "params": params}
+        if getattr(self, "_session", None):
+            msg["sessionId"] = self._session
+        os.write(self._w, json.dumps(msg).encode("utf-8") + b"\0")
+        deadline = time.monotonic() + timeout
+        while True:
+            while b"\0" in self._buf:
+                raw, self._buf = self._buf.split(b"\0", 1)
+                reply = json.loads(raw)
+                if reply.get("id") == self._id:
+                    if "error" in reply:
+                        raise RuntimeError(f"{method}: {reply['error']}")
+                    return reply["result"]
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([self._r], [], [], left)[0]:
+                raise TimeoutError(f"{method}: no answer from chromium in {timeout} s")
+            chunk = os.read(self._r, 1 << 20)
+            if not chunk:
+                raise RuntimeError(f"{method}: chromium exited ({self.proc.poll()})")
+            self._buf += chunk
+
+    def open(self, url: str, width: int = 1280, height: int = 2400) -> None:
+        """Load ``url`` in a ``width`` x ``height`` window and wait for its load event."""
+        self.call("Emulation.setDeviceMetricsOverride", width=width, height=height, deviceScaleFactor=1, mobile=False)
+        self.call("Page.navigate", url=url)
+        self.evaluate("new Promise(r => document.readyState === 'complete' ? r() : addEventListener('load', r))")
+
+    def evaluate(self, expression: str, timeout: float = 120.0):
+        """The value of a JavaScript expression (a promise is awaited)."""
+        res = self.call(
+            "Runtime.evaluate", timeout=timeout, expression=expression, awaitPromise=True, returnByValue=True
+        )
+        if "exceptionDetails" in res:
+            raise RuntimeError(f"javascript: {res['exceptionDetails']}")
+        return res["result"].get("value")
+
+    def screenshot(self, path: Path) -> None:
+        import base64
+
+        Path(path).write_bytes(base64.b64decode(self.call("Page.captureScreenshot", format="png")["data"]))
+
+    def close(self) -> None:
+        os.close(self._w)
+        os.close(self._r)
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=30)
+        except Exception:  # noqa: BLE001 - a browser that does not stop is killed
+            self.proc.kill()

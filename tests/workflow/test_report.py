@@ -1,14 +1,13 @@
 """`snakemake --report` after a run: a self-contained HTML report with the stage plots."""
 
 import csv
-import json
 import re
 import subprocess
 
 import pytest
 from conftest import snakemake
 
-from tests.support import REPO, chromium, chromium_cmd
+from tests.support import REPO, Browser, chromium
 
 pytestmark = pytest.mark.slow  # real snakemake runs
 
@@ -45,30 +44,27 @@ def test_report_after_a_local_run(demo):
     check_report(demo[0])
 
 
-# Appended to a copy of the curation page: once every <audio> has loaded its
-# metadata and the first one plays, the page reports what the browser saw.
-PROBE = """<script>
-window.addEventListener('load', () => {
-  const audios = [...document.querySelectorAll('audio')];
-  const out = {tables: {}, audio: [], playing: false};
+# Run in the loaded page: waits until every <audio> has its metadata (or an
+# error) and the first one plays, then says what the browser saw.
+PROBE = """(async () => {
+  const tables = {};
   document.querySelectorAll('table[class]').forEach(t => {
-    out.tables[t.className] = (out.tables[t.className] || 0) + t.tBodies[0].rows.length; });
-  let pending = audios.length + 1;
-  const done = () => { if (--pending > 0) return;
-    const p = document.createElement('pre'); p.id = 'probe'; p.textContent = JSON.stringify(out);
-    document.body.appendChild(p); };
-  audios.forEach((a, i) => {
-    a.addEventListener('loadedmetadata', () => {
-      out.audio[i] = {expected: +a.dataset.duration, duration: a.duration}; done(); });
-    a.addEventListener('error', () => { out.audio[i] = {error: a.error && a.error.code}; done(); }, true);
+    tables[t.className] = (tables[t.className] || 0) + t.tBodies[0].rows.length; });
+  const audios = [...document.querySelectorAll('audio')];
+  const audio = await Promise.all(audios.map(a => new Promise(done => {
+    if (a.readyState >= 1) return done({expected: +a.dataset.duration, duration: a.duration});
+    a.addEventListener('loadedmetadata', () => done({expected: +a.dataset.duration, duration: a.duration}));
+    a.addEventListener('error', () => done({error: a.error && a.error.code}), true);
     a.load();
-  });
+  })));
   const first = audios[0];
   first.muted = true;
-  first.addEventListener('playing', () => { out.playing = true; done(); }, {once: true});
-  first.play().catch(e => { out.playing = String(e); done(); });
-});
-</script>"""
+  const playing = await new Promise(done => {
+    first.addEventListener('playing', () => done(true), {once: true});
+    first.play().catch(e => done(String(e)));
+  });
+  return {tables, audio, playing};
+})()"""
 
 
 def test_curation_page_in_a_browser(demo, tmp_path):
@@ -79,19 +75,14 @@ def test_curation_page_in_a_browser(demo, tmp_path):
     page = report / "curation.html"
     text = page.read_text(encoding="utf-8")
     assert "src=" in text and "http" not in re.sub(r'data:[^"\']*', "", text)  # nothing fetched
-    probe = tmp_path / "probe.html"
-    probe.write_text(text.replace("</body>", PROBE + "</body>"), encoding="utf-8")
-    browser = chromium_cmd(chromium(), tmp_path / "profile")
-    play = ["--autoplay-policy=no-user-gesture-required", "--virtual-time-budget=20000"]
-    dom = subprocess.run(
-        [*browser, *play, "--dump-dom", probe.as_uri()],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    ).stdout
-    found = re.search(r'<pre id="probe">(.*?)</pre>', dom, re.S)
-    assert found, dom[-2000:]
-    seen = json.loads(found.group(1).replace("&quot;", '"'))
+    browser = Browser(chromium(), tmp_path / "profile", "--autoplay-policy=no-user-gesture-required")
+    try:
+        browser.open(page.as_uri())
+        seen = browser.evaluate(PROBE)
+        shot = report / "curation_screenshot.png"
+        browser.screenshot(shot)
+    finally:
+        browser.close()
     with open(report / "curation.csv", encoding="utf-8") as f:
         rows = list(csv.DictReader(f))
     assert seen["tables"]["summary"] == len(rows) > 3
@@ -103,13 +94,6 @@ def test_curation_page_in_a_browser(demo, tmp_path):
         assert "error" not in a, a
         assert abs(a["duration"] - a["expected"]) < 0.02, a
     assert seen["playing"] is True
-    shot = work / "results" / "demo" / "report" / "curation_screenshot.png"
-    subprocess.run(
-        [*browser, "--window-size=1280,2400", f"--screenshot={shot}", page.as_uri()],
-        capture_output=True,
-        timeout=120,
-        check=True,
-    )
     # the screenshot shows a page, not a blank window: many non-white pixels
     inked = subprocess.run(
         [str(REPO / ".venvs/report/bin/python"), "-c", INKED, str(shot)], capture_output=True, text=True, check=True
