@@ -3,9 +3,11 @@
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -120,9 +122,11 @@ def memory_enforcement(cluster):
     return mode
 
 
-def profile_copy(dest, **set_resources):
-    """profiles/slurm as it is, with ``set_resources`` ({rule: {resource: value}}) over its own."""
+def profile_copy(dest, settings=None, **set_resources):
+    """profiles/slurm as it is, with ``settings`` ({key: value}) and ``set_resources``
+    ({rule: {resource: value}}) over its own."""
     cfg = yaml.safe_load((REPO / "profiles" / "slurm" / "config.yaml").read_text(encoding="utf-8"))
+    cfg.update(settings or {})
     for rule, res in set_resources.items():
         cfg["set-resources"].setdefault(rule, {}).update(res)
     dest.mkdir(parents=True)
@@ -321,57 +325,140 @@ def test_shard_job_over_its_memory_is_killed_retried_with_more_and_resumes(clust
     assert len(read_jsonl(remote / "shard-0000.stats.jsonl")) == OOM_FILES + 1
 
 
-def test_preempted_shard_job_is_requeued_and_resumes(cluster, tmp_path):
+@pytest.fixture(scope="module")
+def vad_corpus(tmp_path_factory):
+    """A one-shard VAD dataset long enough to interrupt (60 files of 20 s), and its local run."""
+    from test_vad_workflow import long_corpus
+
+    root = tmp_path_factory.mktemp("vad_corpus")
+    long_corpus(root / "audio", n=60, seconds=20.0)
+    ds = {"big": {"audio_dir": str(root / "audio"), "shards": 1}}
+    write_config(root / "local", ds, vad={"threads": 1}, stages=["vad"])
+    snakemake(root / "local")
+    return ds, root / "local" / "results" / "big" / "vad"
+
+
+VAD_OUTPUTS = ("shard-0000.segments.jsonl", "shard-0000.stats.jsonl", "shard-0000.rejects.jsonl", "stats.csv")
+
+
+def interrupt_mid_shard(workdir, profile, interrupt):
+    """Run the VAD stage on SLURM; once its shard job is running and has finished a few
+    files, call ``interrupt(job id)``. Returns (snakemake's output, return code, job id,
+    seconds from the interruption to the end of the run)."""
+    proc = slurm_snakemake(workdir, popen=True, profile=profile)
+    scratch = workdir / "results" / "big" / "vad" / ".partial" / "shard-0000.jsonl"
+    deadline, job = time.monotonic() + 600, None
+    try:
+        while time.monotonic() < deadline and proc.poll() is None and job is None:
+            if scratch.exists() and scratch.read_text(encoding="utf-8").count("\n") > 3:
+                running = subprocess.run(["squeue", "-h", "-t", "R", "-o", "%i"], capture_output=True, text=True)
+                if running.stdout.split():
+                    job = running.stdout.split()[0]
+                    interrupt(job)
+                    since = time.monotonic()
+            time.sleep(0.2)
+        out, _ = proc.communicate(timeout=900)
+    finally:
+        proc.kill()
+    assert job, f"the shard job finished before it could be interrupted:\n{out[-5000:]}"
+    return out, proc.returncode, job, time.monotonic() - since
+
+
+def preempt(_job):
+    """A job of the higher tier (`cpu`) that needs every CPU of the node: it preempts the
+    `preemptible` partition's job. Returns its id."""
+    cpus = ["-c", str(os.cpu_count()), "--mem=100"]
+    return subprocess.run(
+        ["sbatch", "--parsable", "-p", "cpu", *cpus, "-J", "blocker", "-o", "/dev/null", "--wrap", "sleep 5"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+
+
+def check_resumed(workdir, local):
+    """The shard job's last attempt resumed (files done before are not redone), and the
+    outputs are the local run's."""
+    log = (workdir / "results" / "big" / "logs" / "vad" / "shard-0000.log").read_text(encoding="utf-8")
+    assert "already done" in log and ", 0 already done" not in log, log
+    for name in VAD_OUTPUTS:
+        assert (workdir / "results" / "big" / "vad" / name).read_bytes() == (local / name).read_bytes(), name
+
+
+def test_preempted_shard_job_is_requeued_and_resumes(cluster, vad_corpus, tmp_path):
     """A shard job in the `preemptible` partition, preempted (PreemptMode=REQUEUE) by a
     job of the `cpu` partition that needs the node's CPUs: SLURM reruns it under the
     same job id, it resumes from its resume file, and the outputs are the local run's."""
-    from test_vad_workflow import long_corpus
-
-    long_corpus(tmp_path / "audio", n=60, seconds=20.0)
-    ds = {"big": {"audio_dir": str(tmp_path / "audio"), "shards": 1}}
-    for run in ("local", "slurm"):
-        write_config(tmp_path / run, ds, vad={"threads": 1}, stages=["vad"])
-    snakemake(tmp_path / "local")
+    ds, local = vad_corpus
+    write_config(tmp_path, ds, vad={"threads": 1}, stages=["vad"])
     profile = profile_copy(tmp_path / "profile", vad={"slurm_partition": "preemptible"})
-    proc = slurm_snakemake(tmp_path / "slurm", popen=True, profile=profile)
-    scratch = tmp_path / "slurm" / "results" / "big" / "vad" / ".partial" / "shard-0000.jsonl"
-    deadline, preempted, blocker = time.monotonic() + 600, None, None
-    while time.monotonic() < deadline and proc.poll() is None and preempted is None:
-        if scratch.exists() and scratch.read_text(encoding="utf-8").count("\n") > 3:
-            running = subprocess.run(
-                ["squeue", "-h", "-t", "R", "-p", "preemptible", "-o", "%i"], capture_output=True, text=True
-            ).stdout.split()
-            if running:  # the VAD shard job: a job of the higher tier that needs every CPU of the node
-                cpus = subprocess.run(["nproc"], capture_output=True, text=True).stdout.strip()
-                blocker = subprocess.run(
-                    [
-                        "sbatch",
-                        "--parsable",
-                        "-p",
-                        "cpu",
-                        "-c",
-                        cpus,
-                        "--mem=100",
-                        "-J",
-                        "blocker",
-                        "--wrap",
-                        "sleep 5",
-                    ],
-                    capture_output=True,
-                    text=True,
-                    check=True,
-                ).stdout.strip()
-                preempted = running[0]
-        time.sleep(0.2)
-    out, _ = proc.communicate(timeout=900)
-    assert preempted, "the shard job finished before it could be preempted"
-    assert proc.returncode == 0, out[-5000:]
+    blockers = []
+    out, rc, job, _ = interrupt_mid_shard(tmp_path, profile, lambda job: blockers.append(preempt(job)))
+    assert rc == 0, out[-5000:]
     comp = jobcomp(cluster)
-    assert comp[blocker] == ["COMPLETED"]
-    assert "PREEMPTED" in comp[preempted] and comp[preempted][-1] == "COMPLETED", comp[preempted]
-    assert submissions(out)["vad"] == [preempted]  # rerun by SLURM, not resubmitted by snakemake
-    log = (tmp_path / "slurm" / "results" / "big" / "logs" / "vad" / "shard-0000.log").read_text(encoding="utf-8")
-    assert "already done" in log and ", 0 already done" not in log, log  # resumed from its resume file
-    local, remote = (tmp_path / run / "results" / "big" / "vad" for run in ("local", "slurm"))
-    for name in ("shard-0000.segments.jsonl", "shard-0000.stats.jsonl", "shard-0000.rejects.jsonl", "stats.csv"):
-        assert (remote / name).read_bytes() == (local / name).read_bytes(), name
+    assert comp[blockers[0]] == ["COMPLETED"]
+    assert "PREEMPTED" in comp[job] and comp[job][-1] == "COMPLETED", comp[job]
+    assert submissions(out)["vad"] == [job]  # rerun by SLURM, not resubmitted by snakemake
+    check_resumed(tmp_path, local)
+
+
+def test_job_preempted_for_good_is_retried_not_waited_for(cluster, vad_corpus, tmp_path):
+    """A shard job that SLURM cannot requeue (`--no-requeue`, as on a site with
+    PreemptMode=CANCEL) ends PREEMPTED. The executor plugin alone would wait for it
+    forever; scripts/slurm/squeue reports it FAILED, so snakemake resubmits it (attempt
+    2), and it resumes."""
+    ds, local = vad_corpus
+    write_config(tmp_path, ds, vad={"threads": 1}, stages=["vad"])
+    settings = {"slurm-requeue": False, "slurm-no-requeue": True}
+    profile = profile_copy(tmp_path / "profile", settings, vad={"slurm_partition": "preemptible"})
+    out, rc, job, waited = interrupt_mid_shard(tmp_path, profile, preempt)
+    assert rc == 0, out[-5000:]
+    assert jobcomp(cluster)[job] == ["PREEMPTED"]
+    first, second = submissions(out)["vad"]
+    assert first == job and jobcomp(cluster)[second] == ["COMPLETED"]
+    assert waited < 400, waited  # one status check (at most 180 s apart) and the rerun
+    check_resumed(tmp_path, local)
+
+
+def kill_job_processes(workdir):
+    """SIGKILL every process working in ``workdir`` (the jobs' snakemake and their
+    stage processes), but the workflow's own snakemake (the one with --profile)."""
+    workdir = os.path.realpath(workdir)
+    for p in Path("/proc").iterdir():
+        try:
+            if (
+                p.name.isdigit()
+                and os.readlink(p / "cwd") == workdir
+                and b"--profile" not in (p / "cmdline").read_bytes()
+            ):
+                os.kill(int(p.name), signal.SIGKILL)
+        except OSError:  # gone meanwhile, or not ours to read
+            pass
+
+
+def test_node_lost_mid_job_is_requeued_and_resumes(cluster, vad_corpus, tmp_path):
+    """The node goes down under a running shard job (`scontrol update state=down`, as
+    when slurmctld loses a node): the job ends NODE_FAIL, SLURM requeues it (the
+    profile's `slurm-requeue: true`), it runs once the node is back, and resumes."""
+    ds, local = vad_corpus
+    write_config(tmp_path, ds, vad={"threads": 1}, stages=["vad"])
+    node = subprocess.run(["sinfo", "-h", "-N", "-o", "%N"], capture_output=True, text=True).stdout.split()[0]
+
+    def lose_node(job):
+        scontrol = ["scontrol", "update", f"nodename={node}"]
+        subprocess.run([*scontrol, "state=down", "reason=speechprep-test"], check=True)
+        kill_job_processes(tmp_path)  # a dead node's processes are gone; here they would run on
+        for _ in range(60):  # back up once its jobs are cleaned up (resume is refused while they complete)
+            time.sleep(1)
+            state = subprocess.run(["sinfo", "-h", "-N", "-o", "%t"], capture_output=True, text=True).stdout.strip()
+            if state.split() and state.split()[0] in ("idle", "mix", "alloc"):  # (a line per partition)
+                return
+            resumed = subprocess.run([*scontrol, "state=resume"], capture_output=True, text=True)
+        raise AssertionError(f"the node did not come back: {state}, {resumed.stderr}")
+
+    out, rc, job, _ = interrupt_mid_shard(tmp_path, REPO / "profiles" / "slurm", lose_node)
+    assert rc == 0, out[-5000:]
+    # requeued by SLURM (the profile's slurm-requeue) under the same id, not resubmitted
+    assert jobcomp(cluster)[job] == ["NODE_FAIL", "COMPLETED"], jobcomp(cluster)[job]
+    assert submissions(out)["vad"] == [job]
+    check_resumed(tmp_path, local)
