@@ -12,6 +12,23 @@
 # behind it) so that GPU rules' --gres=gpu:1 requests are scheduled as on a
 # real cluster; their code runs on the CPU. /etc/slurm/slurm.conf is written
 # too: the job-step plugin drops SLURM_CONF before its inner srun.
+#
+# Memory is enforced as on a real cluster: a job over its --mem is killed.
+# The first mode that kills a probe job (srun --mem=64 of a 300 MB process)
+# is kept; it is printed and written to DIR/memory_enforcement:
+#   cgroup          TaskPlugin=task/cgroup + cgroup.conf ConstrainRAMSpace=yes
+#                   (the kernel kills at once: OUT_OF_MEMORY, "oom-kill").
+#                   Processes stay tracked by proctrack/linuxproc: with
+#                   proctrack/cgroup, scancel's signals did not reach a step's
+#                   processes here (a cancelled step ran on to its end).
+#   overmemorykill  jobacct_gather/linux sampling every second with
+#                   JobAcctGatherParams=OverMemoryKill (where cgroups are not usable)
+#   none            neither killed the probe (tests that need it skip)
+# SLURM_TEST_MEMORY=overmemorykill (or none) tries only that mode.
+# Partitions: cpu (default) and gpu at PriorityTier 2, and "preemptible" at
+# PriorityTier 1: a job there is requeued (PreemptMode=REQUEUE) when a cpu or
+# gpu job needs its CPUs. cred_expire=10 lets a requeued job start again after
+# ~10 s (the default is 120 s).
 set -euo pipefail
 
 cmd="${1:-}"; DIR="${2:-}"
@@ -20,6 +37,11 @@ mkdir -p "$DIR"; DIR="$(cd "$DIR" && pwd)"
 MARK="# written by speechprep scripts/slurm_test_cluster.sh"
 
 stop() {
+  # this cluster's jobs first (their steps outlive slurmd), then the daemons
+  if [ -f "$DIR/slurmctld.pid" ] && kill -0 "$(cat "$DIR/slurmctld.pid")" 2>/dev/null; then
+    SLURM_CONF="$DIR/slurm.conf" timeout 10 scancel --user=root 2>/dev/null || true
+    sleep 1
+  fi
   for d in slurmd slurmctld munged; do
     if [ -f "$DIR/$d.pid" ]; then
       pid="$(cat "$DIR/$d.pid")"
@@ -48,6 +70,12 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 [ "$(id -u)" = 0 ] || { echo "the test cluster's daemons run as root" >&2; exit 1; }
 stop  # a previous run's daemons, if any
+# One test cluster per machine: it writes /etc/slurm and uses fixed ports.
+for d in slurmctld slurmd; do
+  if pgrep -x "$d" >/dev/null; then
+    echo "a $d is running already (another test cluster? stop it with its own DIR first)" >&2; exit 1
+  fi
+done
 
 # --- munge ------------------------------------------------------------------------
 mkdir -p /etc/munge /run/munge /var/lib/munge /var/log/munge
@@ -66,27 +94,39 @@ for _ in $(seq 50); do [ -s "$DIR/munged.pid.tmp" ] && break; sleep 0.1; done
 host="$(hostname -s)"
 cpus="$(nproc)"
 mem_mb=$(( $(awk '/MemTotal/ {print $2}' /proc/meminfo) / 1024 * 85 / 100 ))
-mkdir -p "$DIR/state" "$DIR/spool"
-cat > "$DIR/slurm.conf" <<EOF
+mkdir -p "$DIR/state" "$DIR/spool" /etc/slurm
+
+write_conf() {  # $1: memory enforcement (cgroup | overmemorykill | none)
+  local proctrack=proctrack/linuxproc task=task/none gather=jobacct_gather/none gather_params=""
+  case "$1" in
+    cgroup) task=task/cgroup ;;
+    overmemorykill) gather=jobacct_gather/linux; gather_params="JobAcctGatherParams=OverMemoryKill" ;;
+  esac
+  cat > "$DIR/slurm.conf" <<CONF
 $MARK
+# memory enforcement: $1
 ClusterName=speechprep-test
 SlurmctldHost=$host(127.0.0.1)
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
+AuthInfo=cred_expire=10
 StateSaveLocation=$DIR/state
 SlurmdSpoolDir=$DIR/spool
 SlurmctldPidFile=$DIR/slurmctld.pid
 SlurmdPidFile=$DIR/slurmd.pid
 SlurmctldLogFile=$DIR/slurmctld.log
 SlurmdLogFile=$DIR/slurmd.log
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-JobAcctGatherType=jobacct_gather/none
+ProctrackType=$proctrack
+TaskPlugin=$task
+JobAcctGatherType=$gather
+JobAcctGatherFrequency=1
+$gather_params
 AccountingStorageType=accounting_storage/none
 JobCompType=jobcomp/filetxt
 JobCompLoc=$DIR/jobcomp.txt
 SchedulerType=sched/backfill
+SchedulerParameters=bf_interval=1,sched_interval=2
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core_Memory
 DefMemPerCPU=1000
@@ -94,33 +134,86 @@ MinJobAge=600
 ReturnToService=2
 MpiDefault=none
 GresTypes=gpu
+PreemptType=preempt/partition_prio
+PreemptMode=REQUEUE
 NodeName=$host NodeAddr=127.0.0.1 CPUs=$cpus RealMemory=$mem_mb Gres=gpu:1 State=UNKNOWN
-PartitionName=cpu Nodes=$host Default=YES MaxTime=INFINITE State=UP
-PartitionName=gpu Nodes=$host MaxTime=INFINITE State=UP
-EOF
-cat > "$DIR/gres.conf" <<EOF
+PartitionName=cpu Nodes=$host Default=YES MaxTime=INFINITE State=UP PriorityTier=2
+PartitionName=gpu Nodes=$host MaxTime=INFINITE State=UP PriorityTier=2
+PartitionName=preemptible Nodes=$host MaxTime=INFINITE State=UP PriorityTier=1 PreemptMode=REQUEUE
+CONF
+  cat > "$DIR/gres.conf" <<CONF
 $MARK
 NodeName=$host Name=gpu Count=1 File=/dev/null
-EOF
-mkdir -p /etc/slurm
-for f in slurm.conf gres.conf; do
-  if [ -e "/etc/slurm/$f" ] && ! grep -q "$MARK" "/etc/slurm/$f"; then
-    echo "/etc/slurm/$f exists and is not ours: not overwriting a real cluster's config" >&2; exit 1
+CONF
+  local files=(slurm.conf gres.conf)
+  if [ "$1" = cgroup ]; then
+    # next to slurm.conf; CgroupPlugin left to autodetect (cgroup/v2 fails on a hybrid mount)
+    cat > "$DIR/cgroup.conf" <<CONF
+$MARK
+ConstrainRAMSpace=yes
+CONF
+    files+=(cgroup.conf)
+  else
+    rm -f "$DIR/cgroup.conf"
+    if [ -e /etc/slurm/cgroup.conf ] && grep -q "$MARK" /etc/slurm/cgroup.conf; then
+      rm -f /etc/slurm/cgroup.conf
+    fi
   fi
-  cp "$DIR/$f" "/etc/slurm/$f"
-done
+  for f in "${files[@]}"; do
+    if [ -e "/etc/slurm/$f" ] && ! grep -q "$MARK" "/etc/slurm/$f"; then
+      echo "/etc/slurm/$f exists and is not ours: not overwriting a real cluster's config" >&2; exit 1
+    fi
+    cp "$DIR/$f" "/etc/slurm/$f"
+  done
+}
 export SLURM_CONF="$DIR/slurm.conf"
 
 # --- daemons --------------------------------------------------------------------------
-/usr/sbin/slurmctld -c
-/usr/sbin/slurmd -N "$host"
-for _ in $(seq 100); do
-  state="$(sinfo -h -N -o '%t' 2>/dev/null | head -1 || true)"
-  [ "$state" = idle ] && break
-  [ "$state" = "idle*" ] || [ "$state" = "unk*" ] || [ "$state" = "down*" ] || true
-  sleep 0.2
-done
-[ "$(sinfo -h -N -o '%t' | head -1)" = idle ] || {
+up() {  # start slurmctld + slurmd (a fresh state), wait for the node to be idle
+  rm -rf "${DIR:?}/state" && mkdir -p "$DIR/state"
+  /usr/sbin/slurmctld -c
+  /usr/sbin/slurmd -N "$host"
+  for _ in $(seq 100); do
+    [ "$(sinfo -h -N -o '%t' 2>/dev/null | head -1 || true)" = idle ] && return 0
+    sleep 0.2
+  done
   echo "test SLURM did not come up; see $DIR/slurmctld.log and $DIR/slurmd.log" >&2
-  sinfo -N >&2 || true; stop; exit 1; }
-echo "test SLURM up: node $host ($cpus CPUs, $mem_mb MB, gpu:1 gres), partitions cpu (default) and gpu; state in $DIR"
+  sinfo -N >&2 || true
+  return 1
+}
+
+down() {  # stop slurmd + slurmctld (munged stays up)
+  local d pid
+  for d in slurmd slurmctld; do
+    [ -f "$DIR/$d.pid" ] || continue
+    pid="$(cat "$DIR/$d.pid")"
+    kill "$pid" 2>/dev/null || true
+    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -9 "$pid" 2>/dev/null || true
+    rm -f "$DIR/$d.pid"
+  done
+}
+
+probe() {  # is a job over its --mem killed? (a 300 MB process under --mem=64)
+  local out rc=0
+  out="$(timeout 60 srun -p cpu -N1 -n1 --mem=64 -t 1 -J memprobe \
+    perl -e '$x = "x" x (300 * 1024 * 1024); sleep 4; print "survived\n"' 2>&1)" || rc=$?
+  printf '%s\n(exit %s)\n' "$out" "$rc" > "$DIR/memory_probe.$1.log"
+  [ "$rc" != 0 ] && grep -qiE "out of memory|oom-kill|exceeded .*memory limit" <<<"$out"
+}
+
+mode=none
+for try in ${SLURM_TEST_MEMORY:-cgroup overmemorykill}; do  # (SLURM_TEST_MEMORY: the modes to try)
+  write_conf "$try"
+  if up && probe "$try"; then mode="$try"; break; fi
+  echo "memory enforcement: $try did not kill a job over its --mem (see $DIR/memory_probe.$try.log)" >&2
+  down
+done
+if [ "$mode" = none ]; then
+  write_conf none
+  up || { stop; exit 1; }
+  echo "memory enforcement: none (neither cgroup nor OverMemoryKill killed a job over its --mem)" >&2
+fi
+: > "$DIR/jobcomp.txt"   # the probe's record is not a test's
+echo "$mode" > "$DIR/memory_enforcement"
+echo "test SLURM up: node $host ($cpus CPUs, $mem_mb MB, gpu:1 gres), partitions cpu (default), gpu, preemptible; memory enforcement: $mode; state in $DIR"

@@ -30,6 +30,11 @@ class EnvironmentMismatch(SpeechprepError):
     exit_code = 3
 
 
+class WorkerKilled(SpeechprepError):
+    """A worker process was killed with SIGKILL (most often for memory): not the
+    input's fault, so the job fails and its retry (with more memory) resumes."""
+
+
 def describe(e: BaseException, limit: int = 400) -> str:
     """An exception as one line: ``Type: message``, whitespace collapsed, at most ``limit`` characters."""
     text = " ".join(f"{type(e).__name__}: {e}".split()).removesuffix(":").strip()

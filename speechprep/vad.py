@@ -9,6 +9,8 @@ runs one file; :func:`run_shard` runs a shard's files in a process pool on a
 from __future__ import annotations
 
 import logging
+import multiprocessing
+import signal
 from collections import deque
 from collections.abc import Callable, Iterable
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
@@ -20,7 +22,7 @@ import numpy as np
 
 from .audio import SAMPLE_RATE, AudioError, stream_mono, to_int16
 from .config import StageParams
-from .errors import UsageError
+from .errors import UsageError, WorkerKilled
 from .jsonio import atomic_open, read_jsonl, write_json
 from .rejects import count_reasons
 from .shardjob import Accepted, Outcome, Rejected, ShardJob
@@ -317,12 +319,44 @@ def _run_pool(items: list[dict], params: VadParams, workers: int, emit: Emit) ->
     return [], []
 
 
+def _alone_main(entry: dict[str, Any], params: VadParams, conn) -> None:
+    _init_worker(params)
+    try:
+        conn.send((True, _work(entry)))
+    except Exception as e:  # noqa: BLE001 (raised again in the parent, as the pool would)
+        conn.send((False, e))
+
+
+def _run_alone(entry: dict[str, Any], params: VadParams) -> Outcome | int:
+    """Analyse one file in a process of its own: its outcome, or the exit code of
+    the process when it died (negative: the signal that killed it)."""
+    ctx = multiprocessing.get_context("fork")  # as the pool's workers: inherit the module state
+    recv, send = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_alone_main, args=(entry, params, send), daemon=True)
+    proc.start()
+    send.close()
+    try:
+        ok, result = recv.recv()
+    except EOFError:  # died before sending
+        proc.join()
+        return proc.exitcode
+    finally:
+        recv.close()
+    proc.join()
+    if not ok:
+        raise result
+    return result
+
+
 def execute(todo: list[dict], params: VadParams, workers: int, emit: Emit) -> None:
     """Analyse every entry, emitting one outcome each, whatever crashes.
 
     A worker that dies (a segfault in native code, the OOM killer) breaks the
-    pool; the files in flight then are rerun one at a time in their own pool,
-    and one that kills its worker again is rejected ``worker_crash``.
+    pool; the files in flight then are rerun one at a time in a process of
+    their own. One that crashes it again is rejected ``worker_crash``; one
+    whose process is killed with SIGKILL (the kernel's or SLURM's out-of-memory
+    killer) is not the file's fault: the job fails with :class:`WorkerKilled`,
+    keeping its resume file, so that a retry with more memory resumes there.
     """
     rest = list(todo)
     while rest:
@@ -330,10 +364,16 @@ def execute(todo: list[dict], params: VadParams, workers: int, emit: Emit) -> No
         if suspects:
             log.warning("a worker died with %d files in flight; rerunning them one at a time", len(suspects))
         for e in suspects:
-            again, _ = _run_pool([e], params, 1, emit)
-            if again:
-                log.warning("%s kills its worker: rejected", e["id"])
-                emit(e, Rejected("worker_crash", "the VAD worker process died while analysing this file"))
+            outcome = _run_alone(e, params)
+            if isinstance(outcome, int) and outcome == -signal.SIGKILL:
+                raise WorkerKilled(
+                    f"the VAD process analysing {e['id']} alone was killed (SIGKILL): out of memory? "
+                    "Not rejected: the job fails, and a retry with more memory resumes from its resume file"
+                )
+            if isinstance(outcome, int):
+                log.warning("%s kills its worker (exit code %d): rejected", e["id"], outcome)
+                outcome = Rejected("worker_crash", "the VAD worker process died while analysing this file")
+            emit(e, outcome)
 
 
 def run_shard(

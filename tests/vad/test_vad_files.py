@@ -3,6 +3,7 @@
 import itertools
 import json
 import os
+import signal
 from dataclasses import asdict
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import pytest
 import soundfile as sf
 
 from speechprep import vad
+from speechprep.errors import WorkerKilled
 from speechprep.jsonio import read_jsonl, write_jsonl
 from speechprep.resume import ResumeFile, fingerprint
 from speechprep.shardjob import Accepted, Rejected, outcome_line
@@ -166,6 +168,25 @@ def test_worker_crash_rejects_only_the_guilty_file(tmp_path, monkeypatch):
     assert counts["files"] == 6 and counts["ok"] == 4 and counts["rejected"] == 2
     rejects = {json.loads(x)["id"]: json.loads(x)["reason"] for x in out["rejects"].splitlines()}
     assert rejects == {"edge_cases__silence": "worker_crash", "edge_cases__nan_float": "non_finite"}
+
+
+def _sigkill_on_silence(e, p, _real=vad.analyze_file):
+    if e["id"].endswith("silence"):
+        os.kill(os.getpid(), signal.SIGKILL)  # what the out-of-memory killer does
+    return _real(e, p)
+
+
+def test_worker_killed_for_memory_fails_the_job_and_the_rerun_resumes(tmp_path, monkeypatch):
+    shard = make_shard(tmp_path, CLIPS)
+    _, clean = run(tmp_path / "clean", shard)
+    monkeypatch.setattr(vad, "analyze_file", _sigkill_on_silence)
+    with pytest.raises(WorkerKilled, match=r"edge_cases__silence.*SIGKILL"):
+        run(tmp_path / "w", shard)
+    saved = (tmp_path / "w" / "resume" / "shard-0000.jsonl").read_text(encoding="utf-8")
+    assert "edge_cases__silence" not in saved and "us_male__clip01" in saved  # not rejected; the others kept
+    monkeypatch.undo()  # the retry, with enough memory
+    counts, out = run(tmp_path / "w", shard)
+    assert out == clean and counts["files"] == 6
 
 
 def _clips(seconds):

@@ -3,14 +3,17 @@
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
 import soundfile as sf
-from conftest import REPO, read_jsonl, write_config
+import yaml
+from conftest import REPO, read_jsonl, snakemake, write_config
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(os.geteuid() != 0, reason="the test SLURM's daemons need root")]
 RULES = (
@@ -44,7 +47,7 @@ def cluster(tmp_path_factory):
         os.environ["SLURM_CONF"] = old
 
 
-def slurm_snakemake(workdir, *args, check=True, popen=False):
+def slurm_snakemake(workdir, *args, check=True, popen=False, profile=REPO / "profiles" / "slurm"):
     cmd = [
         sys.executable,
         "-m",
@@ -56,7 +59,7 @@ def slurm_snakemake(workdir, *args, check=True, popen=False):
         "--configfile",
         str(workdir / "config.yaml"),
         "--profile",
-        str(REPO / "profiles" / "slurm"),
+        str(profile),
         "--slurm-init-seconds-before-status-checks",
         "5",
         *args,
@@ -97,6 +100,40 @@ def jobcomp(cluster):
         if m:
             out.setdefault(m.group(1), []).append(m.group(2))
     return out
+
+
+def jobcomp_memory(cluster):
+    """{job id: [(state, MB allocated)]} from SLURM's job completion log (its TRES mem=)."""
+    out = {}
+    for line in (cluster / "jobcomp.txt").read_text(encoding="utf-8").splitlines():
+        m = re.search(r"JobId=(\d+)\S*.*JobState=(\w+).*\bmem=(\d+)([MG])", line)
+        if m:
+            mb = int(m.group(3)) * (1024 if m.group(4) == "G" else 1)
+            out.setdefault(m.group(1), []).append((m.group(2), mb))
+    return out
+
+
+def memory_enforcement(cluster):
+    """How the test SLURM kills a job over its --mem (cgroup, overmemorykill); skips if it cannot."""
+    mode = (cluster / "memory_enforcement").read_text(encoding="utf-8").strip()
+    if mode == "none":
+        pytest.skip(
+            "the test SLURM cannot enforce --mem on this machine: neither task/cgroup (ConstrainRAMSpace) "
+            f"nor jobacct_gather OverMemoryKill killed its probe job (see {cluster}/memory_probe.*.log)"
+        )
+    return mode
+
+
+def profile_copy(dest, settings=None, **set_resources):
+    """profiles/slurm as it is, with ``settings`` ({key: value}) and ``set_resources``
+    ({rule: {resource: value}}) over its own."""
+    cfg = yaml.safe_load((REPO / "profiles" / "slurm" / "config.yaml").read_text(encoding="utf-8"))
+    cfg.update(settings or {})
+    for rule, res in set_resources.items():
+        cfg["set-resources"].setdefault(rule, {}).update(res)
+    dest.mkdir(parents=True)
+    (dest / "config.yaml").write_text(yaml.safe_dump(cfg), encoding="utf-8")
+    return dest
 
 
 def same_models(demo_work):
@@ -227,3 +264,203 @@ def test_report_after_the_slurm_run(slurm_demo):
     from test_report import check_report
 
     check_report(slurm_demo[0])
+
+
+# The OOM test's shard: ordinary files, then (last by name) one 128-channel
+# file whose decode blocks (vad.block_seconds = 60 s of float32 samples, and
+# their finiteness mask) take ~610 MB on top of the ~250 MB that the VAD job
+# holds otherwise (its own processes and the job's snakemake). Attempt 1 of
+# the job gets too little memory for that block, attempt 2 enough. Two blocks
+# (about two seconds over the limit): OverMemoryKill's 1 s sampling sees it too.
+OOM_FILES, OOM_CHANNELS = 10, 128
+ATTEMPT1_MB, ATTEMPT2_MB = 500, 2000
+
+
+def heavy_multichannel_file(path, channels=OOM_CHANNELS, seconds=120.0):
+    """An array recording: the same demo speech on every channel (8-bit, to keep the file small)."""
+    from speechprep.demo import demo_audio
+
+    sr = 16000
+    mono = np.resize(np.concatenate(demo_audio(REPO / "resources" / "demo" / "truth.json")), int(seconds * sr))
+    sf.write(path, np.repeat(np.clip(mono, -1, 1)[:, None].astype(np.float32), channels, axis=1), sr, "PCM_U8")
+
+
+def test_shard_job_over_its_memory_is_killed_retried_with_more_and_resumes(cluster, tmp_path):
+    from test_vad_workflow import long_corpus
+
+    mode = memory_enforcement(cluster)
+    audio = tmp_path / "audio"
+    long_corpus(audio, n=OOM_FILES, seconds=10.0)
+    heavy_multichannel_file(audio / "zz_array.wav")
+    ds = {"big": {"audio_dir": str(audio), "shards": 1}}
+    for run in ("local", "slurm"):
+        write_config(tmp_path / run, ds, vad={"threads": 1}, stages=["vad"])
+    snakemake(tmp_path / "local")
+    # profiles/slurm with the VAD job's memory: attempt 1 too small, attempt 2 enough
+    profile = profile_copy(tmp_path / "profile", vad={"mem_mb": f"{ATTEMPT1_MB} if attempt == 1 else {ATTEMPT2_MB}"})
+    out = slurm_snakemake(tmp_path / "slurm", profile=profile)
+
+    vad_jobs, comp = submissions(out)["vad"], jobcomp_memory(cluster)
+    assert len(vad_jobs) == 2, out[-4000:]
+    first, second = (comp.get(j) for j in vad_jobs)
+    assert first and first[0][0] in ("OUT_OF_MEMORY", "FAILED") and first[0][1] == ATTEMPT1_MB, (mode, first)
+    assert second == [("COMPLETED", ATTEMPT2_MB)], second
+    # the attempt-1 job's SLURM log (kept: it failed) shows the kill for memory
+    jid = vad_jobs[0]
+    logs = [
+        p
+        for p in (tmp_path / "slurm" / ".snakemake" / "slurm_logs").rglob("*.log")
+        if p.stem == jid or p.stem.startswith(f"{jid}_")
+    ]
+    assert logs, sorted((tmp_path / "slurm" / ".snakemake" / "slurm_logs").rglob("*"))
+    first_log = logs[0].read_text(encoding="utf-8", errors="replace")
+    killed = {"cgroup": r"Detected \d+ oom-kill event", "overmemorykill": r"exceeded .*memory limit"}[mode]
+    assert re.search(killed, first_log), first_log[-3000:]
+    # attempt 2 resumed: the files done before the kill were not redone
+    log = (tmp_path / "slurm" / "results" / "big" / "logs" / "vad" / "shard-0000.log").read_text(encoding="utf-8")
+    resumed = int(re.search(r"(\d+) already done", log).group(1))
+    assert 1 <= resumed <= OOM_FILES, log
+    # and the outputs are the local run's
+    local, remote = (tmp_path / run / "results" / "big" / "vad" for run in ("local", "slurm"))
+    for name in ("shard-0000.segments.jsonl", "shard-0000.stats.jsonl", "shard-0000.rejects.jsonl", "stats.csv"):
+        assert (remote / name).read_bytes() == (local / name).read_bytes(), name
+    assert len(read_jsonl(remote / "shard-0000.stats.jsonl")) == OOM_FILES + 1
+
+
+@pytest.fixture(scope="module")
+def vad_corpus(tmp_path_factory):
+    """A one-shard VAD dataset long enough to interrupt (60 files of 20 s), and its local run."""
+    from test_vad_workflow import long_corpus
+
+    root = tmp_path_factory.mktemp("vad_corpus")
+    long_corpus(root / "audio", n=60, seconds=20.0)
+    ds = {"big": {"audio_dir": str(root / "audio"), "shards": 1}}
+    write_config(root / "local", ds, vad={"threads": 1}, stages=["vad"])
+    snakemake(root / "local")
+    return ds, root / "local" / "results" / "big" / "vad"
+
+
+VAD_OUTPUTS = ("shard-0000.segments.jsonl", "shard-0000.stats.jsonl", "shard-0000.rejects.jsonl", "stats.csv")
+
+
+def interrupt_mid_shard(workdir, profile, interrupt):
+    """Run the VAD stage on SLURM; once its shard job is running and has finished a few
+    files, call ``interrupt(job id)``. Returns (snakemake's output, return code, job id,
+    seconds from the interruption to the end of the run)."""
+    proc = slurm_snakemake(workdir, popen=True, profile=profile)
+    scratch = workdir / "results" / "big" / "vad" / ".partial" / "shard-0000.jsonl"
+    deadline, job = time.monotonic() + 600, None
+    try:
+        while time.monotonic() < deadline and proc.poll() is None and job is None:
+            if scratch.exists() and scratch.read_text(encoding="utf-8").count("\n") > 3:
+                running = subprocess.run(["squeue", "-h", "-t", "R", "-o", "%i"], capture_output=True, text=True)
+                if running.stdout.split():
+                    job = running.stdout.split()[0]
+                    interrupt(job)
+                    since = time.monotonic()
+            time.sleep(0.2)
+        out, _ = proc.communicate(timeout=900)
+    finally:
+        proc.kill()
+    assert job, f"the shard job finished before it could be interrupted:\n{out[-5000:]}"
+    return out, proc.returncode, job, time.monotonic() - since
+
+
+def preempt(_job):
+    """A job of the higher tier (`cpu`) that needs every CPU of the node: it preempts the
+    `preemptible` partition's job. Returns its id."""
+    cpus = ["-c", str(os.cpu_count()), "--mem=100"]
+    return subprocess.run(
+        ["sbatch", "--parsable", "-p", "cpu", *cpus, "-J", "blocker", "-o", "/dev/null", "--wrap", "sleep 5"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+
+
+def check_resumed(workdir, local):
+    """The shard job's last attempt resumed (files done before are not redone), and the
+    outputs are the local run's."""
+    log = (workdir / "results" / "big" / "logs" / "vad" / "shard-0000.log").read_text(encoding="utf-8")
+    assert "already done" in log and ", 0 already done" not in log, log
+    for name in VAD_OUTPUTS:
+        assert (workdir / "results" / "big" / "vad" / name).read_bytes() == (local / name).read_bytes(), name
+
+
+def test_preempted_shard_job_is_requeued_and_resumes(cluster, vad_corpus, tmp_path):
+    """A shard job in the `preemptible` partition, preempted (PreemptMode=REQUEUE) by a
+    job of the `cpu` partition that needs the node's CPUs: SLURM reruns it under the
+    same job id, it resumes from its resume file, and the outputs are the local run's."""
+    ds, local = vad_corpus
+    write_config(tmp_path, ds, vad={"threads": 1}, stages=["vad"])
+    profile = profile_copy(tmp_path / "profile", vad={"slurm_partition": "preemptible"})
+    blockers = []
+    out, rc, job, _ = interrupt_mid_shard(tmp_path, profile, lambda job: blockers.append(preempt(job)))
+    assert rc == 0, out[-5000:]
+    comp = jobcomp(cluster)
+    assert comp[blockers[0]] == ["COMPLETED"]
+    assert "PREEMPTED" in comp[job] and comp[job][-1] == "COMPLETED", comp[job]
+    assert submissions(out)["vad"] == [job]  # rerun by SLURM, not resubmitted by snakemake
+    check_resumed(tmp_path, local)
+
+
+def test_job_preempted_for_good_is_retried_not_waited_for(cluster, vad_corpus, tmp_path):
+    """A shard job that SLURM cannot requeue (`--no-requeue`, as on a site with
+    PreemptMode=CANCEL) ends PREEMPTED. The executor plugin alone would wait for it
+    forever; scripts/slurm/squeue reports it FAILED, so snakemake resubmits it (attempt
+    2), and it resumes."""
+    ds, local = vad_corpus
+    write_config(tmp_path, ds, vad={"threads": 1}, stages=["vad"])
+    settings = {"slurm-requeue": False, "slurm-no-requeue": True}
+    profile = profile_copy(tmp_path / "profile", settings, vad={"slurm_partition": "preemptible"})
+    out, rc, job, waited = interrupt_mid_shard(tmp_path, profile, preempt)
+    assert rc == 0, out[-5000:]
+    assert jobcomp(cluster)[job] == ["PREEMPTED"]
+    first, second = submissions(out)["vad"]
+    assert first == job and jobcomp(cluster)[second] == ["COMPLETED"]
+    assert waited < 400, waited  # one status check (at most 180 s apart) and the rerun
+    check_resumed(tmp_path, local)
+
+
+def kill_job_processes(workdir):
+    """SIGKILL every process working in ``workdir`` (the jobs' snakemake and their
+    stage processes), but the workflow's own snakemake (the one with --profile)."""
+    workdir = os.path.realpath(workdir)
+    for p in Path("/proc").iterdir():
+        try:
+            if (
+                p.name.isdigit()
+                and os.readlink(p / "cwd") == workdir
+                and b"--profile" not in (p / "cmdline").read_bytes()
+            ):
+                os.kill(int(p.name), signal.SIGKILL)
+        except OSError:  # gone meanwhile, or not ours to read
+            pass
+
+
+def test_node_lost_mid_job_is_requeued_and_resumes(cluster, vad_corpus, tmp_path):
+    """The node goes down under a running shard job (`scontrol update state=down`, as
+    when slurmctld loses a node): the job ends NODE_FAIL, SLURM requeues it (the
+    profile's `slurm-requeue: true`), it runs once the node is back, and resumes."""
+    ds, local = vad_corpus
+    write_config(tmp_path, ds, vad={"threads": 1}, stages=["vad"])
+    node = subprocess.run(["sinfo", "-h", "-N", "-o", "%N"], capture_output=True, text=True).stdout.split()[0]
+
+    def lose_node(job):
+        scontrol = ["scontrol", "update", f"nodename={node}"]
+        subprocess.run([*scontrol, "state=down", "reason=speechprep-test"], check=True)
+        kill_job_processes(tmp_path)  # a dead node's processes are gone; here they would run on
+        for _ in range(60):  # back up once its jobs are cleaned up (resume is refused while they complete)
+            time.sleep(1)
+            state = subprocess.run(["sinfo", "-h", "-N", "-o", "%t"], capture_output=True, text=True).stdout.strip()
+            if state.split() and state.split()[0] in ("idle", "mix", "alloc"):  # (a line per partition)
+                return
+            resumed = subprocess.run([*scontrol, "state=resume"], capture_output=True, text=True)
+        raise AssertionError(f"the node did not come back: {state}, {resumed.stderr}")
+
+    out, rc, job, _ = interrupt_mid_shard(tmp_path, REPO / "profiles" / "slurm", lose_node)
+    assert rc == 0, out[-5000:]
+    # requeued by SLURM (the profile's slurm-requeue) under the same id, not resubmitted
+    assert jobcomp(cluster)[job] == ["NODE_FAIL", "COMPLETED"], jobcomp(cluster)[job]
+    assert submissions(out)["vad"] == [job]
+    check_resumed(tmp_path, local)
