@@ -14,6 +14,7 @@ from speechprep.curate.params import job_section as curate_job_section
 from speechprep.envmodules import setup_env_modules
 from speechprep.inventory import inventory_digest
 from speechprep.modelfiles import is_local_model
+from speechprep.slurm import use_status_shims
 
 REPO = Path(workflow.basedir)
 # what the conda env files' last pip line installs: this checkout, editable
@@ -21,9 +22,7 @@ os.environ.setdefault("SPEECHPREP_REPO", str(REPO))
 # squeue/sacct for the SLURM executor's status checks: a job that ended
 # PREEMPTED (not requeued) reads FAILED, so it is retried instead of waited for
 # forever (scripts/slurm/squeue; docs/cluster.md).
-_SLURM_SHIMS = str(REPO / "scripts" / "slurm")
-if _SLURM_SHIMS not in os.environ.get("PATH", "").split(os.pathsep):
-    os.environ["PATH"] = os.pathsep.join([_SLURM_SHIMS, os.environ.get("PATH", "")])
+use_status_shims(REPO)
 
 RESULTS = "results"
 # Outputs that span every dataset (the TTS tokenizer, combined manifests):

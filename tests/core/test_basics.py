@@ -105,3 +105,15 @@ def test_cli_flag_kinds():
     ]
     assert parser().parse_args(["tts", "manifest", *base]).kept is None  # optional list
     assert parser().parse_args(["tts", "manifest", *base, "--kept", "k1", "k2"]).kept == ["k1", "k2"]
+
+
+def test_slurm_status_shims_go_first_on_path_once(monkeypatch, tmp_path):
+    from speechprep.slurm import use_status_shims
+
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    use_status_shims(tmp_path)
+    use_status_shims(tmp_path)
+    assert os.environ["PATH"] == f"{tmp_path / 'scripts' / 'slurm'}:/usr/bin:/bin"
+    # the wrappers are there, executable, and named as the commands they wrap
+    shims = REPO / "scripts" / "slurm"
+    assert all(os.access(shims / name, os.X_OK) for name in ("squeue", "sacct"))
