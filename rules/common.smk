@@ -242,6 +242,14 @@ def per_shard_paths(ds, directory, suffix):
     return " ".join(shlex.quote(f"{directory}/{s}{suffix}") for s in shards(ds))
 
 
+def s2s_segments(wildcards):
+    """What S2S reads: the VAD segments, or, with `asr.trim`, the ASR lines (trimmed to
+    their words), so that units and the other features cover the same audio."""
+    if config["asr"]["trim"] and "asr" in config["stages"]:
+        return f"{RESULTS}/{wildcards.ds}/asr/{wildcards.shard}.jsonl"
+    return f"{RESULTS}/{wildcards.ds}/vad/{wildcards.shard}.segments.jsonl"
+
+
 def tts_segments(wildcards):
     """What the TTS features read: every segment curation measured (with its stored
     speaker vector; the manifests keep what it kept), or the ASR lines without curation."""

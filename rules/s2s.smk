@@ -29,7 +29,7 @@ rule s2s_export:
 
 rule s2s:
     input:
-        segments=f"{RESULTS}/{{ds}}/vad/{{shard}}.segments.jsonl",
+        segments=s2s_segments,
         models=s2s_model_files,
         export=s2s_export_file,
     output:

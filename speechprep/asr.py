@@ -13,6 +13,14 @@ segment fails the job (:mod:`speechprep.failures`). Finished segments are
 checkpointed, so a killed job restarts after its last finished batch (model
 errors are retried). A watchdog fails the job, with every thread's stack in
 the log, when a batch makes no progress.
+
+With ``asr.timestamps`` each line also gets NeMo's word timestamps and
+entropy-based word confidences (``words``, on the source file's clock) and a
+segment ``confidence`` (the mean of its words'); a model class that gives none
+(multitask AED models without a separate timestamp model) gets ``null`` for
+both, said once in the log. With ``asr.trim`` the line's ``offset``/``duration``
+are cut to its words (plus ``asr.trim_pad``), the VAD bounds kept as
+``vad_offset``/``vad_duration``.
 """
 
 from __future__ import annotations
@@ -42,8 +50,21 @@ log = logging.getLogger("speechprep.asr")
 STAGE = "asr"
 ALGORITHM_VERSION = "1"
 
-# ``(audios, language) -> texts``, one text per audio
-Transcriber = Callable[[list[np.ndarray], str], list[str]]
+# ``(audios, language) -> results``, one per audio: its text, or a dict with
+# ``text`` and, with timestamps, ``words`` (seconds from the audio's start) and ``confidence``
+Transcriber = Callable[[list[np.ndarray], str], list[Any]]
+
+# NeMo's confidence settings for word confidences: per-frame Tsallis entropy
+# (alpha 0.5, exponential normalisation, the setting NeMo's confidence tutorial
+# found best calibrated), blank frames excluded, a word's confidence the
+# minimum over its tokens.
+CONFIDENCE_CFG = {
+    "preserve_word_confidence": True,
+    "preserve_token_confidence": True,
+    "exclude_blank": True,
+    "aggregation": "min",
+    "method_cfg": {"name": "entropy", "entropy_type": "tsallis", "alpha": 0.5, "entropy_norm": "exp"},
+}
 
 
 @dataclass(frozen=True)
@@ -63,6 +84,9 @@ class AsrParams(StageParams):
     min_duration: float
     max_duration: float
     batch_timeout: float
+    timestamps: bool
+    trim: bool
+    trim_pad: float
     dataset_language: str | None
     model_failure: dict
     hash_cache: str | None
@@ -178,22 +202,126 @@ def multitask_prompt(model) -> Callable[[str], dict[str, str]] | None:
     return prompt
 
 
-def nemo_transcriber(model) -> Transcriber:
-    """``(audios, language) -> texts`` with NeMo's own ``transcribe()`` (every model class has it);
-    a multitask model gets the prompt for ``language``, the others ignore it."""
+def enable_word_timestamps(model) -> bool:
+    """Turn on word timestamps and word confidences in the model's decoding; False (and one
+    log line saying why) for a model class that cannot give them."""
+    from omegaconf import OmegaConf, open_dict
+
+    name = type(model).__name__
+    if multitask_prompt(model) is not None:
+        log.info("%s gives no word timestamps here (an AED model needs its own timestamp model): words: null", name)
+        return False
+    confidence = dict(CONFIDENCE_CFG)
+    if "BPE" not in type(getattr(model, "decoding", None)).__name__:
+        # character models: NeMo 3.0's CTCDecoding fails aggregating word confidences (it joins
+        # token ids as strings); token confidences are aggregated here instead (hypothesis_words)
+        confidence["preserve_word_confidence"] = False
+    try:
+        with open_dict(model.cfg.decoding):
+            model.cfg.decoding.compute_timestamps = True
+            model.cfg.decoding.confidence_cfg = OmegaConf.create(confidence)
+        model.change_decoding_strategy(model.cfg.decoding, verbose=False)
+    except Exception as e:  # noqa: BLE001 (whatever a model class's decoding set-up raises)
+        log.info("%s cannot give word timestamps and confidences (%s): words: null", name, describe(e))
+        return False
+    return True
+
+
+def chars_to_words(text: str, token_confidence) -> list[float] | None:
+    """Word confidences of a character model: the minimum over each word's characters (one
+    token each, spaces included), as NeMo aggregates them; None where tokens and characters
+    do not line up."""
+    if token_confidence is None or len(token_confidence) != len(text):
+        return None
+    words: list[float] = []
+    current: list[float] = []
+    for ch, c in zip(text + " ", [*token_confidence, 1.0]):
+        if ch == " ":
+            if current:
+                words.append(min(current))
+            current = []
+        else:
+            current.append(float(c))
+    return words
+
+
+def hypothesis_words(h) -> dict[str, Any]:
+    """``text``, ``words`` (``{word, start, end, confidence}``, seconds from the audio's start)
+    and ``confidence`` (mean word confidence; None without words) of a NeMo hypothesis."""
+    stamps = getattr(h, "timestamp", None)
+    words = stamps.get("word") if isinstance(stamps, dict) else None
+    if words is None:
+        return {"text": h.text, "words": None, "confidence": None}
+    confs = getattr(h, "word_confidence", None) or chars_to_words(h.text, getattr(h, "token_confidence", None))
+    if confs is None or len(confs) != len(words):
+        confs = [None] * len(words)
+    out = [
+        {
+            "word": str(w["word"]),
+            "start": float(w["start"]),
+            "end": float(w["end"]),
+            "confidence": None if c is None else min(1.0, max(0.0, float(c))),
+        }
+        for w, c in zip(words, confs)
+    ]
+    known = [x["confidence"] for x in out if x["confidence"] is not None]
+    return {"text": h.text, "words": out, "confidence": sum(known) / len(known) if known else None}
+
+
+def nemo_transcriber(model, timestamps: bool = False) -> Transcriber:
+    """``(audios, language) -> results`` with NeMo's own ``transcribe()`` (every model class has
+    it); a multitask model gets the prompt for ``language``, the others ignore it. With
+    ``timestamps``, each result is a :func:`hypothesis_words` dict (``words`` None where the
+    model class gives none)."""
     import torch
 
     prompt = multitask_prompt(model)
+    words = timestamps and enable_word_timestamps(model)
 
-    def run(audios: list[np.ndarray], language: str) -> list[str]:
+    def run(audios: list[np.ndarray], language: str) -> list[Any]:
         kwargs = prompt(language) if prompt else {}
+        if words:
+            kwargs["timestamps"] = True
         with torch.inference_mode():
             out = model.transcribe(audios, batch_size=len(audios), verbose=False, num_workers=0, **kwargs)
         if isinstance(out, tuple):  # some RNNT versions return (best, all)
             out = out[0]
-        return [h.text if hasattr(h, "text") else str(h) for h in out]
+        texts = [h.text if hasattr(h, "text") else str(h) for h in out]
+        if not timestamps:
+            return texts
+        if not words:
+            return [{"text": t, "words": None, "confidence": None} for t in texts]
+        return [hypothesis_words(h) for h in out]
 
     return run
+
+
+def on_source_clock(result: dict[str, Any], seg: dict[str, Any]) -> dict[str, Any]:
+    """``result``'s word times moved onto the source file's clock (the segment's offset added),
+    clipped to the segment, rounded to ms, made monotonic."""
+    if not result.get("words"):
+        return result
+    offset, duration = float(seg.get("offset") or 0.0), float(seg["duration"])
+    words, last = [], offset
+    for w in result["words"]:
+        start = max(last, round(offset + min(max(w["start"], 0.0), duration), 3))
+        end = max(start, round(offset + min(max(w["end"], 0.0), duration), 3))
+        words.append({**w, "start": start, "end": end})
+        last = start
+    return {**result, "words": words}
+
+
+def trimmed(line: dict[str, Any], pad: float) -> dict[str, Any]:
+    """``line`` cut to ``[first word start - pad, last word end + pad]`` within its VAD bounds,
+    which are kept as ``vad_offset``/``vad_duration``; a line without words keeps its bounds."""
+    offset, duration = float(line.get("offset") or 0.0), float(line["duration"])
+    out = {**line, "vad_offset": offset, "vad_duration": duration}
+    if line.get("words"):
+        start = max(offset, line["words"][0]["start"] - pad)
+        end = min(offset + duration, line["words"][-1]["end"] + pad)
+        if end > start:
+            out["offset"], out["duration"] = round(start, 3), round(end - start, 3)
+    return out
 
 
 # --------------------------------------------------------------------------
@@ -259,7 +387,7 @@ def _outcome(seg: dict, result: Any, oom: bool) -> Outcome:
         return Rejected(result.reason, result.detail)
     if isinstance(result, Exception):
         return model_rejected(result)
-    return Accepted({"text": result})
+    return Accepted(on_source_clock(result, seg) if isinstance(result, dict) else {"text": result})
 
 
 # --------------------------------------------------------------------------
@@ -310,7 +438,9 @@ def transcribe_shard(
             job.emit(o.item, _outcome(o.item, o.result, o.oom))
         wd.done()
     wall = time.monotonic() - t0
-    lines = [{**seg, "text": r["text"], **identity} for seg, r in job.accepted()]
+    lines = [{**seg, **r, **identity} for seg, r in job.accepted()]
+    if params.trim:
+        lines = [trimmed(x, params.trim_pad) for x in lines]
     audio = sum(float(s["duration"]) for s in todo)
     return job.commit(
         {out_path: lines},
@@ -349,7 +479,15 @@ def run(
         time.monotonic() - t,
     )
     return transcribe_shard(
-        segments_path, out_path, rejects_path, params, resume, nemo_transcriber(model), sr, identity, budget
+        segments_path,
+        out_path,
+        rejects_path,
+        params,
+        resume,
+        nemo_transcriber(model, params.timestamps),
+        sr,
+        identity,
+        budget,
     )
 
 

@@ -1,7 +1,19 @@
-"""Session fixtures of the ASR tests: tiny NeMo models of every class, built once."""
+"""Session fixtures of the ASR tests: the demo model, tiny NeMo models of every class, built once."""
 
 import pytest
 from nemo_models import build
+
+from tests.support import DEMO
+
+
+@pytest.fixture(scope="session")
+def model_path(tmp_path_factory):
+    """A demo model trained briefly: good enough to transcribe, built from code here."""
+    from speechprep.demo.asr_model import build
+
+    out = tmp_path_factory.mktemp("model") / "demo_asr.nemo"
+    build(DEMO / "truth.json", out, max_steps=400)
+    return out
 
 
 @pytest.fixture(scope="session")

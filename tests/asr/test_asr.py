@@ -16,16 +16,6 @@ from speechprep.failures import SystematicFailure
 
 
 @pytest.fixture(scope="session")
-def model_path(tmp_path_factory):
-    """A demo model trained briefly: good enough to transcribe, built from code here."""
-    from speechprep.demo.asr_model import build
-
-    out = tmp_path_factory.mktemp("model") / "demo_asr.nemo"
-    build(DEMO / "truth.json", out, max_steps=400)
-    return out
-
-
-@pytest.fixture(scope="session")
 def loaded(model_path):
     model = asr.load_model(str(model_path), "cpu")
     return asr.nemo_transcriber(model), asr.model_sample_rate(model), asr.model_identity(str(model_path))

@@ -1,0 +1,83 @@
+#!/usr/bin/env python3
+"""What word timestamps and confidences cost the ASR stage, same segments, same run.
+
+    .venvs/asr/bin/python bench/asr_timestamps.py [--model resources/models/demo_asr.nemo]
+                                                  [--segments 80] [--repeats 3]
+
+The segments of ``bench/asr_throughput.py`` (mixed 1-30 s of demo speech, read
+by offset from long source files) through ``speechprep.asr.transcribe_shard``
+twice per repeat, interleaved: with ``asr.timestamps`` off and on (NeMo's
+word timestamps and entropy confidences). Prints medians and the overhead
+(target <= 15 % on CPU).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+from asr_throughput import REPO, make_segments
+
+from speechprep import asr
+from speechprep.batching import seconds_budget
+from speechprep.jsonio import read_jsonl, write_jsonl
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", default=str(REPO / "resources/models/demo_asr.nemo"))
+    ap.add_argument("--segments", type=int, default=80)
+    ap.add_argument("--repeats", type=int, default=3)
+    a = ap.parse_args()
+    import torch
+    from nemo.utils import logging as nemo_logging
+
+    nemo_logging.setLevel(logging.ERROR)
+    torch.set_num_threads(2)
+    runs = {}
+    for on in (False, True):  # two instances: timestamps change the model's decoding set-up
+        model = asr.load_model(a.model, "cpu")
+        params = asr.AsrParams.defaults(model=a.model, device="cpu", timestamps=on)
+        runs[on] = (asr.nemo_transcriber(model, on), asr.model_sample_rate(model), params)
+    budget = seconds_budget("cpu", params.cpu_batch_seconds, 1, 0, params.max_batch_seconds)
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        segs = make_segments(tmp, a.segments, np.random.default_rng(0))
+        audio = sum(s["duration"] for s in segs)
+        shard = tmp / "shard-0000.segments.jsonl"
+        write_jsonl(shard, [{k: v for k, v in s.items() if not k.startswith("_")} for s in segs])
+
+        def stage(on, r):
+            tx, sr, params = runs[on]
+            out = tmp / f"o{on}{r}.jsonl"
+            args = (str(shard), str(out), str(tmp / f"r{on}{r}.jsonl"), params, str(tmp / f"s{on}{r}.jsonl"))
+            asr.transcribe_shard(*args, tx, sr, {"asr_model": a.model}, budget)
+            return list(read_jsonl(out))
+
+        stage(False, "warm")
+        times = {False: [], True: []}
+        for r in range(a.repeats):
+            for on in (False, True):
+                t = time.perf_counter()
+                lines = stage(on, r)
+                times[on].append(time.perf_counter() - t)
+            words = sum(len(x["words"] or []) for x in lines)
+    med = {k: statistics.median(v) for k, v in times.items()}
+    print(
+        f"ASR timestamps: {a.segments} segments of 1-30 s, {audio / 60:.1f} min of audio, "
+        f"model {Path(a.model).name} on CPU, median of {a.repeats} interleaved runs"
+    )
+    for on, name in ((False, "off"), (True, "on (words + confidence)")):
+        runs_s = ", ".join(f"{x:.2f}" for x in times[on])
+        print(f"  timestamps {name}: {med[on]:.2f} s, {audio / med[on]:.1f} audio-s/s  (runs: {runs_s})")
+    ratio = med[True] / med[False]
+    print(f"on / off: {ratio:.3f}x, overhead {100 * (ratio - 1):+.1f} % (target <= 15 %); {words} words")
+
+
+if __name__ == "__main__":
+    main()
