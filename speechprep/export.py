@@ -268,7 +268,7 @@ def write_lhotse_shar(segments, out: Path, shard: str, sample_rate: int) -> list
             for kind, a in features_of(item).items():
                 cut = cut.attach_tensor(kind, a)
             w.write(cut)
-            members.append(f"{shard}/recording.000000.tar:{item['id']}")
+            members.append(f"{shard}/recording.tar:{item['id']}")
     shutil.rmtree(final, ignore_errors=True)
     tmp.rename(final)
     return members
