@@ -172,8 +172,8 @@ def run_shard(
     for fmt in params.formats:
         members = WRITERS[fmt](segments, Path(out_dir) / fmt, shard, params.sample_rate)
         outputs[Path(out_dir) / fmt / f"{shard}.index.jsonl"] = [
-            {"id": item["id"], "member": m, "sha256": d["sha256"], "duration": d["samples"] / params.sample_rate}
-            for (item, d, _), m in zip(segments, members, strict=True)
+            {"id": item["id"], "member": m, "sha256": sha, "duration": d["samples"] / params.sample_rate}
+            for (item, d, _), (m, sha) in zip(segments, members, strict=True)
         ]
     summary = job.commit(outputs, rejects)
     shutil.rmtree(audio_dir)  # with any temp file a killed run left
@@ -193,7 +193,7 @@ def _add(tar: tarfile.TarFile, name: str, data: bytes) -> None:
     tar.addfile(info, io.BytesIO(data))
 
 
-def write_webdataset(segments, out: Path, shard: str, sample_rate: int) -> list[str]:
+def write_webdataset(segments, out: Path, shard: str, sample_rate: int) -> list[tuple[str, str]]:
     members = []
     with (
         atomic_open(out / f"{shard}.tar", "wb") as f,
@@ -205,11 +205,11 @@ def write_webdataset(segments, out: Path, shard: str, sample_rate: int) -> list[
             _add(tar, f"{key}.json", json.dumps(item, ensure_ascii=False, sort_keys=True).encode("utf-8"))
             for kind, a in features_of(item).items():
                 _add(tar, f"{key}.{kind}.npy", _npy_bytes(a))
-            members.append(f"{shard}.tar:{key}.flac")
+            members.append((f"{shard}.tar:{key}.flac", d["sha256"]))
     return members
 
 
-def write_parquet(segments, out: Path, shard: str, sample_rate: int) -> list[str]:
+def write_parquet(segments, out: Path, shard: str, sample_rate: int) -> list[tuple[str, str]]:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -226,10 +226,10 @@ def write_parquet(segments, out: Path, shard: str, sample_rate: int) -> list[str
     table = pa.Table.from_pylist(rows)
     with atomic_open(out / f"{shard}.parquet", "wb") as f:
         pq.write_table(table, f)
-    return [f"{shard}.parquet:{i}" for i in range(len(rows))]
+    return [(f"{shard}.parquet:{i}", d["sha256"]) for i, (_item, d, _audio) in enumerate(segments)]
 
 
-def write_lhotse_shar(segments, out: Path, shard: str, sample_rate: int) -> list[str]:
+def write_lhotse_shar(segments, out: Path, shard: str, sample_rate: int) -> list[tuple[str, str]]:
     """A Shar directory per shard; written next to it, then renamed into place.
     Lhotse encodes the recordings' FLAC itself (from the same samples)."""
     from lhotse import MonoCut, Recording, SupervisionSegment
@@ -268,7 +268,11 @@ def write_lhotse_shar(segments, out: Path, shard: str, sample_rate: int) -> list
             for kind, a in features_of(item).items():
                 cut = cut.attach_tensor(kind, a)
             w.write(cut)
-            members.append(f"{shard}/recording.tar:{item['id']}")
+    # Lhotse encodes the FLAC itself: the index gets its members' own sha256
+    with tarfile.open(tmp / "recording.tar") as tar:
+        sha = {m.name: hashlib.sha256(tar.extractfile(m).read()).hexdigest() for m in tar if m.name.endswith(".flac")}
+    for item, _d, _audio in segments:
+        members.append((f"{shard}/recording.tar:{item['id']}.flac", sha[f"{item['id']}.flac"]))
     shutil.rmtree(final, ignore_errors=True)
     tmp.rename(final)
     return members
@@ -279,7 +283,7 @@ def shard_number(shard: str) -> int:
     return int(shard.rsplit("-", 1)[-1])
 
 
-def write_nemo_tarred(segments, out: Path, shard: str, sample_rate: int) -> list[str]:
+def write_nemo_tarred(segments, out: Path, shard: str, sample_rate: int) -> list[tuple[str, str]]:
     n = shard_number(shard)
     lines, members = [], []
     with (
@@ -292,11 +296,12 @@ def write_nemo_tarred(segments, out: Path, shard: str, sample_rate: int) -> list
             lines.append(
                 {**item, "audio_filepath": name, "offset": 0.0, "shard_id": n, "duration": d["samples"] / sample_rate}
             )
-            members.append(f"audio_{n}.tar:{name}")
+            members.append((f"audio_{n}.tar:{name}", d["sha256"]))
     write_jsonl(out / f"manifest_{n}.json", lines)
     return members
 
 
+# format -> writer(segments, format dir, shard, sample rate): (member or row, sha256 of its audio) per segment
 WRITERS = {
     "webdataset": write_webdataset,
     "parquet": write_parquet,

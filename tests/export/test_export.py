@@ -73,10 +73,11 @@ def test_index_sha256_matches_members(exported):
         for x in index:
             member = x["member"].split(":", 1)[1]
             assert hashlib.sha256(tar.extractfile(member).read()).hexdigest() == x["sha256"]
-    with tarfile.open(root / "export" / "nemo_tarred" / "audio_0.tar") as tar:
-        for x in read_index(root, "nemo_tarred"):
-            member = x["member"].split(":", 1)[1]
-            assert hashlib.sha256(tar.extractfile(member).read()).hexdigest() == x["sha256"]
+    for fmt, tar_path in (("nemo_tarred", "audio_0.tar"), ("lhotse_shar", "shard-0000/recording.tar")):
+        with tarfile.open(root / "export" / fmt / tar_path) as tar:
+            for x in read_index(root, fmt):
+                member = x["member"].split(":", 1)[1]
+                assert hashlib.sha256(tar.extractfile(member).read()).hexdigest() == x["sha256"]
 
 
 def test_parquet(exported):
