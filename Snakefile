@@ -25,6 +25,7 @@ include: "rules/asr.smk"
 include: "rules/s2s.smk"
 include: "rules/curate.smk"
 include: "rules/tts.smk"
+include: "rules/export.smk"
 include: "rules/report.smk"
 
 

@@ -232,6 +232,15 @@ def tts_encoder_files(wildcards):
     ]
 
 
+def export_shard_params():
+    """The export keys a shard job reads (the bucket keys only shape stats.json)."""
+    return stage_params("export", skip=("bucket_edges", "buckets"))
+
+
+def export_summary_params():
+    return json.dumps({k: config["export"][k] for k in ("bucket_edges", "buckets")}, sort_keys=True)
+
+
 def curate_params(job):
     """JSON of the `curate` keys one curation job reads (and the shared rule, hash cache)."""
     return json.dumps(curate_job_section(job, config, HASH_CACHE), sort_keys=True)
@@ -283,6 +292,12 @@ def stage_targets(ds, stage):
             f"{RESULTS}/{d}/tts/{name}"
             for d in (ds, ALL)
             for name in ("train_manifest.jsonl", "val_manifest.jsonl", "stats.json")
+        ]
+    if stage == "export":
+        return [
+            f"{RESULTS}/{ds}/export/{fmt}/{name}"
+            for fmt in config["export"]["formats"]
+            for name in ("index.jsonl", "stats.json")
         ]
     raise ValueError(f"unknown stage {stage!r}")
 

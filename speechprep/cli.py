@@ -295,6 +295,22 @@ def _curate_summary(a):
     stage.run_summary(a.kept, a.rejects, a.clusters, a.summary, a.speakers)
 
 
+@job("export shard", "manifests+ features params resume out-dir rejects")
+def _export_shard(a):
+    """One shard's kept segments in every format of export.formats."""
+    from . import export
+
+    export.run_shard(a.manifests, a.features, a.out_dir, a.rejects, export.ExportParams.from_dict(a.params), a.resume)
+
+
+@job("export summary", "indexes+ index stats params")
+def _export_summary(a):
+    """A format's index.jsonl and stats.json (segments, hours, duration-bucket edges)."""
+    from . import export
+
+    export.run_summary(a.indexes, a.index, a.stats, a.params["bucket_edges"], a.params["buckets"])
+
+
 @job("report plots", "results stages+ out-dir")
 def _report(a):
     """Plots and the stage table of one dataset for snakemake --report."""

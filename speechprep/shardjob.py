@@ -96,10 +96,15 @@ class ShardJob:
         unit: str = "segments",
         failure_rule: FailureRule | None = None,
         model: str | None = None,
+        items: list[dict] | None = None,
     ):
+        """``items``: the shard's items when a stage selects them itself (say, the
+        lines of ``items_path`` that another file keeps); ``params`` must then
+        hold whatever decides them, as the resume fingerprint covers only
+        ``items_path``, ``params`` and ``version``."""
         self.stage, self.unit = stage, unit
         self.name = shard_name(items_path)
-        self.items = list(read_jsonl(items_path))
+        self.items = list(read_jsonl(items_path)) if items is None else items
         self.resume = ResumeFile(resume_path, fingerprint(items_path, params, version))
         ids = {item["id"] for item in self.items}
         self.outcomes: dict[str, Outcome] = {k: outcome_from_line(v) for k, v in self.resume.load().items() if k in ids}

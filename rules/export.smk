@@ -1,0 +1,70 @@
+# Export: per shard, the TTS manifests' segments (the final kept set) in every
+# format of export.formats (one job writes them all from one FLAC cut per
+# segment); then, per format, the dataset's index.jsonl and stats.json.
+
+
+rule export_shard:
+    input:
+        manifests=[
+            f"{RESULTS}/{{ds}}/tts/train_manifest.jsonl",
+            f"{RESULTS}/{{ds}}/tts/val_manifest.jsonl",
+        ],
+        features=f"{RESULTS}/{{ds}}/tts/{{shard}}.features.jsonl",
+    output:
+        # written last, after the shard's containers (webdataset/<shard>.tar,
+        # parquet/<shard>.parquet, lhotse_shar/<shard>/, nemo_tarred/audio_<n>.tar
+        # and manifest_<n>.json)
+        indexes=[
+            f"{RESULTS}/{{ds}}/export/{fmt}/{{shard}}.index.jsonl"
+            for fmt in config["export"]["formats"]
+        ],
+        rejects=f"{RESULTS}/{{ds}}/export/{{shard}}.rejects.jsonl",
+    log:
+        f"{RESULTS}/{{ds}}/logs/export/{{shard}}.log",
+    benchmark:
+        f"{RESULTS}/{{ds}}/benchmarks/export/{{shard}}.tsv"
+    conda:
+        "../envs/export.yaml"
+    envmodules:
+        "speechprep/export",
+    threads: 1
+    resources:
+        mem_mb=scaled(2000, 20, of="features"),
+        runtime=scaled(15, 60, of="features"),
+    params:
+        cmd=speechprep("export"),
+        export=lambda wc: export_shard_params(),
+        resume=f"{RESULTS}/{{ds}}/export/.partial/{{shard}}.jsonl",
+        out_dir=f"{RESULTS}/{{ds}}/export",
+    shell:
+        "{params.cmd} export shard --manifests {input.manifests:q} --features {input.features:q}"
+        " --params {params.export:q} --resume {params.resume:q} --out-dir {params.out_dir:q}"
+        " --rejects {output.rejects:q} > {log:q} 2>&1"
+
+
+rule export_summary:
+    input:
+        indexes=lambda wc: expand(
+            f"{RESULTS}/{wc.ds}/export/{wc.fmt}/{{shard}}.index.jsonl", shard=shards(wc.ds)
+        ),
+    output:
+        index=f"{RESULTS}/{{ds}}/export/{{fmt}}/index.jsonl",
+        stats=f"{RESULTS}/{{ds}}/export/{{fmt}}/stats.json",
+    log:
+        f"{RESULTS}/{{ds}}/logs/export_summary/{{fmt}}.log",
+    wildcard_constraints:
+        fmt="webdataset|parquet|lhotse_shar|nemo_tarred",
+    conda:
+        "../envs/export.yaml"
+    envmodules:
+        "speechprep/export",
+    threads: 1
+    resources:
+        mem_mb=scaled(2000),
+        runtime=scaled(15),
+    params:
+        cmd=speechprep("export"),
+        export=lambda wc: export_summary_params(),
+    shell:
+        "{params.cmd} export summary --indexes {input.indexes:q} --params {params.export:q}"
+        " --index {output.index:q} --stats {output.stats:q} > {log:q} 2>&1"

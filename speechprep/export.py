@@ -1,0 +1,335 @@
+"""Export stage: the final kept segments of a shard as training-ready containers.
+
+Per shard, the segments are the TTS manifest lines (``tts/train_manifest.jsonl``
+and ``tts/val_manifest.jsonl``: what curation and the TTS stage kept) whose ids
+the shard's ``tts/<shard>.features.jsonl`` holds. Each segment is cut from its
+source (soundfile + soxr), resampled to ``export.sample_rate``, optionally
+loudness-normalised to ``export.lufs`` (pyloudnorm) and encoded as 16-bit FLAC,
+once, into the resume directory; the shard's containers are then written from
+those bytes, one per format in ``export.formats`` (../shared/CONTRACT.md,
+"Exports"):
+
+* ``webdataset/<shard>.tar``: ``<key>.flac``, ``<key>.json`` (the manifest
+  line), ``<key>.<kind>.npy`` per feature;
+* ``parquet/<shard>.parquet``: one row per segment, ``audio`` (FLAC bytes), every
+  manifest field, the features as lists;
+* ``lhotse_shar/<shard>/``: a Lhotse Shar (cuts with a supervision, FLAC
+  recordings, the features as custom arrays);
+* ``nemo_tarred/audio_<n>.tar`` + ``nemo_tarred/manifest_<n>.json``: NeMo's
+  sharded tarred audio (``audio_filepath`` is the member name, ``shard_id`` n).
+
+Each format directory also gets ``<shard>.index.jsonl`` (``id``, the member or
+row, ``sha256`` of the audio bytes); :func:`run_summary` joins them into the
+contract's ``index.jsonl`` and ``stats.json`` (segments, hours, duration-bucket
+edges).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import logging
+import shutil
+import tarfile
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .audio import AudioError, read_segment
+from .errors import describe
+from .jsonio import atomic_open, read_jsonl, write_json, write_jsonl
+from .names import file_stem
+from .npyio import load_npy
+from .shardjob import Accepted, Rejected, ShardJob
+
+log = logging.getLogger("speechprep.export")
+
+VERSION = "1"
+FORMATS = ("webdataset", "parquet", "lhotse_shar", "nemo_tarred")
+# The per-segment arrays the TTS stage writes (manifest field -> its .npy path).
+FEATURES = ("text_ids", "codes", "condition", "emo_vec")
+
+
+@dataclass(frozen=True)
+class ExportParams:
+    formats: tuple[str, ...]
+    sample_rate: int
+    lufs: float | None
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ExportParams:
+        return cls(tuple(d["formats"]), int(d["sample_rate"]), d["lufs"])
+
+
+def member_key(id_: str) -> str:
+    """A webdataset-safe key: webdataset splits a member name at its first dot, so
+    an id with a dot (or one too long or unsafe as a file name, see
+    :func:`speechprep.names.file_stem`) becomes a readable prefix plus a hash."""
+    stem = file_stem(id_)
+    if "." not in stem:
+        return stem
+    digest = hashlib.sha256(id_.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return f"{stem.replace('.', '_')[:143]}-{digest}"
+
+
+def cut(item: dict, sample_rate: int, lufs: float | None) -> np.ndarray:
+    """The segment as float32 mono at ``sample_rate``, loudness-normalised to ``lufs``."""
+    x = read_segment(item, sample_rate)
+    if lufs is None:
+        return x
+    import pyloudnorm
+
+    meter = pyloudnorm.Meter(sample_rate, block_size=min(0.4, len(x) / sample_rate))
+    loudness = meter.integrated_loudness(x)
+    if not np.isfinite(loudness):  # silence: nothing to scale
+        return x
+    return np.clip(pyloudnorm.normalize.loudness(x, loudness, lufs), -1.0, 1.0).astype(np.float32)
+
+
+def flac_bytes(x: np.ndarray, sample_rate: int) -> bytes:
+    import soundfile as sf
+
+    buf = io.BytesIO()
+    sf.write(buf, x, sample_rate, format="FLAC", subtype="PCM_16")
+    return buf.getvalue()
+
+
+def features_of(item: dict) -> dict[str, np.ndarray]:
+    """The item's feature arrays (those its manifest line names)."""
+    out = {}
+    for kind in FEATURES:
+        if item.get(kind):
+            a = load_npy(item[kind])
+            if a is None:
+                raise AudioError("missing_feature", f"{kind} file {item[kind]} is missing or unreadable")
+            out[kind] = a
+    return out
+
+
+def kept_items(manifests: Iterable[str], features_index: str) -> list[dict]:
+    """The manifest lines of the shard's segments, in the shard's order."""
+    lines = {}
+    for m in manifests:
+        for line in read_jsonl(m):
+            lines[line["id"]] = line
+    return [lines[f["id"]] for f in read_jsonl(features_index) if f["id"] in lines]
+
+
+def run_shard(
+    manifests: list[str],
+    features_index: str,
+    out_dir: str,
+    rejects: str,
+    params: ExportParams,
+    resume: str,
+) -> dict[str, Any]:
+    """Export one shard in every format of ``params.formats`` under ``out_dir/<format>/``."""
+    items = kept_items(manifests, features_index)
+    digest = hashlib.sha256(json.dumps(items, sort_keys=True).encode("utf-8")).hexdigest()
+    job = ShardJob(
+        "export",
+        features_index,
+        resume,
+        {"formats": params.formats, "sample_rate": params.sample_rate, "lufs": params.lufs, "items": digest},
+        VERSION,
+        items=items,
+    )
+    audio_dir = Path(resume).with_suffix(".audio")
+    audio_dir.mkdir(parents=True, exist_ok=True)
+
+    def keep(item: dict, outcome) -> bool:
+        return not isinstance(outcome, Accepted) or (audio_dir / f"{outcome.data['key']}.flac").exists()
+
+    todo = job.todo(keep=keep)
+    with job.running(todo):
+        for item in todo:
+            try:
+                features_of(item)
+                x = cut(item, params.sample_rate, params.lufs)
+            except AudioError as e:
+                job.emit(item, Rejected(e.reason, str(e)))
+                continue
+            except (OSError, ValueError) as e:
+                job.emit(item, Rejected("unreadable_audio", describe(e)))
+                continue
+            key = member_key(item["id"])
+            data = flac_bytes(x, params.sample_rate)
+            with atomic_open(audio_dir / f"{key}.flac", "wb") as f:
+                f.write(data)
+            job.emit(
+                item,
+                Accepted({"key": key, "sha256": hashlib.sha256(data).hexdigest(), "samples": len(x)}),
+                audio_seconds=len(x) / params.sample_rate,
+            )
+
+    segments = [(item, d, (audio_dir / f"{d['key']}.flac").read_bytes()) for item, d in job.accepted()]
+    shard = job.name
+    outputs = {}
+    for fmt in params.formats:
+        members = WRITERS[fmt](segments, Path(out_dir) / fmt, shard, params.sample_rate)
+        outputs[Path(out_dir) / fmt / f"{shard}.index.jsonl"] = [
+            {"id": item["id"], "member": m, "sha256": sha, "duration": d["samples"] / params.sample_rate}
+            for (item, d, _), (m, sha) in zip(segments, members, strict=True)
+        ]
+    summary = job.commit(outputs, rejects)
+    shutil.rmtree(audio_dir)  # with any temp file a killed run left
+    return summary
+
+
+def _npy_bytes(a: np.ndarray) -> bytes:
+    buf = io.BytesIO()
+    np.save(buf, a, allow_pickle=False)
+    return buf.getvalue()
+
+
+def _add(tar: tarfile.TarFile, name: str, data: bytes) -> None:
+    info = tarfile.TarInfo(name)
+    info.size = len(data)
+    info.mode = 0o644
+    tar.addfile(info, io.BytesIO(data))
+
+
+def write_webdataset(segments, out: Path, shard: str, sample_rate: int) -> list[tuple[str, str]]:
+    members = []
+    with (
+        atomic_open(out / f"{shard}.tar", "wb") as f,
+        tarfile.open(fileobj=f, mode="w", format=tarfile.PAX_FORMAT) as tar,
+    ):
+        for item, d, audio in segments:
+            key = d["key"]
+            _add(tar, f"{key}.flac", audio)
+            _add(tar, f"{key}.json", json.dumps(item, ensure_ascii=False, sort_keys=True).encode("utf-8"))
+            for kind, a in features_of(item).items():
+                _add(tar, f"{key}.{kind}.npy", _npy_bytes(a))
+            members.append((f"{shard}.tar:{key}.flac", d["sha256"]))
+    return members
+
+
+def write_parquet(segments, out: Path, shard: str, sample_rate: int) -> list[tuple[str, str]]:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = []
+    for item, _d, audio in segments:
+        row = {k: v for k, v in item.items() if k not in FEATURES}
+        row["audio"] = audio
+        row["sample_rate"] = sample_rate
+        for kind in FEATURES:
+            a = features_of(item).get(kind)
+            row[f"{kind}_path"] = item.get(kind)
+            row[kind] = None if a is None else a.reshape(-1).tolist()
+        rows.append(row)
+    table = pa.Table.from_pylist(rows)
+    with atomic_open(out / f"{shard}.parquet", "wb") as f:
+        pq.write_table(table, f)
+    return [(f"{shard}.parquet:{i}", d["sha256"]) for i, (_item, d, _audio) in enumerate(segments)]
+
+
+def write_lhotse_shar(segments, out: Path, shard: str, sample_rate: int) -> list[tuple[str, str]]:
+    """A Shar directory per shard; written next to it, then renamed into place.
+    Lhotse encodes the recordings' FLAC itself (from the same samples)."""
+    from lhotse import MonoCut, Recording, SupervisionSegment
+    from lhotse.shar import SharWriter
+
+    final, tmp = out / shard, out / f".{shard}.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    fields = {"recording": "flac", **{kind: "numpy" for kind in FEATURES}}
+    members = []
+    with SharWriter(str(tmp), fields=fields, shard_size=None) as w:
+        for item, d, audio in segments:
+            rec = Recording.from_bytes(audio, recording_id=d["key"])
+            custom = {
+                k: v for k, v in item.items() if k not in FEATURES and k not in ("id", "text", "speaker", "language")
+            }
+            sup = SupervisionSegment(
+                id=item["id"],
+                recording_id=rec.id,
+                start=0.0,
+                duration=rec.duration,
+                text=item.get("text"),
+                speaker=item.get("speaker"),
+                language=item.get("language"),
+                custom={"text_normalized": item.get("text_normalized")},
+            )
+            cut = MonoCut(
+                id=item["id"],
+                start=0.0,
+                duration=rec.duration,
+                channel=0,
+                recording=rec,
+                supervisions=[sup],
+                custom=custom,
+            )
+            for kind, a in features_of(item).items():
+                cut = cut.attach_tensor(kind, a)
+            w.write(cut)
+    # Lhotse encodes the FLAC itself: the index gets its members' own sha256
+    with tarfile.open(tmp / "recording.tar") as tar:
+        sha = {m.name: hashlib.sha256(tar.extractfile(m).read()).hexdigest() for m in tar if m.name.endswith(".flac")}
+    for item, _d, _audio in segments:
+        members.append((f"{shard}/recording.tar:{item['id']}.flac", sha[f"{item['id']}.flac"]))
+    shutil.rmtree(final, ignore_errors=True)
+    tmp.rename(final)
+    return members
+
+
+def shard_number(shard: str) -> int:
+    """``3`` from ``shard-0003``: NeMo's ``shard_id`` and the ``_<n>`` of its files."""
+    return int(shard.rsplit("-", 1)[-1])
+
+
+def write_nemo_tarred(segments, out: Path, shard: str, sample_rate: int) -> list[tuple[str, str]]:
+    n = shard_number(shard)
+    lines, members = [], []
+    with (
+        atomic_open(out / f"audio_{n}.tar", "wb") as f,
+        tarfile.open(fileobj=f, mode="w", format=tarfile.PAX_FORMAT) as tar,
+    ):
+        for item, d, audio in segments:
+            name = f"{d['key']}.flac"
+            _add(tar, name, audio)
+            lines.append(
+                {**item, "audio_filepath": name, "offset": 0.0, "shard_id": n, "duration": d["samples"] / sample_rate}
+            )
+            members.append((f"audio_{n}.tar:{name}", d["sha256"]))
+    write_jsonl(out / f"manifest_{n}.json", lines)
+    return members
+
+
+# format -> writer(segments, format dir, shard, sample rate): (member or row, sha256 of its audio) per segment
+WRITERS = {
+    "webdataset": write_webdataset,
+    "parquet": write_parquet,
+    "lhotse_shar": write_lhotse_shar,
+    "nemo_tarred": write_nemo_tarred,
+}
+
+
+def bucket_edges(durations: list[float], edges: list[float] | None, buckets: int) -> list[float]:
+    """``edges`` when given, else the ``buckets``-quantiles of the durations."""
+    if edges is not None:
+        return [float(e) for e in edges]
+    if not durations:
+        return []
+    qs = np.quantile(np.asarray(durations), np.linspace(0, 1, buckets + 1)[1:-1])
+    return [round(float(q), 3) for q in qs]
+
+
+def run_summary(indexes: list[str], index_out: str, stats_out: str, edges: list[float] | None, buckets: int) -> None:
+    """Join a format's per-shard indexes into ``index.jsonl`` and write ``stats.json``."""
+    lines = [line for p in indexes for line in read_jsonl(p)]
+    write_jsonl(index_out, lines)
+    durations = [line["duration"] for line in lines]
+    write_json(
+        stats_out,
+        {
+            "segments": len(lines),
+            "hours": round(sum(durations) / 3600, 4),
+            "bucket_edges": bucket_edges(durations, edges, buckets),
+        },
+    )
