@@ -61,11 +61,13 @@ def main() -> None:
 
         stage(False, "warm")
         times = {False: [], True: []}
+        cpu = {False: [], True: []}  # process CPU seconds: less swayed by other work on a shared machine
         for r in range(a.repeats):
             for on in (False, True):
-                t = time.perf_counter()
+                t, c = time.perf_counter(), time.process_time()
                 lines = stage(on, r)
                 times[on].append(time.perf_counter() - t)
+                cpu[on].append(time.process_time() - c)
             words = sum(len(x["words"] or []) for x in lines)
     med = {k: statistics.median(v) for k, v in times.items()}
     print(
@@ -77,6 +79,12 @@ def main() -> None:
         print(f"  timestamps {name}: {med[on]:.2f} s, {audio / med[on]:.1f} audio-s/s  (runs: {runs_s})")
     ratio = med[True] / med[False]
     print(f"on / off: {ratio:.3f}x, overhead {100 * (ratio - 1):+.1f} % (target <= 15 %); {words} words")
+    cpu_med = {k: statistics.median(v) for k, v in cpu.items()}
+    cpu_ratio = cpu_med[True] / cpu_med[False]
+    print(
+        f"CPU time: off {cpu_med[False]:.2f} s, on {cpu_med[True]:.2f} s, "
+        f"on / off {cpu_ratio:.3f}x, overhead {100 * (cpu_ratio - 1):+.1f} %"
+    )
 
 
 if __name__ == "__main__":

@@ -205,7 +205,7 @@ def multitask_prompt(model) -> Callable[[str], dict[str, str]] | None:
 def enable_word_timestamps(model) -> bool:
     """Turn on word timestamps and word confidences in the model's decoding; False (and one
     log line saying why) for a model class that cannot give them."""
-    from omegaconf import OmegaConf, open_dict
+    from omegaconf import ListConfig, OmegaConf, open_dict
 
     name = type(model).__name__
     if multitask_prompt(model) is not None:
@@ -224,6 +224,11 @@ def enable_word_timestamps(model) -> bool:
     except Exception as e:  # noqa: BLE001 (whatever a model class's decoding set-up raises)
         log.info("%s cannot give word timestamps and confidences (%s): words: null", name, describe(e))
         return False
+    for decoding in (getattr(model, "decoding", None), getattr(model, "ctc_decoding", None)):
+        # OmegaConf lists, which NeMo's word offsets test membership in once per character
+        for attr, plain in (("supported_punctuation", set), ("segment_seperators", list)):
+            if isinstance(getattr(decoding, attr, None), ListConfig):
+                setattr(decoding, attr, plain(getattr(decoding, attr)))
     return True
 
 
@@ -281,11 +286,19 @@ def nemo_transcriber(model, timestamps: bool = False) -> Transcriber:
     def run(audios: list[np.ndarray], language: str) -> list[Any]:
         kwargs = prompt(language) if prompt else {}
         if words:
-            kwargs["timestamps"] = True
+            # not ``timestamps=True``: with it every call rebuilds the decoding (NeMo's
+            # change_decoding_strategy, a quarter of the demo model's time); the decoding set up
+            # once by enable_word_timestamps is kept and its frame offsets turned into seconds here
+            kwargs["return_hypotheses"] = True
         with torch.inference_mode():
             out = model.transcribe(audios, batch_size=len(audios), verbose=False, num_workers=0, **kwargs)
         if isinstance(out, tuple):  # some RNNT versions return (best, all)
             out = out[0]
+        if words:
+            from nemo.collections.asr.parts.utils.timestamp_utils import process_timestamp_outputs
+
+            stride = model.cfg.preprocessor.window_stride
+            out = process_timestamp_outputs(out, model.encoder.subsampling_factor, stride)
         texts = [h.text if hasattr(h, "text") else str(h) for h in out]
         if not timestamps:
             return texts
