@@ -141,7 +141,7 @@ def scaled(base, per_mb=0.0, of=None, cap=None):
 
 @cache
 def config_sha256():
-    """The config's digest (threads ignored): what tts/stats.json records."""
+    """The config's digest (threads and the export section ignored): what tts/stats.json records."""
     return config_digest(config)
 
 

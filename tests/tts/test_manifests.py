@@ -119,6 +119,7 @@ def test_manifests_stats_and_combined_agree(tmp_path, encoders):
     # resource-only keys do not change the config digest; settings do
     assert stats["config_sha256"] == digest({**cfg, "tts": {**cfg["tts"], "threads": 8}})
     assert stats["config_sha256"] != digest({**cfg, "tts": {**cfg["tts"], "val_ratio": 0.5}})
+    assert stats["config_sha256"] == digest({**cfg, "export": {"lufs": -23.0}})  # after TTS
 
     s2 = json.loads((out / "stats.json").read_text(encoding="utf-8"))
     s2["dataset"] = "other"
