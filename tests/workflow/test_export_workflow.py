@@ -1,0 +1,149 @@
+"""A full run of one voice with the export stage: every format read back by its own library
+(in the export env) against the TTS manifests, an export option change rerunning only export;
+then, in the same working directory, ``asr.trim`` on (S2S and TTS get the trimmed segments,
+VAD is untouched) and off again (the earlier outputs come back)."""
+
+import json
+import subprocess
+
+import pytest
+from conftest import REPO, jobs_run, read_jsonl, snakemake, write_config
+
+pytestmark = pytest.mark.slow  # real snakemake runs
+
+FORMATS = ["webdataset", "parquet", "lhotse_shar", "nemo_tarred"]
+STAGES = ["vad", "asr", "s2s", "curate", "tts", "export"]
+
+# run in .venvs/export: what a trainer reading each container sees (id -> duration in s)
+READ_BACK = r"""
+import glob, io, json, sys
+import soundfile as sf
+import webdataset as wds
+from datasets import load_dataset
+from lhotse import CutSet
+
+root = sys.argv[1]
+seen = {}
+tars = sorted(glob.glob(f"{root}/webdataset/*.tar"))
+seen["webdataset"] = {
+    json.loads(s["json"])["id"]: sf.info(io.BytesIO(s["flac"])).duration
+    for s in wds.WebDataset(tars, shardshuffle=False)
+}
+files = sorted(glob.glob(f"{root}/parquet/*.parquet"))
+rows = load_dataset("parquet", data_files=files, split="train")
+seen["parquet"] = {r["id"]: sf.info(io.BytesIO(r["audio"])).duration for r in rows}
+seen["lhotse_shar"] = {}
+for d in sorted(glob.glob(f"{root}/lhotse_shar/shard-*/")):  # the shards' directories
+    for c in CutSet.from_shar(in_dir=d):
+        seen["lhotse_shar"][c.id] = c.load_audio().shape[-1] / c.sampling_rate
+seen["nemo_tarred"] = {}
+for m in sorted(glob.glob(f"{root}/nemo_tarred/manifest_*.json")):
+    for line in open(m, encoding="utf-8"):
+        x = json.loads(line)
+        seen["nemo_tarred"][x["id"]] = x["duration"]
+print(json.dumps(seen))
+"""
+
+
+def outputs(res, pattern):
+    """Every line of the files matching ``pattern``, by id."""
+    return {x["id"]: x for p in sorted(res.glob(pattern)) for x in read_jsonl(p)}
+
+
+@pytest.fixture(scope="module")
+def voice(tmp_path_factory, demo, demo_copy):
+    """(workdir, config sections, dataset) of a run of us_male with every stage and export."""
+    work, _ = demo
+    tmp_path = tmp_path_factory.mktemp("voice")
+    models = work / "resources" / "models"  # the demo run's models (built from code)
+    base = {
+        "stages": STAGES,
+        "asr": {"model": str(models / "demo_asr.nemo")},
+        "s2s": {
+            k: str(models / f"demo_{n}")
+            for k, n in (
+                ("hubert", "hubert_legacy.pt"),
+                ("kmeans", "km.bin"),
+                ("vocoder", "vocoder.pt"),
+                ("vocoder_config", "vocoder.json"),
+            )
+        },
+    }
+    ds = {"v": {"audio_dir": str(demo_copy / "us_male"), "shards": 2}}
+    write_config(tmp_path, ds, **base)
+    snakemake(tmp_path)
+    return tmp_path, base, ds
+
+
+def test_export_in_a_full_run_and_an_option_change_reruns_only_export(voice):
+    tmp_path, base, ds = voice
+    res = tmp_path / "results" / "v"
+    final = [x for m in ("train", "val") for x in read_jsonl(res / "tts" / f"{m}_manifest.jsonl")]
+    want = {x["id"]: x["duration"] for x in final}
+    assert len(want) >= 4, final
+
+    def read_back():
+        py = REPO / ".venvs" / "export" / "bin" / "python"
+        p = subprocess.run(
+            [str(py), "-c", READ_BACK, str(res / "export")], capture_output=True, text=True, encoding="utf-8"
+        )
+        assert p.returncode == 0, p.stderr[-3000:]
+        return json.loads(p.stdout.strip().splitlines()[-1])
+
+    seen = read_back()
+    for fmt in FORMATS:
+        assert set(seen[fmt]) == set(want), fmt
+        for id_, d in seen[fmt].items():  # the segment's duration, to a sample at 16 kHz
+            assert abs(d - want[id_]) <= 1 / 16000 + 1e-6, (fmt, id_, d, want[id_])
+        index = read_jsonl(res / "export" / fmt / "index.jsonl")
+        assert sorted(x["id"] for x in index) == sorted(want), fmt
+        assert all(len(x["sha256"]) == 64 for x in index), fmt
+        stats = json.loads((res / "export" / fmt / "stats.json").read_text(encoding="utf-8"))
+        assert stats["segments"] == len(want), (fmt, stats)
+    assert all(not read_jsonl(p) for p in (res / "export").glob("shard-*.rejects.jsonl"))
+
+    write_config(tmp_path, ds, **base, export={"lufs": -23.0})  # an export option changes
+    base["export"] = {"lufs": -23.0}  # (kept for the trim test, which runs after this one)
+    _, out = snakemake(tmp_path)
+    ran = {r: jobs_run(out, r) for r in ("export_shard", "export_summary", "tts_features", "tts_manifest")}
+    assert sorted(ran["export_shard"]) == ["ds=v, shard=shard-0000", "ds=v, shard=shard-0001"], out[-3000:]
+    assert ran["export_summary"] and not ran["tts_features"] and not ran["tts_manifest"], out[-3000:]
+    assert set(read_back()["parquet"]) == set(want)
+
+
+def test_trim_changes_what_s2s_and_tts_read_and_nothing_upstream(voice):
+    tmp_path, base, ds = voice
+    res = tmp_path / "results" / "v"
+    vad_before = {p.name: p.read_bytes() for p in sorted((res / "vad").glob("shard-*.segments.jsonl"))}
+    asr_before = outputs(res, "asr/shard-*[0-9].jsonl")
+    units_before = outputs(res, "s2s/shard-*.units.jsonl")
+    tts_before = outputs(res, "tts/*_manifest.jsonl")
+
+    write_config(tmp_path, ds, **{**base, "asr": {**base["asr"], "trim": True}})
+    _, out = snakemake(tmp_path)
+    assert not jobs_run(out, "vad") and jobs_run(out, "s2s") and jobs_run(out, "tts_manifest"), out[-3000:]
+    assert {p.name: p.read_bytes() for p in sorted((res / "vad").glob("shard-*.segments.jsonl"))} == vad_before
+    asr_trim = outputs(res, "asr/shard-*[0-9].jsonl")
+    assert set(asr_trim) == set(asr_before)
+    shorter = 0
+    for id_, line in asr_trim.items():
+        was = asr_before[id_]
+        assert line["text"] == was["text"]  # the same audio transcribed; only the bounds move
+        assert (line["vad_offset"], line["vad_duration"]) == (was["offset"], was["duration"])
+        assert line["offset"] >= was["offset"] - 1e-9
+        assert line["offset"] + line["duration"] <= was["offset"] + was["duration"] + 1e-3
+        shorter += line["duration"] < was["duration"] - 0.05
+    assert shorter, "no segment was trimmed"
+    units = outputs(res, "s2s/shard-*.units.jsonl")
+    for id_, u in units.items():  # S2S read the trimmed bounds: one unit per frame of them
+        frames = asr_trim[id_]["duration"] * u["frame_rate"]
+        assert abs(len(u["units"]) - frames) <= 2, (id_, len(u["units"]), frames)
+    assert any(len(units[i]["units"]) < len(units_before[i]["units"]) for i in units)
+    for id_, line in outputs(res, "tts/*_manifest.jsonl").items():  # TTS lines carry the trimmed bounds
+        assert (line["offset"], line["duration"]) == (asr_trim[id_]["offset"], asr_trim[id_]["duration"])
+
+    write_config(tmp_path, ds, **base)  # trim off again: the earlier outputs come back
+    snakemake(tmp_path)
+    assert outputs(res, "asr/shard-*[0-9].jsonl") == asr_before
+    assert outputs(res, "s2s/shard-*.units.jsonl") == units_before
+    assert outputs(res, "tts/*_manifest.jsonl") == tts_before
