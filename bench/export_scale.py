@@ -1,0 +1,198 @@
+#!/usr/bin/env python3
+"""Files and bytes at scale: synthetic segments through the `files` layout and every export format.
+
+    .venvs/export/bin/python bench/export_scale.py [--segments 100000] [--shards 20]
+        [--mean-seconds 1.0] [--formats webdataset parquet lhotse_shar nemo_tarred] [--dir DIR]
+
+Per shard, a speech-like synthetic source (harmonics with a drifting pitch, a
+syllable-rate envelope, a little noise; 16 kHz, 16 bit) is cut into segments of
+0.5x-1.5x ``--mean-seconds``. Two phases, each in its own process (its peak RSS
+is its own):
+
+* ``files`` layout, what the TTS and S2S stages write today: per segment four
+  ``.npy`` (text ids, codes at 50 Hz, a 256-d condition vector, an 88-d emotion
+  vector, written atomically) and one resynthesised ``.wav``; a features index
+  per shard and the dataset's manifests.
+* ``export``: ``speechprep.export.run_shard`` per shard, every format of
+  ``--formats`` from those manifests and arrays (what the export stage runs).
+
+Prints, per phase and per format: wall time, peak RSS, files, bytes, and per
+audio hour; then the projection to 10^4 hours at 450 segments per hour (the
+4.5 million segments of 8 s on average that issue #14 takes as its case).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import resource
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import soundfile as sf
+
+from speechprep import export
+from speechprep.jsonio import write_jsonl
+from speechprep.npyio import save_npy
+
+SR = 16000
+SOURCE_SECONDS = 600  # per shard; segments wrap around it
+HOURS_10K = 1e4
+SEGMENTS_PER_HOUR_10K = 450  # 4.5e6 segments in 1e4 h
+
+
+def speechlike(seconds: float, rng: np.random.Generator) -> np.ndarray:
+    t = np.arange(int(seconds * SR)) / SR
+    f0 = 150 + 60 * np.sin(2 * np.pi * 0.3 * t + rng.uniform(0, 6))
+    phase = 2 * np.pi * np.cumsum(f0) / SR
+    x = sum(np.sin(k * phase) / k for k in range(1, 8))
+    envelope = 0.5 * (1 + np.sin(2 * np.pi * 4 * t)) ** 2
+    x = 0.2 * x * envelope + 0.003 * rng.standard_normal(len(t))
+    return np.clip(x, -1, 1).astype(np.float32)
+
+
+def tree(path: Path) -> tuple[int, int]:
+    """(files, bytes) under ``path``."""
+    files = size = 0
+    for root, _dirs, names in os.walk(path):
+        for n in names:
+            files += 1
+            size += os.path.getsize(os.path.join(root, n))
+    return files, size
+
+
+def in_child(fn, *args):
+    """Run ``fn(*args)`` in a forked process: (its result, wall seconds, its peak RSS in MB)."""
+    parent, child = mp.Pipe(duplex=False)
+
+    def target():
+        t = time.perf_counter()
+        out = fn(*args)
+        child.send((out, time.perf_counter() - t, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024))
+
+    p = mp.get_context("fork").Process(target=target)
+    p.start()
+    result = parent.recv()
+    p.join()
+    if p.exitcode:
+        raise SystemExit(f"{fn.__name__} failed (exit {p.exitcode})")
+    return result
+
+
+def write_files_layout(root: Path, segments: int, shards: int, mean: float) -> float:
+    """Sources, then the files layout; returns the audio seconds."""
+    rng = np.random.default_rng(0)
+    lines, total = [], 0.0
+    per_shard = -(-segments // shards)
+    for s in range(shards):
+        shard = f"shard-{s:04d}"
+        src = root / "audio" / f"source_{s:04d}.wav"
+        src.parent.mkdir(parents=True, exist_ok=True)
+        sf.write(src, speechlike(SOURCE_SECONDS, rng), SR, subtype="PCM_16")
+        offset, index = 0.0, []
+        for k in range(min(per_shard, segments - s * per_shard)):
+            dur = round(float(rng.uniform(0.5, 1.5) * mean), 3)
+            if offset + dur > SOURCE_SECONDS:
+                offset = 0.0
+            id_ = f"{shard}_{k:06d}"
+            d = root / "tts" / shard
+            arrays = {
+                "text_ids": rng.integers(0, 256, int(12 * dur) + 1, dtype=np.int32),
+                "codes": rng.integers(0, 500, int(50 * dur), dtype=np.int32),
+                "condition": rng.standard_normal(256).astype(np.float32),
+                "emo_vec": rng.standard_normal(88).astype(np.float32),
+            }
+            line = {
+                "id": id_,
+                "dataset": "bench",
+                "text": "synthetic words " * int(2 * dur + 1),
+                "audio_filepath": str(src),
+                "offset": round(offset, 3),
+                "duration": dur,
+                "speaker": f"spk{k % 50}",
+            }
+            for kind, a in arrays.items():
+                save_npy(d / kind / f"{id_}.npy", a)
+                line[kind] = str(d / kind / f"{id_}.npy")
+            wav = root / "s2s" / shard / f"{id_}.wav"  # the unit vocoder's resynthesis
+            wav.parent.mkdir(parents=True, exist_ok=True)
+            sf.write(wav, 0.5 * speechlike(dur, rng), SR, subtype="PCM_16")
+            lines.append(line)
+            index.append({"id": id_})
+            offset += dur
+            total += dur
+        write_jsonl(root / "tts" / f"{shard}.features.jsonl", index)
+    write_jsonl(root / "tts" / "train_manifest.jsonl", lines[len(lines) // 50 :])
+    write_jsonl(root / "tts" / "val_manifest.jsonl", lines[: len(lines) // 50])
+    return total
+
+
+def export_all(root: Path, shards: int, formats: list[str]) -> None:
+    params = export.ExportParams(tuple(formats), SR, None)
+    manifests = [str(root / "tts" / "train_manifest.jsonl"), str(root / "tts" / "val_manifest.jsonl")]
+    for s in range(shards):
+        shard = f"shard-{s:04d}"
+        export.run_shard(
+            manifests,
+            str(root / "tts" / f"{shard}.features.jsonl"),
+            str(root / "export"),
+            str(root / "export" / f"{shard}.rejects.jsonl"),
+            params,
+            str(root / "export" / ".partial" / f"{shard}.jsonl"),
+        )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--segments", type=int, default=100_000)
+    ap.add_argument("--shards", type=int, default=20)
+    ap.add_argument("--mean-seconds", type=float, default=1.0)
+    ap.add_argument("--formats", nargs="+", default=list(export.FORMATS))
+    ap.add_argument("--dir", help="work here and keep it (default: a temp dir, removed)")
+    a = ap.parse_args()
+    root = Path(a.dir) if a.dir else Path(tempfile.mkdtemp(prefix="export_scale_"))
+    try:
+        audio_s, wall_f, rss_f = in_child(write_files_layout, root, a.segments, a.shards, a.mean_seconds)
+        _, wall_e, rss_e = in_child(export_all, root, a.shards, a.formats)
+        hours = audio_s / 3600
+        print(
+            f"export scale: {a.segments} segments ({a.mean_seconds:g} s mean), {a.shards} shards, "
+            f"{hours:.2f} h of audio; {os.cpu_count()} CPUs"
+        )
+        f_tts, b_tts = tree(root / "tts")
+        f_s2s, b_s2s = tree(root / "s2s")
+        files_f, bytes_f = f_tts + f_s2s, b_tts + b_s2s
+        print(f"\n{'':34} {'wall':>8} {'peak RSS':>9} {'files':>9} {'GB':>8} {'files/seg':>9} {'GB/h':>7}")
+        print(
+            f"{'files layout':34} {wall_f:7.1f}s {rss_f:7.0f}MB {files_f:9d} {bytes_f / 1e9:8.3f} "
+            f"{files_f / a.segments:9.2f} {bytes_f / 1e9 / hours:7.3f}"
+        )
+        print(f"{'export (all formats, one job/shard)':34} {wall_e:7.1f}s {rss_e:7.0f}MB")
+        per_format = {}
+        for fmt in a.formats:
+            n, b = tree(root / "export" / fmt)
+            per_format[fmt] = (n, b)
+            print(f"{'  ' + fmt:34} {'':8} {'':9} {n:9d} {b / 1e9:8.3f} {n / a.segments:9.4f} {b / 1e9 / hours:7.3f}")
+        segs_10k = HOURS_10K * SEGMENTS_PER_HOUR_10K
+        print(f"\nprojection to {HOURS_10K:.0f} h ({segs_10k:.2e} segments of 8 s mean):")
+        tb = bytes_f / hours * HOURS_10K / 1e12
+        print(f"  files layout: {files_f / a.segments * segs_10k:.2e} files, {tb:.2f} TB")
+        for fmt, (n, b) in per_format.items():
+            shards_10k = segs_10k / (a.segments / a.shards)
+            print(
+                f"  {fmt}: {n / a.shards * shards_10k:.2e} files at {a.segments // a.shards} segments per shard "
+                f"({shards_10k:.0f} shards), {b / hours * HOURS_10K / 1e12:.2f} TB"
+            )
+        print(json.dumps({"hours": hours, "files_layout": [files_f, bytes_f], "export": per_format}))
+    finally:
+        if not a.dir:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
