@@ -279,6 +279,7 @@ def nemo_transcriber(model, timestamps: bool = False) -> Transcriber:
     ``timestamps``, each result is a :func:`hypothesis_words` dict (``words`` None where the
     model class gives none)."""
     import torch
+    from nemo.collections.asr.parts.utils.timestamp_utils import process_timestamp_outputs
 
     prompt = multitask_prompt(model)
     words = timestamps and enable_word_timestamps(model)
@@ -295,8 +296,6 @@ def nemo_transcriber(model, timestamps: bool = False) -> Transcriber:
         if isinstance(out, tuple):  # some RNNT versions return (best, all)
             out = out[0]
         if words:
-            from nemo.collections.asr.parts.utils.timestamp_utils import process_timestamp_outputs
-
             stride = model.cfg.preprocessor.window_stride
             out = process_timestamp_outputs(out, model.encoder.subsampling_factor, stride)
         texts = [h.text if hasattr(h, "text") else str(h) for h in out]

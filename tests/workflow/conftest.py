@@ -93,6 +93,23 @@ def jobs_run(output, rule):
     return [w[0] if w else "" for w in found]
 
 
+def demo_models(work):
+    """The asr and s2s config sections naming the models a demo run in ``work`` built."""
+    models = work / "resources" / "models"
+    return {
+        "asr": {"model": str(models / "demo_asr.nemo")},
+        "s2s": {
+            k: str(models / f"demo_{n}")
+            for k, n in (
+                ("hubert", "hubert_legacy.pt"),
+                ("kmeans", "km.bin"),
+                ("vocoder", "vocoder.pt"),
+                ("vocoder_config", "vocoder.json"),
+            )
+        },
+    }
+
+
 def read_jsonl(path):
     with open(path, encoding="utf-8") as f:
         return [json.loads(x) for x in f if x.strip()]

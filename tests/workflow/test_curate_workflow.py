@@ -4,7 +4,7 @@ import json
 
 import numpy as np
 import pytest
-from conftest import TRUTH, jobs_run, read_jsonl, snakemake, write_config
+from conftest import TRUTH, demo_models, jobs_run, read_jsonl, snakemake, write_config
 
 pytestmark = pytest.mark.slow  # real snakemake runs
 
@@ -102,19 +102,7 @@ def test_tts_keeps_the_kept_segments_with_their_speaker_vectors(demo):
 
 def test_a_threshold_change_reruns_decisions_not_measurements(tmp_path, demo, demo_copy):
     work, _ = demo
-    models = work / "resources" / "models"
-    base = {
-        "asr": {"model": str(models / "demo_asr.nemo")},
-        "s2s": {
-            k: str(models / f"demo_{n}")
-            for k, n in (
-                ("hubert", "hubert_legacy.pt"),
-                ("kmeans", "km.bin"),
-                ("vocoder", "vocoder.pt"),
-                ("vocoder_config", "vocoder.json"),
-            )
-        },
-    }
+    base = demo_models(work)
     audio = demo_copy / "variants"
     write_config(tmp_path, {"v": {"audio_dir": str(audio), "shards": 1}}, **base)
     snakemake(tmp_path)

@@ -7,7 +7,7 @@ import json
 import subprocess
 
 import pytest
-from conftest import REPO, jobs_run, read_jsonl, snakemake, write_config
+from conftest import REPO, demo_models, jobs_run, read_jsonl, snakemake, write_config
 
 pytestmark = pytest.mark.slow  # real snakemake runs
 
@@ -55,20 +55,7 @@ def voice(tmp_path_factory, demo, demo_copy):
     """(workdir, config sections, dataset) of a run of us_male with every stage and export."""
     work, _ = demo
     tmp_path = tmp_path_factory.mktemp("voice")
-    models = work / "resources" / "models"  # the demo run's models (built from code)
-    base = {
-        "stages": STAGES,
-        "asr": {"model": str(models / "demo_asr.nemo")},
-        "s2s": {
-            k: str(models / f"demo_{n}")
-            for k, n in (
-                ("hubert", "hubert_legacy.pt"),
-                ("kmeans", "km.bin"),
-                ("vocoder", "vocoder.pt"),
-                ("vocoder_config", "vocoder.json"),
-            )
-        },
-    }
+    base = {"stages": STAGES, **demo_models(work)}  # the demo run's models (built from code)
     ds = {"v": {"audio_dir": str(demo_copy / "us_male"), "shards": 2}}
     write_config(tmp_path, ds, **base)
     snakemake(tmp_path)

@@ -12,6 +12,7 @@ from conftest import (
     DEMO,
     REPO,
     TRUTH,
+    demo_models,
     jobs_run,
     kill_when_checkpointed,
     read_jsonl,
@@ -187,19 +188,7 @@ def small(tmp_path_factory, demo):
             (work / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy(DEMO / "audio" / rel, work / rel)
     shutil.copy(DEMO / "audio" / "us_male" / "clip01.wav", work / "us_male" / LONG_NAME)
-    models = demo[0] / "resources" / "models"
-    base = {
-        "asr": {"model": str(models / "demo_asr.nemo")},
-        "s2s": {
-            k: str(models / f"demo_{n}")
-            for k, n in (
-                ("hubert", "hubert_legacy.pt"),
-                ("kmeans", "km.bin"),
-                ("vocoder", "vocoder.pt"),
-                ("vocoder_config", "vocoder.json"),
-            )
-        },
-    }
+    base = demo_models(demo[0])
 
     def configure(**tts):
         write_config(
