@@ -43,7 +43,7 @@ from .audio import AudioError, read_segment
 from .errors import describe
 from .jsonio import atomic_open, read_jsonl, write_json, write_jsonl
 from .names import file_stem
-from .npyio import load_npy
+from .npyio import load_ref
 from .shardjob import Accepted, Rejected, ShardJob
 
 log = logging.getLogger("speechprep.export")
@@ -99,11 +99,11 @@ def flac_bytes(x: np.ndarray, sample_rate: int) -> bytes:
 
 
 def features_of(item: dict) -> dict[str, np.ndarray]:
-    """The item's feature arrays (those its manifest line names)."""
+    """The item's feature arrays (those its manifest line names: files or packed slices)."""
     out = {}
     for kind in FEATURES:
         if item.get(kind):
-            a = load_npy(item[kind])
+            a = load_ref(item[kind])
             if a is None:
                 raise AudioError("missing_feature", f"{kind} file {item[kind]} is missing or unreadable")
             out[kind] = a
@@ -166,14 +166,17 @@ def run_shard(
                 audio_seconds=len(x) / params.sample_rate,
             )
 
-    segments = [(item, d, (audio_dir / f"{d['key']}.flac").read_bytes()) for item, d in job.accepted()]
+    # (line, outcome, FLAC bytes, feature arrays) per segment: each read once for every format
+    segments = [
+        (item, d, (audio_dir / f"{d['key']}.flac").read_bytes(), features_of(item)) for item, d in job.accepted()
+    ]
     shard = job.name
     outputs = {}
     for fmt in params.formats:
         members = WRITERS[fmt](segments, Path(out_dir) / fmt, shard, params.sample_rate)
         outputs[Path(out_dir) / fmt / f"{shard}.index.jsonl"] = [
             {"id": item["id"], "member": m, "sha256": sha, "duration": d["samples"] / params.sample_rate}
-            for (item, d, _), (m, sha) in zip(segments, members, strict=True)
+            for (item, d, _, _), (m, sha) in zip(segments, members, strict=True)
         ]
     summary = job.commit(outputs, rejects)
     shutil.rmtree(audio_dir)  # with any temp file a killed run left
@@ -199,11 +202,11 @@ def write_webdataset(segments, out: Path, shard: str, sample_rate: int) -> list[
         atomic_open(out / f"{shard}.tar", "wb") as f,
         tarfile.open(fileobj=f, mode="w", format=tarfile.PAX_FORMAT) as tar,
     ):
-        for item, d, audio in segments:
+        for item, d, audio, arrays in segments:
             key = d["key"]
             _add(tar, f"{key}.flac", audio)
             _add(tar, f"{key}.json", json.dumps(item, ensure_ascii=False, sort_keys=True).encode("utf-8"))
-            for kind, a in features_of(item).items():
+            for kind, a in arrays.items():
                 _add(tar, f"{key}.{kind}.npy", _npy_bytes(a))
             members.append((f"{shard}.tar:{key}.flac", d["sha256"]))
     return members
@@ -214,19 +217,19 @@ def write_parquet(segments, out: Path, shard: str, sample_rate: int) -> list[tup
     import pyarrow.parquet as pq
 
     rows = []
-    for item, _d, audio in segments:
+    for item, _d, audio, arrays in segments:
         row = {k: v for k, v in item.items() if k not in FEATURES}
         row["audio"] = audio
         row["sample_rate"] = sample_rate
         for kind in FEATURES:
-            a = features_of(item).get(kind)
+            a = arrays.get(kind)
             row[f"{kind}_path"] = item.get(kind)
             row[kind] = None if a is None else a.reshape(-1).tolist()
         rows.append(row)
     table = pa.Table.from_pylist(rows)
     with atomic_open(out / f"{shard}.parquet", "wb") as f:
         pq.write_table(table, f)
-    return [(f"{shard}.parquet:{i}", d["sha256"]) for i, (_item, d, _audio) in enumerate(segments)]
+    return [(f"{shard}.parquet:{i}", d["sha256"]) for i, (_item, d, _audio, _arrays) in enumerate(segments)]
 
 
 def write_lhotse_shar(segments, out: Path, shard: str, sample_rate: int) -> list[tuple[str, str]]:
@@ -241,7 +244,7 @@ def write_lhotse_shar(segments, out: Path, shard: str, sample_rate: int) -> list
     fields = {"recording": "flac", **{kind: "numpy" for kind in FEATURES}}
     members = []
     with SharWriter(str(tmp), fields=fields, shard_size=None) as w:
-        for item, d, audio in segments:
+        for item, d, audio, arrays in segments:
             rec = Recording.from_bytes(audio, recording_id=d["key"])
             custom = {
                 k: v for k, v in item.items() if k not in FEATURES and k not in ("id", "text", "speaker", "language")
@@ -265,13 +268,17 @@ def write_lhotse_shar(segments, out: Path, shard: str, sample_rate: int) -> list
                 supervisions=[sup],
                 custom=custom,
             )
-            for kind, a in features_of(item).items():
+            for kind, a in arrays.items():
                 cut = cut.attach_tensor(kind, a)
             w.write(cut)
     # Lhotse encodes the FLAC itself: the index gets its members' own sha256
-    with tarfile.open(tmp / "recording.tar") as tar:
-        sha = {m.name: hashlib.sha256(tar.extractfile(m).read()).hexdigest() for m in tar if m.name.endswith(".flac")}
-    for item, _d, _audio in segments:
+    sha = {}
+    if segments:  # a shard whose every segment was rejected has no recording.tar
+        with tarfile.open(tmp / "recording.tar") as tar:
+            sha = {
+                m.name: hashlib.sha256(tar.extractfile(m).read()).hexdigest() for m in tar if m.name.endswith(".flac")
+            }
+    for item, _d, _audio, _arrays in segments:
         members.append((f"{shard}/recording.tar:{item['id']}.flac", sha[f"{item['id']}.flac"]))
     shutil.rmtree(final, ignore_errors=True)
     tmp.rename(final)
@@ -290,7 +297,7 @@ def write_nemo_tarred(segments, out: Path, shard: str, sample_rate: int) -> list
         atomic_open(out / f"audio_{n}.tar", "wb") as f,
         tarfile.open(fileobj=f, mode="w", format=tarfile.PAX_FORMAT) as tar,
     ):
-        for item, d, audio in segments:
+        for item, d, audio, _arrays in segments:
             name = f"{d['key']}.flac"
             _add(tar, name, audio)
             lines.append(

@@ -14,7 +14,7 @@ import pytest
 from speechprep import export
 from speechprep.config import defaults
 from speechprep.jsonio import write_jsonl
-from speechprep.npyio import save_npy
+from speechprep.npyio import pack_npy, save_npy
 from tests.support import demo_segments
 
 warnings.simplefilter("ignore")
@@ -28,12 +28,13 @@ def params(**kw) -> export.ExportParams:
     return export.ExportParams.from_dict({**CFG, **kw})
 
 
-def make_shard(root: Path, n: int = 6, missing_audio: int | None = None) -> list[dict]:
+def make_shard(root: Path, n: int = 6, missing_audio: int | None = None, layout: str = "files") -> list[dict]:
     """``root/tts/train_manifest.jsonl`` (+ an empty val manifest) and the shard's
-    features index and arrays; the manifest lines, in shard order."""
+    features index and arrays (one file per segment, or packed per kind as
+    ``tts.layout: packed`` leaves them); the manifest lines, in shard order."""
     rng = np.random.default_rng(0)
     segs = demo_segments(n, text=True)
-    lines = []
+    lines, packs = [], {}
     for k, seg in enumerate(segs):
         id_ = ODD_IDS.get(k, seg["id"])
         line = {"id": id_, "dataset": "demo", "text": seg["text"], "text_normalized": seg["text"].upper()}
@@ -50,9 +51,16 @@ def make_shard(root: Path, n: int = 6, missing_audio: int | None = None) -> list
             "emo_vec": rng.standard_normal(88).astype(np.float32),
         }
         for kind, a in arrays.items():
-            save_npy(d / kind / f"{stem}.npy", a)
-            line[kind] = str(d / kind / f"{stem}.npy")
+            packs.setdefault(kind, []).append(a)
+            if layout == "files":
+                save_npy(d / kind / f"{stem}.npy", a)
+                line[kind] = str(d / kind / f"{stem}.npy")
         lines.append(line)
+    if layout == "packed":
+        for kind, arrays in packs.items():
+            where = pack_npy(root / "tts" / "shard-0000" / kind / "packed.npy", arrays, arrays[0].dtype)
+            for line, r in zip(lines, where):
+                line[kind] = r
     write_jsonl(root / "tts" / "train_manifest.jsonl", lines[1:])
     write_jsonl(root / "tts" / "val_manifest.jsonl", lines[:1])
     # the shard also held a segment curation dropped: not in any manifest, not exported

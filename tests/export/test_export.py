@@ -18,6 +18,7 @@ from conftest import make_shard, params, read_index, run
 
 from speechprep import export
 from speechprep.jsonio import read_jsonl
+from speechprep.npyio import load_ref
 from tests.support import REPO, kill_when_checkpointed
 
 SR = params().sample_rate
@@ -35,7 +36,7 @@ def kept(lines):
 
 def check_features(line, arrays):
     for kind in export.FEATURES:
-        np.testing.assert_array_equal(np.asarray(arrays[kind]).reshape(-1), np.load(line[kind]).reshape(-1))
+        np.testing.assert_array_equal(np.asarray(arrays[kind]).reshape(-1), load_ref(line[kind]).reshape(-1))
 
 
 def test_rejects_and_summary(exported):
@@ -209,3 +210,46 @@ def test_resume_after_sigkill(tmp_path):
         for s in wds.WebDataset(str(tmp_path / "export" / "webdataset" / "shard-0000.tar"), shardshuffle=False)
     ]
     assert keys == [export.member_key(x["id"]) for x in many]
+
+
+def test_a_packed_layout_shard_exports_the_same_members(tmp_path):
+    """Arrays packed per kind (tts.layout: packed) give the same containers as one file each."""
+    a, b = tmp_path / "files", tmp_path / "packed"
+    make_shard(a, n=4)
+    lines = make_shard(b, n=4, layout="packed")
+    assert all("#" in x["codes"] for x in lines)
+    formats = ["webdataset", "nemo_tarred", "lhotse_shar"]
+    run(a, params(formats=formats))
+    run(b, params(formats=formats))
+    shar = [f"lhotse_shar/shard-0000/{k}.tar" for k in ("recording", *export.FEATURES)]
+    for name in ("nemo_tarred/audio_0.tar", *shar):
+        assert (a / "export" / name).read_bytes() == (b / "export" / name).read_bytes(), name
+
+    def members(root):  # the webdataset tar's members; the json lines without the array locations
+        with tarfile.open(root / "export" / "webdataset" / "shard-0000.tar") as tar:
+            out = {m.name: tar.extractfile(m).read() for m in tar}
+        for name in [n for n in out if n.endswith(".json")]:
+            out[name] = {k: v for k, v in json.loads(out[name]).items() if k not in export.FEATURES}
+        return out
+
+    assert members(a) == members(b)
+    from lhotse import CutSet
+
+    cuts = list(CutSet.from_shar(in_dir=str(b / "export" / "lhotse_shar" / "shard-0000")))
+    for line, cut in zip(lines, cuts, strict=True):
+        check_features(line, {kind: cut.load_custom(kind) for kind in export.FEATURES})
+
+
+def test_a_shard_with_every_segment_rejected_still_completes(tmp_path):
+    lines = make_shard(tmp_path, n=2)
+    for line in lines:
+        line["audio_filepath"] = str(tmp_path / "gone.wav")
+    from speechprep.jsonio import write_jsonl
+
+    write_jsonl(tmp_path / "tts" / "train_manifest.jsonl", lines)
+    write_jsonl(tmp_path / "tts" / "val_manifest.jsonl", [])
+    summary = run(tmp_path)
+    assert summary["ok"] == 0 and summary["rejected"] == len(lines)
+    for fmt in params().formats:
+        assert read_index(tmp_path, fmt) == []
+    assert [r["id"] for r in read_jsonl(tmp_path / "export" / "shard-0000.rejects.jsonl")] == [x["id"] for x in lines]
