@@ -1,22 +1,25 @@
 #!/usr/bin/env python3
-"""Files and bytes at scale: synthetic segments through the `files` layout and every export format.
+"""Files and bytes at scale: synthetic segments through both layouts and every export format.
 
     .venvs/export/bin/python bench/export_scale.py [--segments 100000] [--shards 20]
-        [--mean-seconds 1.0] [--formats webdataset parquet lhotse_shar nemo_tarred] [--dir DIR]
+        [--mean-seconds 1.0] [--layouts files packed]
+        [--formats webdataset parquet lhotse_shar nemo_tarred] [--dir DIR]
 
 Per shard, a speech-like synthetic source (harmonics with a drifting pitch, a
 syllable-rate envelope, a little noise; 16 kHz, 16 bit) is cut into segments of
-0.5x-1.5x ``--mean-seconds``. Two phases, each in its own process (its peak RSS
-is its own):
+0.5x-1.5x ``--mean-seconds``. Per layout (``tts.layout``), two phases, each in
+its own process (its peak RSS is its own):
 
-* ``files`` layout, what the TTS and S2S stages write today: per segment four
-  ``.npy`` (text ids, codes at 50 Hz, a 256-d condition vector, an 88-d emotion
-  vector, written atomically) and one resynthesised ``.wav``; a features index
-  per shard and the dataset's manifests.
+* the layout: per segment four arrays (text ids, codes at 50 Hz, a 256-d
+  condition vector, an 88-d emotion vector) and one resynthesised WAV, written
+  to a scratch directory as the TTS and S2S jobs do, then placed per shard by
+  the stages' own ``place_arrays`` / ``place_wavs`` (``files``: one file per
+  segment; ``packed``: one per shard and kind); a features index per shard and
+  the dataset's manifests.
 * ``export``: ``speechprep.export.run_shard`` per shard, every format of
   ``--formats`` from those manifests and arrays (what the export stage runs).
 
-Prints, per phase and per format: wall time, peak RSS, files, bytes, and per
+Prints, per layout, phase and format: wall time, peak RSS, files, bytes, and per
 audio hour; then the projection to 10^4 hours at 450 segments per hour (the
 4.5 million segments of 8 s on average that issue #14 takes as its case).
 """
@@ -38,7 +41,9 @@ import soundfile as sf
 
 from speechprep import export
 from speechprep.jsonio import write_jsonl
-from speechprep.npyio import save_npy
+from speechprep.npyio import LAYOUTS, save_npy
+from speechprep.s2s import place_wavs
+from speechprep.tts.features import artifact, place_arrays
 
 SR = 16000
 SOURCE_SECONDS = 600  # per shard; segments wrap around it
@@ -71,9 +76,11 @@ def in_child(fn, *args):
     parent, child = mp.Pipe(duplex=False)
 
     def target():
-        t = time.perf_counter()
-        out = fn(*args)
-        child.send((out, time.perf_counter() - t, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024))
+        t, out = time.perf_counter(), None
+        try:
+            out = fn(*args)
+        finally:  # a failing child still answers, so the parent never waits forever
+            child.send((out, time.perf_counter() - t, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024))
 
     p = mp.get_context("fork").Process(target=target)
     p.start()
@@ -84,8 +91,8 @@ def in_child(fn, *args):
     return result
 
 
-def write_files_layout(root: Path, segments: int, shards: int, mean: float) -> float:
-    """Sources, then the files layout; returns the audio seconds."""
+def write_layout(root: Path, segments: int, shards: int, mean: float, layout: str) -> float:
+    """Sources, then the arrays and WAVs in ``layout``; returns the audio seconds."""
     rng = np.random.default_rng(0)
     lines, total = [], 0.0
     per_shard = -(-segments // shards)
@@ -94,13 +101,13 @@ def write_files_layout(root: Path, segments: int, shards: int, mean: float) -> f
         src = root / "audio" / f"source_{s:04d}.wav"
         src.parent.mkdir(parents=True, exist_ok=True)
         sf.write(src, speechlike(SOURCE_SECONDS, rng), SR, subtype="PCM_16")
-        offset, index = 0.0, []
+        offset, index, shard_lines, wav_lines = 0.0, [], [], []
+        scratch = root / "scratch" / shard
         for k in range(min(per_shard, segments - s * per_shard)):
             dur = round(float(rng.uniform(0.5, 1.5) * mean), 3)
             if offset + dur > SOURCE_SECONDS:
                 offset = 0.0
             id_ = f"{shard}_{k:06d}"
-            d = root / "tts" / shard
             arrays = {
                 "text_ids": rng.integers(0, 256, int(12 * dur) + 1, dtype=np.int32),
                 "codes": rng.integers(0, 500, int(50 * dur), dtype=np.int32),
@@ -117,15 +124,20 @@ def write_files_layout(root: Path, segments: int, shards: int, mean: float) -> f
                 "speaker": f"spk{k % 50}",
             }
             for kind, a in arrays.items():
-                save_npy(d / kind / f"{id_}.npy", a)
-                line[kind] = str(d / kind / f"{id_}.npy")
-            wav = root / "s2s" / shard / f"{id_}.wav"  # the unit vocoder's resynthesis
+                save_npy(artifact(scratch / "tts", kind, id_), a)
+            wav = scratch / "s2s" / f"{id_}.wav"  # the unit vocoder's resynthesis
             wav.parent.mkdir(parents=True, exist_ok=True)
-            sf.write(wav, 0.5 * speechlike(dur, rng), SR, subtype="PCM_16")
-            lines.append(line)
+            x = 0.5 * speechlike(dur, rng)
+            sf.write(wav, x, SR, subtype="PCM_16")
+            shard_lines.append(line)
+            wav_lines.append({"id": id_, "wav_samples": len(x)})
             index.append({"id": id_})
             offset += dur
             total += dur
+        place_arrays(shard_lines, scratch / "tts", root / "tts" / shard, layout, kinds=export.FEATURES)
+        place_wavs(wav_lines, scratch / "s2s", root / "s2s" / shard, layout)
+        shutil.rmtree(scratch)
+        lines += shard_lines
         write_jsonl(root / "tts" / f"{shard}.features.jsonl", index)
     write_jsonl(root / "tts" / "train_manifest.jsonl", lines[len(lines) // 50 :])
     write_jsonl(root / "tts" / "val_manifest.jsonl", lines[: len(lines) // 50])
@@ -152,46 +164,63 @@ def main() -> None:
     ap.add_argument("--segments", type=int, default=100_000)
     ap.add_argument("--shards", type=int, default=20)
     ap.add_argument("--mean-seconds", type=float, default=1.0)
+    ap.add_argument("--layouts", nargs="+", choices=LAYOUTS, default=list(LAYOUTS))
     ap.add_argument("--formats", nargs="+", default=list(export.FORMATS))
     ap.add_argument("--dir", help="work here and keep it (default: a temp dir, removed)")
     a = ap.parse_args()
-    root = Path(a.dir) if a.dir else Path(tempfile.mkdtemp(prefix="export_scale_"))
+    base = Path(a.dir) if a.dir else Path(tempfile.mkdtemp(prefix="export_scale_"))
+    segs_10k = HOURS_10K * SEGMENTS_PER_HOUR_10K
+    shards_10k = segs_10k / (a.segments / a.shards)
+    report: dict = {}
     try:
-        audio_s, wall_f, rss_f = in_child(write_files_layout, root, a.segments, a.shards, a.mean_seconds)
-        _, wall_e, rss_e = in_child(export_all, root, a.shards, a.formats)
-        hours = audio_s / 3600
-        print(
-            f"export scale: {a.segments} segments ({a.mean_seconds:g} s mean), {a.shards} shards, "
-            f"{hours:.2f} h of audio; {os.cpu_count()} CPUs"
-        )
-        f_tts, b_tts = tree(root / "tts")
-        f_s2s, b_s2s = tree(root / "s2s")
-        files_f, bytes_f = f_tts + f_s2s, b_tts + b_s2s
-        print(f"\n{'':34} {'wall':>8} {'peak RSS':>9} {'files':>9} {'GB':>8} {'files/seg':>9} {'GB/h':>7}")
-        print(
-            f"{'files layout':34} {wall_f:7.1f}s {rss_f:7.0f}MB {files_f:9d} {bytes_f / 1e9:8.3f} "
-            f"{files_f / a.segments:9.2f} {bytes_f / 1e9 / hours:7.3f}"
-        )
-        print(f"{'export (all formats, one job/shard)':34} {wall_e:7.1f}s {rss_e:7.0f}MB")
-        per_format = {}
-        for fmt in a.formats:
-            n, b = tree(root / "export" / fmt)
-            per_format[fmt] = (n, b)
-            print(f"{'  ' + fmt:34} {'':8} {'':9} {n:9d} {b / 1e9:8.3f} {n / a.segments:9.4f} {b / 1e9 / hours:7.3f}")
-        segs_10k = HOURS_10K * SEGMENTS_PER_HOUR_10K
-        print(f"\nprojection to {HOURS_10K:.0f} h ({segs_10k:.2e} segments of 8 s mean):")
-        tb = bytes_f / hours * HOURS_10K / 1e12
-        print(f"  files layout: {files_f / a.segments * segs_10k:.2e} files, {tb:.2f} TB")
-        for fmt, (n, b) in per_format.items():
-            shards_10k = segs_10k / (a.segments / a.shards)
+        for layout in a.layouts:
+            root = base / layout
+            audio_s, wall_l, rss_l = in_child(write_layout, root, a.segments, a.shards, a.mean_seconds, layout)
+            _, wall_e, rss_e = in_child(export_all, root, a.shards, a.formats)
+            hours = audio_s / 3600
+            if not report:
+                print(
+                    f"export scale: {a.segments} segments ({a.mean_seconds:g} s mean), {a.shards} shards, "
+                    f"{hours:.2f} h of audio; {os.cpu_count()} CPUs"
+                )
+                print(f"\n{'':40} {'wall':>8} {'peak RSS':>9} {'files':>9} {'GB':>8} {'files/seg':>9} {'GB/h':>7}")
+            (f_tts, b_tts), (f_s2s, b_s2s) = tree(root / "tts"), tree(root / "s2s")
+            files_l, bytes_l = f_tts + f_s2s, b_tts + b_s2s
             print(
-                f"  {fmt}: {n / a.shards * shards_10k:.2e} files at {a.segments // a.shards} segments per shard "
-                f"({shards_10k:.0f} shards), {b / hours * HOURS_10K / 1e12:.2f} TB"
+                f"{layout + ' layout (S2S WAVs + TTS arrays)':40} {wall_l:7.1f}s {rss_l:7.0f}MB {files_l:9d} "
+                f"{bytes_l / 1e9:8.3f} {files_l / a.segments:9.4f} {bytes_l / 1e9 / hours:7.3f}"
             )
-        print(json.dumps({"hours": hours, "files_layout": [files_f, bytes_f], "export": per_format}))
+            print(f"{'  export from it (all formats)':40} {wall_e:7.1f}s {rss_e:7.0f}MB")
+            per_format = {}
+            for fmt in a.formats:
+                n, b = tree(root / "export" / fmt)
+                per_format[fmt] = (n, b)
+                print(
+                    f"{'    ' + fmt:40} {'':8} {'':9} {n:9d} {b / 1e9:8.3f} {n / a.segments:9.4f} "
+                    f"{b / 1e9 / hours:7.3f}"
+                )
+            report[layout] = {
+                "hours": hours,
+                "layout": [files_l, bytes_l, wall_l, rss_l],
+                "export": [wall_e, rss_e],
+                "formats": per_format,
+            }
+        print(f"\nprojection to {HOURS_10K:.0f} h ({segs_10k:.2e} segments of 8 s mean, {shards_10k:.0f} shards):")
+        for layout, r in report.items():
+            files_l, bytes_l = r["layout"][:2]
+            # files: one per segment and kind; packed: one per shard and kind (+ the shard's directories)
+            per = segs_10k / a.segments if layout == "files" else shards_10k / a.shards
+            print(f"  {layout} layout: {files_l * per:.2e} files, {bytes_l / r['hours'] * HOURS_10K / 1e12:.2f} TB")
+        r = next(iter(report.values()))
+        for fmt, (n, b) in r["formats"].items():
+            print(
+                f"  export {fmt}: {n / a.shards * shards_10k:.2e} files at {a.segments // a.shards} segments "
+                f"per shard, {b / r['hours'] * HOURS_10K / 1e12:.2f} TB"
+            )
+        print(json.dumps(report))
     finally:
         if not a.dir:
-            shutil.rmtree(root, ignore_errors=True)
+            shutil.rmtree(base, ignore_errors=True)
 
 
 if __name__ == "__main__":

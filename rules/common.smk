@@ -176,7 +176,10 @@ TTS_TEXT_KEYS = (
     "normalize",
     "normalize_languages",
     "normalize_grammars",
+    "layout",
 )
+# tts.layout: files (one array/WAV per segment) or packed (one file per shard and kind).
+LAYOUT = config["tts"]["layout"]
 # Built text-normalisation grammars, a directory per language (rule tts_grammars).
 GRAMMARS = config["tts"]["normalize_grammars"].rstrip("/")
 

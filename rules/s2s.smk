@@ -53,7 +53,8 @@ rule s2s:
         s2s=lambda wc: stage_params("s2s", wc.ds),
         resume=f"{RESULTS}/{{ds}}/s2s/.partial/{{shard}}.jsonl",
         export=lambda wc, input: f"--export {shlex.quote(input.export[0])}" if input.export else "",
+        layout=LAYOUT,
     shell:
         "{params.cmd} s2s run --segments {input.segments:q} --params {params.s2s:q} --threads {threads}"
         " --resume {params.resume:q} --units {output.units:q} --wav-dir {output.wavs:q}"
-        " --rejects {output.rejects:q} {params.export} > {log:q} 2>&1"
+        " --rejects {output.rejects:q} {params.export} --layout {params.layout} > {log:q} 2>&1"

@@ -111,11 +111,12 @@ rule tts_features:
         tts=lambda wc: stage_params("tts", wc.ds, skip=TTS_TEXT_KEYS, language=True),
         resume=f"{RESULTS}/{{ds}}/tts/.partial/{{shard}}.jsonl",
         out_dir=f"{RESULTS}/{{ds}}/tts/{{shard}}",
+        layout=LAYOUT,
     shell:
         "{params.cmd} tts features --segments {input.segments:q} --units {input.units:q}"
         " --s2s-rejects {input.s2s_rejects:q} --params {params.tts:q} --threads {threads}"
         " --resume {params.resume:q} --index {output.index:q} --rejects {output.rejects:q}"
-        " --out-dir {params.out_dir:q} > {log:q} 2>&1"
+        " --out-dir {params.out_dir:q} --layout {params.layout} > {log:q} 2>&1"
 
 
 rule tts_text:
@@ -140,9 +141,10 @@ rule tts_text:
         runtime=scaled(15),
     params:
         cmd=speechprep("tts"),
+        layout=LAYOUT,
     shell:
         "{params.cmd} tts text --index {input.index:q} --normalized {input.normalized:q}"
-        " --tokenizer {input.tokenizer:q}"
+        " --tokenizer {input.tokenizer:q} --layout {params.layout}"
         " --out {output.index:q} --ids-dir {output.ids:q} > {log:q} 2>&1"
 
 

@@ -42,6 +42,11 @@ FLAGS: dict[str, dict[str, Any]] = {
     "max-steps": {"type": int, "default": 1500},
     "layer": {"type": int, "help": "s2s.layer"},
     "export": {"help": "the checked ONNX export of the HuBERT (s2s.runtime onnxruntime)"},
+    "layout": {
+        "choices": ("files", "packed"),
+        "default": "files",
+        "help": "tts.layout: one array/WAV file per segment, or one per shard and kind",
+    },
     "write-modern": {"metavar": "OUT", "help": "write a copy plain fairseq loads"},
 }
 # (stage, job) -> (environment, flags, handler); the handler's docstring is the job's help
@@ -105,14 +110,16 @@ def _asr_merge(a):
     asr.merge(a.shards, a.rejects, a.manifest, a.summary)
 
 
-@job("s2s run", "segments params threads? resume units wav-dir rejects export?")
+@job("s2s run", "segments params threads? resume units wav-dir rejects export? layout?")
 def _s2s(a):
     """HuBERT units and unit HiFi-GAN resynthesis of one shard."""
     from . import s2s
 
     _torch_threads(a.threads)
     p = s2s.S2sParams.from_dict(a.params)
-    s2s.run_shard(a.segments, a.units, a.wav_dir, a.rejects, p, a.resume, export=a.export, threads=a.threads)
+    s2s.run_shard(
+        a.segments, a.units, a.wav_dir, a.rejects, p, a.resume, export=a.export, threads=a.threads, layout=a.layout
+    )
 
 
 @job("s2s export", "checkpoint layer out threads?")
@@ -170,7 +177,7 @@ def _tts_tokenizer(a):
     text.train_normalized_tokenizer(a.normalized, int(a.params["vocab_size"]), a.model)
 
 
-@job("tts features", "segments units s2s-rejects params threads? resume index rejects out-dir")
+@job("tts features", "segments units s2s-rejects params threads? resume index rejects out-dir layout?")
 def _tts_features(a):
     """Codes, condition and emotion vectors of one shard."""
     from .tts import features
@@ -186,15 +193,16 @@ def _tts_features(a):
         features.TtsParams.from_dict(a.params),
         a.resume,
         a.threads,
+        layout=a.layout,
     )
 
 
-@job("tts text", "index normalized+ tokenizer out ids-dir")
+@job("tts text", "index normalized+ tokenizer out ids-dir layout?")
 def _tts_text(a):
     """Text ids of one shard's accepted segments (of their normalised text)."""
     from .tts import text
 
-    text.run_text(a.index, a.tokenizer, a.out, a.ids_dir, a.normalized)
+    text.run_text(a.index, a.tokenizer, a.out, a.ids_dir, a.normalized, a.layout)
 
 
 @job(

@@ -17,10 +17,10 @@ textlesslib's dense model -> quantizer -> vocoder chain, on fairseq directly:
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
+import shutil
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -38,6 +38,7 @@ from .failures import FailureRule
 from .jsonio import atomic_open
 from .modelfiles import sha256_cached
 from .names import file_stem
+from .npyio import PACKED, check_layout, parse_ref, ref
 from .shardjob import Accepted, Outcome, Rejected, ShardJob, model_rejected
 
 log = logging.getLogger("speechprep.s2s")
@@ -360,6 +361,42 @@ class SegmentBatcher:
         ]
 
 
+def place_wavs(lines: list[dict], scratch: Path, out: Path, layout: str) -> None:
+    """Move each line's WAV from ``scratch/<stem>.wav`` into ``out``: one file per segment
+    (``files``) or every segment end to end in ``out/packed.wav`` (``packed``, 16-bit PCM;
+    RF64 past 4 GB), the line's ``wav`` then ``<file>#<first sample>:<samples>``."""
+    import soundfile as sf
+
+    check_layout(layout)
+    out.mkdir(parents=True, exist_ok=True)
+    scratched = [scratch / f"{file_stem(line['id'])}.wav" for line in lines]
+    if layout == "files":
+        for line, src in zip(lines, scratched):
+            line["wav"] = str(out / src.name)
+            os.replace(src, line["wav"])
+        return
+    path = out / f"{PACKED}.wav"
+    fmt = "RF64" if 2 * sum(line["wav_samples"] for line in lines) > 2**32 - 2**16 else "WAV"
+    start = 0
+    with atomic_open(path, "wb") as f, sf.SoundFile(f, "w", SAMPLE_RATE, 1, "PCM_16", format=fmt) as w:
+        for line, src in zip(lines, scratched):
+            x, _ = sf.read(src, dtype="int16")
+            w.write(x)
+            line["wav"] = ref(path, start, len(x))
+            start += len(x)
+
+
+def read_wav(where: str) -> np.ndarray:
+    """The float32 samples a line's ``wav`` names: a WAV file, or a packed ``<file>#<start>:<n>``."""
+    import soundfile as sf
+
+    packed = parse_ref(where)
+    if packed is None:
+        return sf.read(where, dtype="float32")[0]
+    path, start, n = packed
+    return sf.read(path, start=start, frames=n, dtype="float32")[0]
+
+
 def run_shard(
     segments_path: str,
     units_out: str,
@@ -370,8 +407,10 @@ def run_shard(
     models: Models | None = None,
     export: str | None = None,
     threads: int = 1,
+    layout: str = "files",
 ) -> dict[str, Any]:
-    """Units and resynthesised WAVs for every segment of a shard (resumable).
+    """Units and resynthesised WAVs for every segment of a shard (resumable); the WAVs
+    one per segment in ``wav_dir`` or packed into ``wav_dir/packed.wav`` (``layout``).
 
     Raises :class:`~speechprep.failures.SystematicFailure` when the models fail on
     too many segments (config ``model_failure``); the resume file is kept, as on
@@ -425,8 +464,6 @@ def run_shard(
         for o in runner.run(todo):
             job.emit(o.item, outcome(o.item, o.result, o.oom))
 
-    out = Path(wav_dir).resolve()
-    out.mkdir(parents=True, exist_ok=True)
     lines = []
     for s, r in job.accepted():
         dd, durs = dedup(r["units"])
@@ -437,14 +474,12 @@ def run_shard(
                 "frame_rate": models.frame_rate,
                 "dedup_units": dd,
                 "durations": durs,
-                "wav": str(out / f"{file_stem(s['id'])}.wav"),
+                "wav": None,  # placed below
                 "wav_samples": r["wav_samples"],
                 **ident,
             }
         )
-    for line in lines:
-        os.replace(scratch / Path(line["wav"]).name, line["wav"])
+    place_wavs(lines, scratch, Path(wav_dir).resolve(), layout)
     counts = job.commit({units_out: lines}, rejects_out)
-    with contextlib.suppress(OSError):
-        scratch.rmdir()
+    shutil.rmtree(scratch, ignore_errors=True)
     return counts

@@ -31,7 +31,7 @@ from ..failures import FailureRule
 from ..jsonio import read_jsonl
 from ..modelfiles import sha256_file
 from ..names import file_stem
-from ..npyio import load_npy, save_npy
+from ..npyio import PACKED, check_layout, load_npy, pack_npy, save_npy
 from ..shardjob import Accepted, Outcome, Rejected, ShardJob, model_rejected
 from .encoders import Encoders, encoder_identity
 from .text import TextNormalizer
@@ -41,6 +41,7 @@ STAGE = "tts"
 ALGORITHM_VERSION = "1"
 FEATURES = ("codes", "condition", "emo_vec")
 LENGTHS = ("codes_len", "condition_dim", "emo_vec_dim")
+DTYPES = {"text_ids": np.int32, "codes": np.int32, "condition": np.float32, "emo_vec": np.float32}
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,23 @@ class TtsParams(StageParams):
 
 def artifact(root: Path, kind: str, seg_id: str) -> Path:
     return root / kind / f"{file_stem(seg_id)}.npy"
+
+
+def place_arrays(lines: list[dict], scratch: Path, out: Path, layout: str, kinds=FEATURES) -> None:
+    """Move each line's arrays from ``scratch/<kind>/<id>.npy`` into ``out/<kind>/``: one file
+    per segment (``files``) or one ``packed.npy`` per kind (``packed``); the lines' ``<kind>``
+    fields name where each array now is (a path, or ``<file>#<offset>:<length>``)."""
+    check_layout(layout)
+    for kind in kinds:
+        (out / kind).mkdir(parents=True, exist_ok=True)
+        if layout == "files":
+            for line in lines:
+                line[kind] = str(artifact(out, kind, line["id"]))
+                os.replace(artifact(scratch, kind, line["id"]), line[kind])
+            continue
+        arrays = [np.load(artifact(scratch, kind, line["id"]), allow_pickle=False) for line in lines]
+        for line, where in zip(lines, pack_npy(out / kind / f"{PACKED}.npy", arrays, DTYPES[kind])):
+            line[kind] = where
 
 
 def artifacts_ok(root: Path, seg_id: str, n_codes: int) -> bool:
@@ -109,10 +127,12 @@ def run_features(
     resume: str,
     threads: int = 1,
     encoders: Callable | None = None,
+    layout: str = "files",
 ) -> dict[str, Any]:
     """Codes, condition and emotion vectors for every segment of a shard (resumable).
 
-    Writes ``out_dir/{codes,condition,emo_vec}/<id>.npy``, the index ``index_out``
+    Writes ``out_dir/{codes,condition,emo_vec}/<id>.npy`` (``layout`` ``files``) or
+    ``out_dir/<kind>/packed.npy`` (``packed``), the index ``index_out``
     (one line per accepted segment: its fields, the normalised text, feature paths
     and lengths) and ``rejects_out``.
     """
@@ -209,13 +229,10 @@ def run_features(
         if "language" not in line and p.dataset_language:
             line["language"] = p.dataset_language
         for kind, length in zip(FEATURES, LENGTHS):
-            line[kind] = str(artifact(out, kind, s["id"]))
+            line[kind] = None  # placed below
             line[length] = data[length]
         lines.append(line)
-    for kind in FEATURES:
-        (out / kind).mkdir(parents=True, exist_ok=True)
-        for line in lines:
-            os.replace(artifact(root, kind, line["id"]), line[kind])
+    place_arrays(lines, root, out, layout)
     counts = job.commit({index_out: lines}, rejects_out)
     shutil.rmtree(root, ignore_errors=True)
     return counts

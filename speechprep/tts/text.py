@@ -27,7 +27,7 @@ import numpy as np
 from ..errors import UsageError
 from ..jsonio import read_jsonl, write_jsonl
 from ..names import file_stem
-from ..npyio import save_npy
+from ..npyio import PACKED, check_layout, pack_npy, save_npy
 
 log = logging.getLogger("speechprep.tts")
 
@@ -146,15 +146,24 @@ def text_ids(sp, text: str) -> np.ndarray:
     return np.asarray(sp.encode(text, out_type=int), dtype=np.int32)
 
 
-def run_text(index_path: str, tokenizer: str, index_out: str, ids_dir: str, normalized: Iterable[str] = ()) -> int:
+def run_text(
+    index_path: str,
+    tokenizer: str,
+    index_out: str,
+    ids_dir: str,
+    normalized: Iterable[str] = (),
+    layout: str = "files",
+) -> int:
     """int32 SentencePiece ids of every accepted segment's ``text_normalized``: from the
-    shard's normalised text (``normalized``, rule ``tts_normalize``), else its ``text``."""
+    shard's normalised text (``normalized``, rule ``tts_normalize``), else its ``text``;
+    ``ids_dir/<id>.npy`` each (``layout`` ``files``) or all in ``ids_dir/packed.npy``."""
+    check_layout(layout)
     sp = load_tokenizer(tokenizer)
     normalized = list(normalized)
     spoken = {n["id"]: n for path in normalized for n in read_jsonl(path)}
     out = Path(ids_dir).resolve()
     out.mkdir(parents=True, exist_ok=True)
-    lines = []
+    lines, arrays = [], []
     for seg in read_jsonl(index_path):
         n = spoken.get(seg["id"]) if normalized else {"text_normalized": seg["text"], "text_normalization": "off"}
         if n is None:
@@ -163,17 +172,23 @@ def run_text(index_path: str, tokenizer: str, index_out: str, ids_dir: str, norm
         ids = text_ids(sp, said)
         if len(ids) == 0:
             raise UsageError(f"{seg['id']}: tokenizer {tokenizer} gives no ids for {said!r}")
-        dest = out / f"{file_stem(seg['id'])}.npy"
-        save_npy(dest, ids)
+        dest = None  # packed below
+        if layout == "files":
+            dest = str(out / f"{file_stem(seg['id'])}.npy")
+            save_npy(dest, ids)
+        arrays.append(ids)
         lines.append(
             {
                 "id": seg["id"],
                 "text_normalized": said,
                 "text_normalization": n["text_normalization"],
-                "text_ids": str(dest),
+                "text_ids": dest,
                 "text_ids_len": len(ids),
             }
         )
+    if layout == "packed":
+        for line, where in zip(lines, pack_npy(out / f"{PACKED}.npy", arrays, np.int32)):
+            line["text_ids"] = where
     write_jsonl(index_out, lines)
     log.info(
         "text ids: %d segments from %s with %s (%d pieces)", len(lines), index_path, tokenizer, sp.get_piece_size()

@@ -169,7 +169,7 @@ def test_dedup_and_vocoder_lengths(tmp_path):
             assert len(wav) == len(units) * hop == 7 * 320
 
 
-def run(tmp_path, segs, p, tag="o", models=None):
+def run(tmp_path, segs, p, tag="o", models=None, layout="files"):
     shard = tmp_path / f"{tag}.segments.jsonl"
     write_jsonl(shard, segs)
     out = {"units": tmp_path / f"{tag}.units.jsonl", "wavs": tmp_path / tag, "rej": tmp_path / f"{tag}.rej.jsonl"}
@@ -181,6 +181,7 @@ def run(tmp_path, segs, p, tag="o", models=None):
         p,
         str(tmp_path / ".partial" / f"{tag}.jsonl"),
         models=models,
+        layout=layout,
     )
     return counts, list(read_jsonl(out["units"])), list(read_jsonl(out["rej"])), out
 
@@ -212,6 +213,23 @@ def test_shard_units_wavs_and_bad_segments(tmp_path, demo_models, models):
         assert sr == 16000 and wav.ndim == 1 and len(wav) == n * 320
         assert s2s.dedup(line["units"]) == (line["dedup_units"], line["durations"])
         assert len(line["hubert_sha256"]) == 64
+
+
+def test_packed_layout_one_wav_per_shard_same_audio(tmp_path, demo_models, models):
+    segs = segments(5)
+    _, files, _, out_f = run(tmp_path, segs, params(demo_models), "f", models=models)
+    _, packed, _, out_p = run(tmp_path, segs, params(demo_models), "p", models=models, layout="packed")
+    assert [p.name for p in out_p["wavs"].iterdir()] == ["packed.wav"]
+    info = sf.info(out_p["wavs"] / "packed.wav")
+    assert info.samplerate == 16000 and info.subtype == "PCM_16"
+    assert info.frames == sum(x["wav_samples"] for x in packed)
+    start = 0
+    for f, p in zip(files, packed, strict=True):
+        assert p["wav"] == f"{out_p['wavs'] / 'packed.wav'}#{start}:{p['wav_samples']}"
+        start += p["wav_samples"]
+        assert np.array_equal(s2s.read_wav(p["wav"]), s2s.read_wav(f["wav"]))  # sample for sample
+        assert {k: v for k, v in p.items() if k != "wav"} == {k: v for k, v in f.items() if k != "wav"}
+    assert not (tmp_path / ".partial" / "p").exists()
 
 
 def test_units_from_legacy_checkpoint_and_its_modern_copy_are_identical(tmp_path, demo_models):

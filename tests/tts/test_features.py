@@ -10,7 +10,7 @@ from conftest import demo_segments, fake_units, run, shard
 
 from speechprep.audio import read_segment
 from speechprep.jsonio import read_jsonl
-from speechprep.npyio import load_npy
+from speechprep.npyio import load_npy, load_ref
 from speechprep.tts import features, text
 from speechprep.tts.encoders import Encoders
 
@@ -197,3 +197,20 @@ def test_stored_speaker_embeddings_are_read_not_recomputed(tmp_path):
     for i, line in enumerate(out):
         np.testing.assert_array_equal(load_npy(line["condition"], np.float32, 1), stored[i])
         assert load_npy(line["emo_vec"], np.float32, 1).shape == (88,)
+
+
+def test_packed_layout_holds_the_same_arrays_in_one_file_per_kind(tmp_path, encoders):
+    segs = demo_segments()[:5]
+    a, b = tmp_path / "files", tmp_path / "packed"
+    _, files, _ = run(a, *shard(a, segs), encoders=encoders)
+    _, packed, _ = run(b, *shard(b, segs), encoders=encoders, layout="packed")
+    assert [x["id"] for x in packed] == [x["id"] for x in files] and len(files) == 5
+    for kind in features.FEATURES:
+        dtype = features.DTYPES[kind]
+        assert sorted(p.name for p in (b / "tts" / "shard-0000" / kind).iterdir()) == ["packed.npy"]
+        for f, p in zip(files, packed):
+            assert p[kind].startswith(str(b / "tts" / "shard-0000" / kind / "packed.npy#"))
+            assert np.array_equal(load_ref(p[kind], dtype, 1), load_npy(f[kind], dtype, 1))
+    strip = lambda line: {k: v for k, v in line.items() if k not in features.FEATURES}
+    assert [strip(x) for x in packed] == [strip(x) for x in files]
+    assert not any((b / "tts" / ".partial").rglob("*.npy"))

@@ -3,16 +3,18 @@
 import json
 
 import numpy as np
+import pytest
 from conftest import demo_segments, run, shard
 
 from speechprep.config import digest
 from speechprep.jsonio import read_jsonl, write_jsonl
-from speechprep.npyio import load_npy
+from speechprep.npyio import load_ref
 from speechprep.tts import manifests, spoken, text
 from speechprep.tts.text import load_tokenizer
 
 
-def test_text_ids_decode_to_the_normalised_text(tmp_path):
+@pytest.mark.parametrize("layout", ["files", "packed"])
+def test_text_ids_decode_to_the_normalised_text(tmp_path, layout):
     segs = demo_segments()
     m = tmp_path / "asr.jsonl"
     write_jsonl(m, [{**s, "text": f"\u201c{s['text']}\u201d \u2014 ok !"} for s in segs])
@@ -23,14 +25,21 @@ def test_text_ids_decode_to_the_normalised_text(tmp_path):
     norm = text.TextNormalizer()
     write_jsonl(index, [{"id": s["id"], "text": norm(f"\u201c{s['text']}\u201d \u2014 ok !")} for s in segs])
     n = text.run_text(
-        str(index), str(tmp_path / "tok.model"), str(tmp_path / "text.jsonl"), str(tmp_path / "ids"), [normalized]
+        str(index),
+        str(tmp_path / "tok.model"),
+        str(tmp_path / "text.jsonl"),
+        str(tmp_path / "ids"),
+        [normalized],
+        layout,
     )
     sp = load_tokenizer(tmp_path / "tok.model")
     assert n == len(segs)
     for line, ref in zip(read_jsonl(tmp_path / "text.jsonl"), read_jsonl(index)):
-        ids = load_npy(line["text_ids"], np.int32, 1)
+        ids = load_ref(line["text_ids"], np.int32, 1)
         assert len(ids) == line["text_ids_len"] > 0
         assert sp.decode(ids.tolist()) == ref["text"]
+    files = sorted(p.name for p in (tmp_path / "ids").iterdir())
+    assert files == (["packed.npy"] if layout == "packed" else sorted(f"{s['id']}.npy" for s in segs))
     assert next(read_jsonl(index))["text"] == f'"{segs[0]["text"]}" - ok!'
 
 

@@ -1,13 +1,18 @@
 """A full run of one voice with the export stage: every format read back by its own library
 (in the export env) against the TTS manifests, an export option change rerunning only export;
 then, in the same working directory, ``asr.trim`` on (S2S and TTS get the trimmed segments,
-VAD is untouched) and off again (the earlier outputs come back)."""
+VAD is untouched) and off again (the earlier outputs come back); then ``tts.layout: packed``
+(the same content, one file per shard and kind)."""
 
 import json
 import subprocess
 
+import numpy as np
 import pytest
+import soundfile as sf
 from conftest import REPO, demo_models, jobs_run, read_jsonl, snakemake, write_config
+
+from speechprep.npyio import load_ref, parse_ref
 
 pytestmark = pytest.mark.slow  # real snakemake runs
 
@@ -134,3 +139,57 @@ def test_trim_changes_what_s2s_and_tts_read_and_nothing_upstream(voice):
     assert outputs(res, "asr/shard-*[0-9].jsonl") == asr_before
     assert outputs(res, "s2s/shard-*.units.jsonl") == units_before
     assert outputs(res, "tts/*_manifest.jsonl") == tts_before
+
+
+ARRAYS = ("text_ids", "codes", "condition", "emo_vec")
+
+
+def read_wav(where):
+    packed = parse_ref(where)
+    if packed is None:
+        return sf.read(where, dtype="int16")[0]
+    path, start, n = packed
+    return sf.read(path, start=start, frames=n, dtype="int16")[0]
+
+
+def test_packed_layout_same_content_and_file_count_grows_with_shards_not_segments(voice):
+    tmp_path, base, ds = voice
+    res = tmp_path / "results" / "v"
+    dirs = [
+        d for pattern in ("s2s/shard-*[0-9]", *(f"tts/shard-*[0-9]/{k}" for k in ARRAYS)) for d in res.glob(pattern)
+    ]
+    assert len(dirs) == 2 * (1 + len(ARRAYS))
+    tts_before = outputs(res, "tts/*_manifest.jsonl")
+    units_before = outputs(res, "s2s/shard-*.units.jsonl")
+    arrays_before = {(i, k): load_ref(x[k]) for i, x in tts_before.items() for k in ARRAYS}
+    wavs_before = {i: read_wav(u["wav"]) for i, u in units_before.items()}
+    files = lambda: sorted(p for p in res.rglob("*") if p.is_file())
+    before = files()
+    per_segment = [p for d in dirs for p in d.iterdir()]
+    assert len(per_segment) >= len(units_before) + len(ARRAYS) * len(tts_before)
+
+    write_config(tmp_path, ds, **{**base, "tts": {**base.get("tts", {}), "layout": "packed"}})
+    _, out = snakemake(tmp_path)
+    assert not jobs_run(out, "vad") and not jobs_run(out, "asr"), out[-3000:]
+    assert len(jobs_run(out, "s2s")) == len(jobs_run(out, "tts_features")) == len(jobs_run(out, "tts_text")) == 2
+
+    # the same content: every field but where the arrays are, every array and WAV equal
+    tts_after = outputs(res, "tts/*_manifest.jsonl")
+    strip = lambda lines, keys: {i: {k: v for k, v in x.items() if k not in keys} for i, x in lines.items()}
+    assert strip(tts_after, ARRAYS) == strip(tts_before, ARRAYS)
+    for (i, k), a in arrays_before.items():
+        assert "#" in tts_after[i][k] and np.array_equal(load_ref(tts_after[i][k]), a), (i, k)
+    units_after = outputs(res, "s2s/shard-*.units.jsonl")
+    assert strip(units_after, ("wav",)) == strip(units_before, ("wav",))
+    for i, w in wavs_before.items():
+        assert np.array_equal(read_wav(units_after[i]["wav"]), w), i
+
+    # the files: each per-segment directory now holds one packed file; nothing else changed in number
+    assert {d: sorted(p.name for p in d.iterdir()) for d in dirs} == {
+        d: ["packed.wav" if d.parent.name == "s2s" else "packed.npy"] for d in dirs
+    }
+    after = files()
+    assert set(before) - set(per_segment) == set(after) - {d / n for d in dirs for n in ("packed.wav", "packed.npy")}
+    assert len(after) == len(before) - len(per_segment) + len(dirs)
+    names = {p.stem for p in after}
+    assert not names & (set(tts_after) | set(units_after)), "a file still named after a segment"
