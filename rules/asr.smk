@@ -18,7 +18,12 @@ rule asr:
         "speechprep/asr",
     threads: config["asr"]["threads"]
     resources:
-        mem_mb=scaled(6000, 200, of="segments"),
+        mem_mb=shard_memory(
+            "asr",
+            "segments",
+            [config["asr"]["model"]],
+            batch_seconds=config["asr"]["cpu_batch_seconds"],
+        ),
         runtime=scaled(30, 60, of="segments"),
     params:
         cmd=speechprep("asr"),

@@ -14,6 +14,7 @@ from speechprep.curate.params import job_section as curate_job_section
 from speechprep.envmodules import setup_env_modules
 from speechprep.inventory import inventory_digest
 from speechprep.modelfiles import is_local_model
+from speechprep.resources import memory_mb, shard_content
 from speechprep.slurm import use_status_shims
 
 REPO = Path(workflow.basedir)
@@ -137,6 +138,24 @@ def scaled(base, per_mb=0.0, of=None, cap=None):
         return int(min(value, cap) if cap else value)
 
     return f
+
+
+def shard_memory(stage, of, models=(), **settings):
+    """`mem_mb` of a shard rule: what its job will hold (its shard's lines, longest
+    segment and audio, its models, its batch; speechprep.resources), x the attempt.
+    `of`: the input that lists the shard, or a function of the wildcards giving a file."""
+
+    def f(wildcards, input, threads, attempt):
+        listing = of(wildcards) if callable(of) else input[of]
+        need = memory_mb(stage, shard_content(listing), models, threads=threads, **settings)
+        return need * attempt
+
+    return f
+
+
+def dataset_manifest(wildcards):
+    """The dataset's file manifest (ingest): VAD sizes its decode blocks by its widest file."""
+    return f"{RESULTS}/{wildcards.ds}/manifest.jsonl"
 
 
 @cache

@@ -24,7 +24,7 @@ rule curate_measure:
         "speechprep/curate",
     threads: config["curate"]["threads"]
     resources:
-        mem_mb=scaled(4000, 100, of="segments"),
+        mem_mb=shard_memory("curate", "segments", batch_seconds=config["curate"]["batch_seconds"]),
         runtime=scaled(30, 60, of="segments"),
     params:
         cmd=speechprep("curate"),

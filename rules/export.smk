@@ -29,7 +29,7 @@ rule export_shard:
         "speechprep/export",
     threads: 1
     resources:
-        mem_mb=scaled(2000, 20, of="features"),
+        mem_mb=shard_memory("export", "features"),
         runtime=scaled(15, 60, of="features"),
     params:
         cmd=speechprep("export"),

@@ -46,7 +46,12 @@ rule s2s:
         "speechprep/s2s",
     threads: config["s2s"]["threads"]
     resources:
-        mem_mb=scaled(6000, 200, of="segments"),
+        mem_mb=shard_memory(
+            "s2s",
+            "segments",
+            s2s_model_files(None),
+            batch_seconds=config["s2s"]["batch_seconds"],
+        ),
         runtime=scaled(30, 120, of="segments"),
     params:
         cmd=speechprep("s2s"),

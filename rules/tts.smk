@@ -104,7 +104,12 @@ rule tts_features:
         "speechprep/tts",
     threads: config["tts"]["threads"]
     resources:
-        mem_mb=scaled(4000, 100, of="segments"),
+        mem_mb=shard_memory(
+            "tts",
+            "segments",
+            tts_encoder_files(None),
+            batch_seconds=config["tts"]["cpu_batch_seconds"],
+        ),
         runtime=scaled(30, 60, of="segments"),
     params:
         cmd=speechprep("tts"),

@@ -19,7 +19,7 @@ rule vad:
         "speechprep/vad",
     threads: config["vad"]["threads"]
     resources:
-        mem_mb=scaled(2000, 20, of="shard"),
+        mem_mb=shard_memory("vad", dataset_manifest, block_seconds=config["vad"]["block_seconds"]),
         runtime=scaled(20, 40, of="shard"),
     params:
         cmd=speechprep("vad"),

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 import yaml
-from conftest import REPO, read_jsonl, snakemake, write_config
+from conftest import REPO, demo_models, read_jsonl, snakemake, write_config
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(os.geteuid() != 0, reason="the test SLURM's daemons need root")]
 RULES = (
@@ -136,23 +136,10 @@ def profile_copy(dest, settings=None, **set_resources):
     return dest
 
 
-def same_models(demo_work):
-    m = demo_work / "resources" / "models"
-    return {
-        "asr": {"model": str(m / "demo_asr.nemo")},
-        "s2s": {
-            "hubert": str(m / "demo_hubert_legacy.pt"),
-            "kmeans": str(m / "demo_km.bin"),
-            "vocoder": str(m / "demo_vocoder.pt"),
-            "vocoder_config": str(m / "demo_vocoder.json"),
-        },
-    }
-
-
 @pytest.fixture(scope="module")
 def slurm_demo(cluster, demo, demo_copy, tmp_path_factory):
     work = tmp_path_factory.mktemp("slurm_demo")
-    write_config(work, {"demo": {"audio_dir": str(demo_copy), "shards": 3}}, **same_models(demo[0]))
+    write_config(work, {"demo": {"audio_dir": str(demo_copy), "shards": 3}}, **demo_models(demo[0]))
     return work, slurm_snakemake(work)
 
 
@@ -164,6 +151,28 @@ def test_every_stage_ran_as_slurm_jobs(cluster, slurm_demo):
         for jid in jobs[rule]:
             assert "COMPLETED" in comp.get(jid, []), (rule, jid, comp.get(jid))
     assert "has been submitted with SLURM jobid" in out or "Submitted array job" in out
+
+
+def test_every_shard_job_fit_its_first_memory_request(cluster, slurm_demo, demo):
+    """The shard rules ask for what their job will hold (speechprep.resources: the shard's
+    lines and longest segment, the models, the batch): under enforced memory, every demo
+    shard job ran once and COMPLETED with the request computed from its own shard."""
+    from speechprep.resources import memory_mb, shard_content
+
+    memory_enforcement(cluster)
+    work, out = slurm_demo
+    jobs, comp = submissions(out), jobcomp_memory(cluster)
+    res = work / "results" / "demo"
+    for rule in ("vad", "asr", "s2s", "curate_measure", "tts_features"):
+        records = [comp.get(j) for j in jobs[rule]]
+        assert len(records) == 3 and all(r and [s for s, _ in r] == ["COMPLETED"] for r in records), (rule, records)
+    # each task asked for its shard's request; in an array, the plugin adds a few MB for its payload
+    asked = lambda rule: [comp[j][0][1] for j in jobs[rule]]
+    vad = memory_mb("vad", shard_content(res / "manifest.jsonl"), threads=2)
+    assert all(vad <= mb <= vad + 64 for mb in asked("vad")), (vad, asked("vad"))
+    model = [demo_models(demo[0])["asr"]["model"]]
+    asr = {memory_mb("asr", shard_content(p), model, batch_seconds=120) for p in res.glob("vad/*.segments.jsonl")}
+    assert len(asr) == 1 and all(min(asr) <= mb <= min(asr) + 64 for mb in asked("asr")), (asr, asked("asr"))
 
 
 def test_rules_ran_in_their_environments_on_the_node(slurm_demo):

@@ -1,0 +1,123 @@
+"""Memory requests of the shard jobs (the rules' ``mem_mb``), from what each job will hold.
+
+A shard job's peak memory, per stage (docs/cluster.md, "Memory requests"):
+
+    JOB_MB + fixed + MODEL_COPIES x its model files + MB per audio second x the seconds it
+    holds at once + MB per audio second of the shard x the shard's seconds (the lines and
+    results it keeps until the shard is written)
+
+* **JOB_MB**: the snakemake process that runs the job inside its allocation (on SLURM it
+  counts against the job's memory: about 100 MB, 190 MB in an array task);
+* **fixed**: the interpreter and the stage's libraries: the stage's job on a demo shard
+  (tiny models), measured as the peak of its SLURM memory cgroup, less ``JOB_MB``, with
+  headroom (``FIXED_MB``; docs/cluster.md has the figures);
+* **models**: the model files' size on disk, ``MODEL_COPIES`` times (the bytes read, the
+  state dict, the module's tensors while one is copied into the other). A model named by
+  a hub id rather than a file counts ``HUB_MODEL_MB``;
+* **held at once**: a model stage holds one batch: its budget in audio seconds, or the
+  shard's longest segment when that is longer (a segment is never split across batches);
+  VAD workers each hold one decode block of one file (every channel, float32, with its
+  mono mix and resampled copy); export holds the shard's FLAC bytes and Parquet table.
+
+The request is rounded up to ``ROUND_MB``: the SLURM executor submits a rule's ready jobs as
+one job array with the first job's request for every task, so shards of similar size must ask
+for the same (ingest makes them similar: ``shard_hours``). For the same reason VAD sizes its
+decode blocks by the dataset's widest file, not the shard's. A retry multiplies the request by
+the attempt (SLURM's out-of-memory kill is retried with twice, then three times as much).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from functools import lru_cache
+
+from .modelfiles import is_local_model
+
+MODEL_COPIES = 3
+JOB_MB = 250
+ROUND_MB = 256
+HUB_MODEL_MB = 4000  # a pretrained model by name: its size is not known before the download
+# The stages' fixed part (MB), from their demo peaks with headroom (docs/cluster.md).
+FIXED_MB = {
+    "vad": 150,  # the job's own process; each worker adds VAD_WORKER_MB
+    "asr": 1300,
+    "s2s": 650,
+    "curate": 1950,
+    "tts": 700,
+    "export": 500,
+}
+VAD_WORKER_MB = 100
+# MB per audio second held at once in a model batch (activations, padded input, features).
+BATCH_MB_PER_S = {"asr": 4.0, "s2s": 4.0, "curate": 2.0, "tts": 2.0}
+# MB per audio second of the whole shard kept until the shard is written.
+SHARD_MB_PER_S = {"asr": 0.01, "s2s": 0.02, "curate": 0.01, "tts": 0.01, "export": 0.15}
+# Copies of a VAD decode block held at once: the block (every channel), its mono mix, its resampling.
+VAD_BLOCK_COPIES = 3
+
+
+@dataclass(frozen=True)
+class ShardContent:
+    """What a shard file lists: its lines, their total and longest duration (s), and for a
+    file shard the largest channels x sample rate of one file."""
+
+    lines: int = 0
+    seconds: float = 0.0
+    longest: float = 0.0
+    max_channel_rate: int = 0
+
+
+@lru_cache(maxsize=4096)
+def _content(path: str, mtime_ns: int, size: int) -> ShardContent:
+    lines, seconds, longest, channel_rate = 0, 0.0, 0.0, 0
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if not line.strip():
+                continue
+            x = json.loads(line)
+            d = float(x.get("duration") or 0.0)
+            lines, seconds, longest = lines + 1, seconds + d, max(longest, d)
+            channel_rate = max(channel_rate, int(x.get("channels") or 1) * int(x.get("sample_rate") or 16000))
+    return ShardContent(lines, seconds, longest, channel_rate)
+
+
+def shard_content(path: str | os.PathLike) -> ShardContent:
+    """The shard's content (read once per version of the file); empty when it is not there yet."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return ShardContent()
+    return _content(str(path), st.st_mtime_ns, st.st_size)
+
+
+def model_mb(models: list[str]) -> float:
+    """The models' size on disk in MB: ``HUB_MODEL_MB`` for a hub name; nothing for a local
+    file not built yet (a rule builds it; the request is computed again when the job is ready)."""
+    total = 0.0
+    for m in models:
+        if os.path.isfile(m):
+            total += os.path.getsize(m) / 1e6
+        elif not is_local_model(m):
+            total += HUB_MODEL_MB
+    return total
+
+
+def memory_mb(
+    stage: str,
+    shard: ShardContent,
+    models: list[str] = (),
+    batch_seconds: float = 0.0,
+    threads: int = 1,
+    block_seconds: float = 60.0,
+) -> int:
+    """The MB a ``stage`` job of ``shard`` needs at attempt 1, rounded up to ``ROUND_MB``
+    (see the module's docstring; for VAD, ``shard`` is the dataset's manifest)."""
+    mb = JOB_MB + FIXED_MB[stage] + MODEL_COPIES * model_mb(list(models))
+    mb += SHARD_MB_PER_S.get(stage, 0.0) * shard.seconds
+    if stage == "vad":
+        block = shard.max_channel_rate * min(block_seconds, shard.longest or block_seconds) * 4 / 1e6
+        mb += max(1, threads) * (VAD_WORKER_MB + VAD_BLOCK_COPIES * block)
+    elif stage in BATCH_MB_PER_S:
+        mb += BATCH_MB_PER_S[stage] * max(batch_seconds, shard.longest)
+    return int(-(-mb // ROUND_MB) * ROUND_MB)

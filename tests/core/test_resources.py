@@ -1,0 +1,62 @@
+"""Memory requests of the shard jobs: a function of the shard's content and the models."""
+
+import os
+
+from speechprep.jsonio import write_jsonl
+from speechprep.resources import (
+    FIXED_MB,
+    HUB_MODEL_MB,
+    JOB_MB,
+    MODEL_COPIES,
+    ROUND_MB,
+    ShardContent,
+    memory_mb,
+    shard_content,
+)
+
+
+def segments(n, seconds):
+    return [{"id": f"s{k}", "audio_filepath": "/a.wav", "offset": 0.0, "duration": seconds} for k in range(n)]
+
+
+def test_shard_content_is_read_from_the_file_and_reread_when_it_changes(tmp_path):
+    p = tmp_path / "shard-0000.jsonl"
+    assert shard_content(p) == ShardContent()  # not there yet: the fixed part alone
+    write_jsonl(p, [*segments(3, 2.0), {"id": "f", "duration": 9.5, "channels": 2, "sample_rate": 48000}])
+    c = shard_content(p)
+    assert (c.lines, c.seconds, c.longest, c.max_channel_rate) == (4, 15.5, 9.5, 96000)
+    write_jsonl(p, segments(1, 1.0))
+    os.utime(p, ns=(1, 10**9))  # a coarse clock: the new version still differs in size and mtime
+    assert shard_content(p).lines == 1
+
+
+def test_request_grows_with_what_the_job_holds(tmp_path):
+    small, many = ShardContent(10, 50.0, 8.0), ShardContent(10_000, 50_000.0, 8.0)
+    base = memory_mb("asr", small, batch_seconds=60)
+    assert base >= JOB_MB + FIXED_MB["asr"] and base % ROUND_MB == 0
+    assert memory_mb("asr", many, batch_seconds=60) > base  # the shard's lines and results
+    assert memory_mb("asr", ShardContent(1, 600.0, 600.0), batch_seconds=60) > base  # longer than the budget
+    assert memory_mb("asr", small, batch_seconds=600) > base  # a bigger batch
+    model = tmp_path / "m.nemo"
+    with open(model, "wb") as f:
+        f.truncate(200_000_000)  # a 200 MB model file (sparse)
+    assert memory_mb("asr", small, [str(model)], batch_seconds=60) - base >= MODEL_COPIES * 200 - ROUND_MB
+    # a model by hub name has no size yet; a local model not built yet counts nothing until it is
+    hub = memory_mb("asr", small, ["nvidia/canary-1b-flash"], batch_seconds=60)
+    assert hub - base >= MODEL_COPIES * HUB_MODEL_MB - ROUND_MB
+    assert memory_mb("asr", small, [str(tmp_path / "later.nemo")], batch_seconds=60) == base
+    # shards of similar size ask for the same (a job array gets its first task's request)
+    assert memory_mb("asr", ShardContent(900, 3500.0, 29.0), batch_seconds=120) == memory_mb(
+        "asr", ShardContent(1100, 3700.0, 30.0), batch_seconds=120
+    )
+
+
+def test_vad_request_follows_workers_channels_and_rate():
+    mono = ShardContent(5, 3000.0, 600.0, 16000)
+    array = ShardContent(5, 3000.0, 600.0, 128 * 16000)  # one 128-channel recording among them
+    one = memory_mb("vad", mono, threads=1, block_seconds=60)
+    assert memory_mb("vad", mono, threads=4, block_seconds=60) > one
+    # a 60 s block of 128 channels in float32 is 491 MB, held three times
+    assert memory_mb("vad", array, threads=1, block_seconds=60) - one >= 3 * 491 - ROUND_MB
+    short = ShardContent(5, 50.0, 10.0, 128 * 16000)  # files shorter than a block: a file's worth
+    assert memory_mb("vad", short, threads=1, block_seconds=60) < memory_mb("vad", array, threads=1, block_seconds=60)
