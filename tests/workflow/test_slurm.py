@@ -87,29 +87,42 @@ def submissions(output):
     for m in re.finditer(r"Job (\d+) has been submitted with SLURM jobid (\d+)", output):
         jobs.setdefault(rule_of[m.group(1)], []).append(m.group(2))
     for m in re.finditer(r"Submitted array job with Snakemake IDs ([\d,]+) and SLURM job ID (\d+)", output):
-        for k, sid in enumerate(m.group(1).split(",")):  # array tasks get consecutive ids here
-            jobs.setdefault(rule_of[sid], []).append(str(int(m.group(2)) + k))
+        for k, sid in enumerate(m.group(1).split(","), start=1):  # task k of the array: <array id>_<k>
+            jobs.setdefault(rule_of[sid], []).append(f"{m.group(2)}_{k}")
     return jobs
 
 
-def jobcomp(cluster):
-    """{job id: state} from SLURM's job completion log."""
-    out = {}
+def jobcomp_records(cluster):
+    """(ids, state, MB allocated) per line of SLURM's job completion log; an array task's
+    ids are its own job id and ``<array id>_<task>`` (what :func:`submissions` names)."""
     for line in (cluster / "jobcomp.txt").read_text(encoding="utf-8").splitlines():
         m = re.search(r"JobId=(\d+)\S*.*JobState=(\w+)", line)
-        if m:
-            out.setdefault(m.group(1), []).append(m.group(2))
+        if not m:
+            continue
+        ids = [m.group(1)]
+        task = re.search(r"ArrayJobId=(\d+) ArrayTaskId=(\d+)", line)
+        if task:
+            ids.append(f"{task.group(1)}_{task.group(2)}")
+        mem = re.search(r"\bmem=([\d.]+)([MG])", line)  # sacct style: 769M, 2G, 2.50G
+        mb = round(float(mem.group(1)) * (1024 if mem.group(2) == "G" else 1)) if mem else None
+        yield ids, m.group(2), mb
+
+
+def jobcomp(cluster):
+    """{job id: [states]} from SLURM's job completion log."""
+    out = {}
+    for ids, state, _ in jobcomp_records(cluster):
+        for i in ids:
+            out.setdefault(i, []).append(state)
     return out
 
 
 def jobcomp_memory(cluster):
     """{job id: [(state, MB allocated)]} from SLURM's job completion log (its TRES mem=)."""
     out = {}
-    for line in (cluster / "jobcomp.txt").read_text(encoding="utf-8").splitlines():
-        m = re.search(r"JobId=(\d+)\S*.*JobState=(\w+).*\bmem=(\d+)([MG])", line)
-        if m:
-            mb = int(m.group(3)) * (1024 if m.group(4) == "G" else 1)
-            out.setdefault(m.group(1), []).append((m.group(2), mb))
+    for ids, state, mb in jobcomp_records(cluster):
+        for i in ids:
+            out.setdefault(i, []).append((state, mb))
     return out
 
 
