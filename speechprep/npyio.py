@@ -69,6 +69,7 @@ def pack_npy(path: str | os.PathLike, arrays: list[np.ndarray], dtype) -> list[s
 
 
 _mapped: dict[str, tuple[tuple[int, int], np.ndarray]] = {}
+MAPPED_FILES = 64  # packed files kept mapped at once (a reader touches a shard's few at a time)
 
 
 def _mapped_file(path: str) -> np.ndarray | None:
@@ -84,6 +85,9 @@ def _mapped_file(path: str) -> np.ndarray | None:
             hit = (key, np.load(path, mmap_mode="r", allow_pickle=False))
         except (OSError, ValueError, EOFError):
             return None
+        _mapped.pop(path, None)
+        if len(_mapped) >= MAPPED_FILES:  # the least recently mapped goes
+            del _mapped[next(iter(_mapped))]
         _mapped[path] = hit
     return hit[1]
 

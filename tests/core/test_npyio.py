@@ -39,3 +39,13 @@ def test_a_rewritten_pack_is_read_again_not_from_a_stale_map(tmp_path):
     st = os.stat(p)
     os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))  # a coarse clock can give the same mtime
     assert load_ref(r2, np.int32).tolist() == [10, 11, 12, 13, 14, 15]
+
+
+def test_at_most_a_bounded_number_of_packs_stay_mapped(tmp_path):
+    from speechprep import npyio
+
+    refs = [pack_npy(tmp_path / f"{k}.npy", [np.full(3, k)], np.int32)[0] for k in range(npyio.MAPPED_FILES + 6)]
+    for k, r in enumerate(refs):
+        assert load_ref(r, np.int32).tolist() == [k, k, k]
+    assert len(npyio._mapped) <= npyio.MAPPED_FILES
+    assert load_ref(refs[0], np.int32).tolist() == [0, 0, 0]  # an evicted pack is mapped again
