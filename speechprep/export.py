@@ -145,10 +145,11 @@ def run_shard(
         return not isinstance(outcome, Accepted) or (audio_dir / f"{outcome.data['key']}.flac").exists()
 
     todo = job.todo(keep=keep)
+    arrays = {}  # id -> feature arrays, read once: checked here, written into every format below
     with job.running(todo):
         for item in todo:
             try:
-                features_of(item)
+                arrays[item["id"]] = features_of(item)
                 x = cut(item, params.sample_rate, params.lufs)
             except AudioError as e:
                 job.emit(item, Rejected(e.reason, str(e)))
@@ -166,9 +167,15 @@ def run_shard(
                 audio_seconds=len(x) / params.sample_rate,
             )
 
-    # (line, outcome, FLAC bytes, feature arrays) per segment: each read once for every format
+    # (line, outcome, FLAC bytes, feature arrays) per segment (a resumed one's arrays read now)
     segments = [
-        (item, d, (audio_dir / f"{d['key']}.flac").read_bytes(), features_of(item)) for item, d in job.accepted()
+        (
+            item,
+            d,
+            (audio_dir / f"{d['key']}.flac").read_bytes(),
+            arrays[item["id"]] if item["id"] in arrays else features_of(item),
+        )
+        for item, d in job.accepted()
     ]
     shard = job.name
     outputs = {}

@@ -176,7 +176,8 @@ def run_text(
         if layout == "files":
             dest = str(out / f"{file_stem(seg['id'])}.npy")
             save_npy(dest, ids)
-        arrays.append(ids)
+        else:
+            arrays.append(ids)
         lines.append(
             {
                 "id": seg["id"],

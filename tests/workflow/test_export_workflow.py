@@ -9,10 +9,10 @@ import subprocess
 
 import numpy as np
 import pytest
-import soundfile as sf
 from conftest import REPO, demo_models, jobs_run, read_jsonl, snakemake, write_config
 
-from speechprep.npyio import load_ref, parse_ref
+from speechprep.npyio import load_ref
+from speechprep.s2s import read_wav
 
 pytestmark = pytest.mark.slow  # real snakemake runs
 
@@ -142,14 +142,6 @@ def test_trim_changes_what_s2s_and_tts_read_and_nothing_upstream(voice):
 
 
 ARRAYS = ("text_ids", "codes", "condition", "emo_vec")
-
-
-def read_wav(where):
-    packed = parse_ref(where)
-    if packed is None:
-        return sf.read(where, dtype="int16")[0]
-    path, start, n = packed
-    return sf.read(path, start=start, frames=n, dtype="int16")[0]
 
 
 def test_packed_layout_same_content_and_file_count_grows_with_shards_not_segments(voice):
