@@ -1,12 +1,16 @@
 #!/usr/bin/env python3
 """Speaker clustering at scale: the ``curate speakers`` job on synthetic embeddings.
 
-    /path/to/curate-venv/bin/python bench/speaker_clustering.py [--sizes 100000 1000000] [--speakers 200]
+    .venvs/curate/bin/python bench/speaker_clustering.py [--sizes 100000 1000000] [--speakers 200]
+        [--per-file 1]
 
 Synthetic speakers: ``--speakers`` centres uniform on the 256-d unit sphere,
 each segment its centre plus Gaussian noise (``--spread``, relative to the
 unit norm), normalised, in shard files of 10,000 rows (float32 ``.npy``, what
-the measure job writes) with minimal measurement lines (id, duration). The job
+the measure job writes) with minimal measurement lines (id, duration, and with
+``--per-file N`` > 1 a ``file_id`` shared by N consecutive segments of one
+speaker; with 1 every segment is its own file, the worst case of the default
+``speaker_unit: file``). The job
 (:func:`speechprep.curate.stage.run_speakers`: sample, complete-linkage
 clustering, chunked nearest-centroid assignment, centroid refinement, per-shard
 assignment files) runs in a fresh process per size; prints its wall time, peak
@@ -29,7 +33,7 @@ import numpy as np
 SHARD = 10_000
 
 
-def make(root: Path, n: int, speakers: int, spread: float, dim: int = 256, seed: int = 0) -> None:
+def make(root: Path, n: int, speakers: int, spread: float, per_file: int = 1, dim: int = 256, seed: int = 0) -> None:
     from speechprep.jsonio import write_jsonl
 
     rng = np.random.default_rng(seed)
@@ -38,13 +42,15 @@ def make(root: Path, n: int, speakers: int, spread: float, dim: int = 256, seed:
     truth = []
     for k, a in enumerate(range(0, n, SHARD)):
         m = min(SHARD, n - a)
-        who = rng.integers(0, speakers, m)
+        who = np.repeat(rng.integers(0, speakers, -(-m // per_file)), per_file)[:m]
         x = c[who] + spread * rng.standard_normal((m, dim)) / np.sqrt(dim)
         x /= np.linalg.norm(x, axis=1, keepdims=True)
         np.save(root / f"shard-{k:04d}.embeddings.npy", x.astype(np.float32))
-        write_jsonl(
-            root / f"shard-{k:04d}.measures.jsonl", ({"id": f"s{k:04d}_{i:05d}", "duration": 3.0} for i in range(m))
-        )
+        lines = [{"id": f"s{k:04d}_{i:05d}", "duration": 3.0} for i in range(m)]
+        if per_file > 1:
+            for i, line in enumerate(lines):
+                line["file_id"] = f"f{k:04d}_{i // per_file:05d}"
+        write_jsonl(root / f"shard-{k:04d}.measures.jsonl", lines)
         truth.append(who)
     np.save(root / "truth.npy", np.concatenate(truth))
 
@@ -91,6 +97,7 @@ def main() -> None:
     ap.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000])
     ap.add_argument("--speakers", type=int, default=200)
     ap.add_argument("--spread", type=float, default=0.3)
+    ap.add_argument("--per-file", type=int, default=1, help="segments per source file (1: each its own)")
     ap.add_argument("--_job", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a._job:
@@ -106,7 +113,7 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             root = Path(tmp)
             t = time.perf_counter()
-            make(root, n, a.speakers, a.spread)
+            make(root, n, a.speakers, a.spread, a.per_file)
             (root / "params.json").write_text(json.dumps(params), encoding="utf-8")
             made = time.perf_counter() - t
             p = subprocess.run(
@@ -115,7 +122,8 @@ def main() -> None:
             m = json.loads(p.stdout.strip().splitlines()[-1])
             pure, _ = purity(root)
             print(
-                f"{n:>9,} embeddings ({a.speakers} speakers, made in {made:.0f} s): {m['seconds']:.1f} s, "
+                f"{n:>9,} embeddings ({a.speakers} speakers, {a.per_file} per file, made in {made:.0f} s): "
+                f"{m['seconds']:.1f} s, "
                 f"peak RSS {m['peak_rss_mb']:.0f} MB, {m['speakers']} speakers found "
                 f"({m['sample_clusters']} clusters in the sample), {pure:.4f} of segments with their "
                 f"speaker's majority cluster",

@@ -78,17 +78,29 @@ def nearest(rows: Rows, idx: np.ndarray, centroids: np.ndarray, chunk: int) -> n
     return out
 
 
-def _means(rows: Rows, idx: np.ndarray, label: np.ndarray, k: int, chunk: int, dim: int) -> np.ndarray:
-    from scipy.sparse import csr_matrix
-
-    sums = np.zeros((k, dim), np.float64)
+def _means(
+    rows: Rows, idx: np.ndarray, label: np.ndarray, k: int, chunk: int, dim: int, dtype=np.float64
+) -> np.ndarray:
+    """Normalised mean of the rows of each label: per chunk, the rows sorted by label and
+    summed per run (memory: the ``k`` sums in ``dtype``, one chunk of rows)."""
+    sums = np.zeros((k, dim), dtype)
     pos = 0
     for part in _chunks(idx, chunk):
         lab = label[pos : pos + len(part)]
-        onehot = csr_matrix((np.ones(len(part)), (lab, np.arange(len(part)))), shape=(k, len(part)))
-        sums += onehot @ rows(part).astype(np.float64)
+        order = np.argsort(lab, kind="stable")
+        present, start = np.unique(lab[order], return_index=True)
+        sums[present] += np.add.reduceat(rows(part)[order].astype(dtype), start, axis=0)
         pos += len(part)
     return _normalise(sums)
+
+
+def _rows_any(rows: Rows, idx: np.ndarray) -> np.ndarray:
+    """``rows`` of indices in any order (``rows`` itself wants them sorted)."""
+    order = np.argsort(idx, kind="stable")
+    got = rows(idx[order])
+    out = np.empty_like(got)
+    out[order] = got
+    return out
 
 
 def _distances(rows: Rows, idx: np.ndarray, label: np.ndarray, centroids: np.ndarray, chunk: int) -> np.ndarray:
@@ -176,13 +188,18 @@ def assign_speakers_by_file(
     n = len(files)
     unnamed = np.flatnonzero([g is None for g in given])
     named = np.flatnonzero([g is not None for g in given])
-    names, file_of = np.unique(np.asarray([files[i] for i in unnamed], dtype=object), return_inverse=True)
-    pooled = (
-        _means(rows, unnamed, file_of.astype(np.int32), len(names), chunk, dim)
-        if len(unnamed)
-        else np.zeros((0, dim), np.float32)
+    names, file_of, counts = np.unique(
+        np.asarray([files[i] for i in unnamed], dtype=object), return_inverse=True, return_counts=True
     )
-    # the items clustered: each named segment alone, then each pooled file
+    # a file of one segment is that segment's row; only files of several are pooled
+    # (at 10^6 one-segment files nothing is copied; sums in float32: a file has few segments)
+    lone = np.full(len(names), -1, np.int64)
+    alone = counts[file_of] == 1
+    lone[file_of[alone]] = unnamed[alone]
+    multi = np.full(len(names), -1, np.int64)
+    multi[counts > 1] = np.arange(int((counts > 1).sum()))
+    pooled = _means(rows, unnamed[~alone], multi[file_of[~alone]], int((counts > 1).sum()), chunk, dim, np.float32)
+    # the items clustered: each named segment alone, then each file
     item_given = [given[i] for i in named] + [None] * len(names)
 
     def item_rows(idx: np.ndarray) -> np.ndarray:
@@ -190,7 +207,12 @@ def assign_speakers_by_file(
         seg = idx < len(named)
         if seg.any():
             out[seg] = rows(named[idx[seg]])
-        out[~seg] = pooled[idx[~seg] - len(named)]
+        f = idx[~seg] - len(named)
+        at = np.flatnonzero(~seg)
+        one = lone[f] >= 0
+        if one.any():
+            out[at[one]] = _rows_any(rows, lone[f[one]])
+        out[at[~one]] = pooled[multi[f[~one]]]
         return out
 
     spk = assign_speakers(item_rows, len(item_given), dim, item_given, sample, threshold, min_size, seed, chunk)

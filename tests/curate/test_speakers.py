@@ -119,3 +119,32 @@ def test_speakers_by_file_pool_a_files_segments_and_keep_given_names():
     for f in set(files):  # every other segment shares its file's speaker
         assert len({n for n, g, ff in zip(names, given, files) if ff == f and g is None}) == 1
     assert len(spk.distance) == len(x) and (spk.distance >= 0).all()
+
+
+def test_speakers_by_file_are_the_clusters_of_the_file_vectors():
+    """A file of one segment counts as that segment, a file of several as their normalised
+    mean; files interleaved across the segment order, small chunks: the same speakers and
+    centroids as clustering those file vectors directly."""
+    from speechprep.curate.speakers import assign_speakers_by_file
+
+    x, _ = synthetic(5, 40, spread=1.0, seed=4)
+    rng = np.random.default_rng(0)
+    sizes = rng.integers(1, 5, 120)
+    files = np.repeat([f"f{k:03d}" for k in range(len(sizes))], sizes)[: len(x)]
+    files = list(files[rng.permutation(len(files))])
+    x = x[: len(files)]
+    p = params("speakers")
+    spk = assign_speakers_by_file(
+        lambda idx: x[idx], files, 256, [None] * len(x), p.speaker_sample, 0.5, 2, p.speaker_seed, 7
+    )
+    names = sorted(set(files))
+    assert sum(files.count(f) == 1 for f in names) > 10 and sum(files.count(f) > 2 for f in names) > 10
+    vec = np.stack([x[[i for i, f in enumerate(files) if f == name]].astype(np.float64).mean(0) for name in names])
+    vec = (vec / np.linalg.norm(vec, axis=1, keepdims=True)).astype(np.float32)
+    ref = assign_speakers(
+        lambda idx: vec[idx], len(names), 256, [None] * len(names), p.speaker_sample, 0.5, 2, p.speaker_seed, 1000
+    )
+    index = {name: k for k, name in enumerate(names)}
+    assert len(spk.names) == len(ref.names) > 1
+    assert (spk.label == ref.label[[index[f] for f in files]]).all()
+    assert np.allclose(spk.centroids, ref.centroids, atol=1e-5)
