@@ -29,8 +29,8 @@ SR = 16000
 VOICES = {  # directory name -> espeak-ng voice
     "us_male": "en-us",
     "us_female": "en-us+f3",
-    "scottish": "en-gb-scotland",
-    "caribbean": "en-029+f4",
+    "scottish": "en-gb-scotland+travis",
+    "caribbean": "en-029+steph",
 }
 PHRASES = [
     "the cat sat on the mat",

@@ -79,6 +79,13 @@ def test_speakers_and_their_centroids(demo):
     for x in kept:  # speakers are found per source file: a file's segments share one
         by_file.setdefault(x["file_id"], set()).add(x["speaker"])
     assert all(len(v) == 1 for v in by_file.values())
+    by_voice = {}  # the four demo voices are four speakers: one per voice, a different one each
+    for rel, info in TRUTH["files"].items():
+        if info.get("clean"):
+            by_voice.setdefault(info["voice"], set()).update(by_file[file_id(rel)])
+    assert len(by_voice) == 4 and all(len(v) == 1 for v in by_voice.values()), by_voice
+    assert len(set.union(*by_voice.values())) == 4, by_voice
+    assert len(speakers) == 4, [(s["speaker"], s["n_segments"]) for s in speakers]
 
 
 def tts_rejected(res):
