@@ -20,15 +20,12 @@ RSS, the speakers found and the purity of the assignment against the truth.
 from __future__ import annotations
 
 import argparse
-import json
-import resource
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
+from curate_jobs import in_fresh_process
 
 SHARD = 10_000
 
@@ -55,28 +52,6 @@ def make(root: Path, n: int, speakers: int, spread: float, per_file: int = 1, di
     np.save(root / "truth.npy", np.concatenate(truth))
 
 
-def job(root: Path) -> dict:
-    from speechprep.curate.params import SpeakerParams
-    from speechprep.curate.stage import run_speakers
-
-    names = sorted(p.name.split(".")[0] for p in root.glob("shard-*.measures.jsonl"))
-    p = SpeakerParams.from_dict(json.loads((root / "params.json").read_text(encoding="utf-8")))
-    t = time.perf_counter()
-    report = run_speakers(
-        [str(root / f"{s}.measures.jsonl") for s in names],
-        [str(root / f"{s}.embeddings.npy") for s in names],
-        [str(root / f"{s}.speakers.jsonl") for s in names],
-        str(root / "speakers"),
-        str(root / "speaker_clusters.json"),
-        p,
-    )
-    return {
-        "seconds": time.perf_counter() - t,
-        **report,
-        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-    }
-
-
 def purity(root: Path) -> tuple[float, float]:
     """(share of segments in their true speaker's majority cluster, clusters assigned)."""
     from collections import Counter
@@ -98,11 +73,7 @@ def main() -> None:
     ap.add_argument("--speakers", type=int, default=200)
     ap.add_argument("--spread", type=float, default=0.3)
     ap.add_argument("--per-file", type=int, default=1, help="segments per source file (1: each its own)")
-    ap.add_argument("--_job", help=argparse.SUPPRESS)
     a = ap.parse_args()
-    if a._job:
-        print(json.dumps(job(Path(a._job))))
-        return
     from speechprep.config import defaults
     from speechprep.curate.params import job_section
 
@@ -114,12 +85,8 @@ def main() -> None:
             root = Path(tmp)
             t = time.perf_counter()
             make(root, n, a.speakers, a.spread, a.per_file)
-            (root / "params.json").write_text(json.dumps(params), encoding="utf-8")
             made = time.perf_counter() - t
-            p = subprocess.run(
-                [sys.executable, __file__, "--_job", tmp], capture_output=True, text=True, encoding="utf-8", check=True
-            )
-            m = json.loads(p.stdout.strip().splitlines()[-1])
+            m = in_fresh_process("speakers", root, params)
             pure, _ = purity(root)
             print(
                 f"{n:>9,} embeddings ({a.speakers} speakers, {a.per_file} per file, made in {made:.0f} s): "

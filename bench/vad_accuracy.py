@@ -18,24 +18,13 @@ import sys
 import tempfile
 from pathlib import Path
 
-import numpy as np
-
 REPO = Path(__file__).resolve().parents[1]
-
-
-def frames(pred, truth, duration: float, step: float = 0.01) -> tuple[int, int, int]:
-    """(true positive, false positive, false negative) frames of ``pred`` against ``truth``."""
-    n = int(np.ceil(duration / step))
-    a, b = np.zeros(n, bool), np.zeros(n, bool)
-    for s, e in pred:
-        a[int(round(s / step)) : int(round(e / step))] = True
-    for s, e in truth:
-        b[int(round(s / step)) : int(round(e / step))] = True
-    return int((a & b).sum()), int((a & ~b).sum()), int((~a & b).sum())
 
 
 def main() -> None:
     import yaml
+
+    from speechprep.demo import frame_counts
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--pads", type=float, nargs="+", default=[0.0, 0.03, 0.05, 0.1])
@@ -65,7 +54,7 @@ def main() -> None:
                     segs.setdefault(s["file_id"], []).append((s["offset"], s["offset"] + s["duration"]))
         tp = fp = fn = 0
         for fid, info in clean.items():
-            t = frames(segs.get(fid, []), [(x["start"], x["end"]) for x in info["speech"]], info["duration"])
+            t = frame_counts(segs.get(fid, []), [(x["start"], x["end"]) for x in info["speech"]], info["duration"])
             tp, fp, fn = tp + t[0], fp + t[1], fn + t[2]
         print(f"pad {pad:g} s: F1 {2 * tp / (2 * tp + fp + fn):.3f}, recall {tp / (tp + fn):.4f}")
 

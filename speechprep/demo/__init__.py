@@ -4,7 +4,8 @@
 * :mod:`.s2s_models`: a small random HuBERT saved as a 2021-style legacy
   checkpoint, a k-means fitted on its features, a random unit HiFi-GAN;
 * :func:`demo_audio`: the demo corpus' clean clips; :func:`long_source_segments`:
-  segments of them in one long file (benchmarks and tests).
+  segments of them in one long file (benchmarks and tests);
+* :func:`frame_counts`: speech intervals scored frame by frame against the truth.
 """
 
 from __future__ import annotations
@@ -26,6 +27,18 @@ def demo_audio(truth_path: str | os.PathLike) -> list[np.ndarray]:
         for rel, info in sorted(truth["files"].items())
         if info.get("clean")
     ]
+
+
+def frame_counts(pred, truth, duration: float, step: float = 0.01) -> tuple[int, int, int]:
+    """(true positive, false positive, false negative) ``step``-second frames of the
+    ``(start, end)`` intervals ``pred`` against those of ``truth`` over ``duration`` s."""
+    n = int(np.ceil(duration / step))
+    a, b = np.zeros(n, bool), np.zeros(n, bool)
+    for s, e in pred:
+        a[int(round(s / step)) : int(round(e / step))] = True
+    for s, e in truth:
+        b[int(round(s / step)) : int(round(e / step))] = True
+    return int((a & b).sum()), int((a & ~b).sum()), int((~a & b).sum())
 
 
 DEMO_TRUTH = Path(__file__).resolve().parents[2] / "resources" / "demo" / "truth.json"

@@ -21,7 +21,7 @@ from conftest import (
     write_config,
 )
 
-from speechprep.demo import demo_audio
+from speechprep.demo import demo_audio, frame_counts
 
 pytestmark = pytest.mark.slow  # real snakemake runs
 
@@ -105,16 +105,6 @@ def test_wrong_environment_fails_loudly(tmp_path):
     assert "ten-vad==1.0.6.9 is not installed" in p.stderr
 
 
-def frame_f1(pred, truth, duration, step=0.01):
-    n = int(np.ceil(duration / step))
-    a, b = np.zeros(n, bool), np.zeros(n, bool)
-    for s, e in pred:
-        a[int(round(s / step)) : int(round(e / step))] = True
-    for s, e in truth:
-        b[int(round(s / step)) : int(round(e / step))] = True
-    return (a & b).sum(), (a & ~b).sum(), (~a & b).sum()
-
-
 def test_vad_frame_f1_on_clean_files(demo):
     work, _ = demo
     segs = {}
@@ -125,7 +115,7 @@ def test_vad_frame_f1_on_clean_files(demo):
     clean = [(rel, info) for rel, info in TRUTH["files"].items() if info.get("clean")]
     assert len(clean) >= 12 and len({i["voice"] for _, i in clean}) >= 3
     for rel, info in clean:
-        t = frame_f1(segs[derive_id(rel)], [(x["start"], x["end"]) for x in info["speech"]], info["duration"])
+        t = frame_counts(segs[derive_id(rel)], [(x["start"], x["end"]) for x in info["speech"]], info["duration"])
         tp, fp, fn = tp + t[0], fp + t[1], fn + t[2]
     f1 = 2 * tp / (2 * tp + fp + fn)
     print(f"frame-level F1 on {len(clean)} clean files: {f1:.4f}")

@@ -1,0 +1,62 @@
+#!/usr/bin/env python3
+"""The dataset-level curation jobs of the scale benchmarks, each in a fresh process.
+
+    python bench/curate_jobs.py speakers|duplicates DIR   # prints one JSON line
+
+``DIR`` holds per-shard files as the measure job writes them
+(``shard-NNNN.measures.jsonl`` and ``.embeddings.npy`` or ``.minhash.npy``) and the
+job's ``params.json``; the job's outputs go beside them. The line has the job's
+report, its wall time (``seconds``) and the process's peak RSS (``peak_rss_mb``).
+Used by bench/speaker_clustering.py and bench/duplicates_scale.py.
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+
+def job(name: str, root: Path) -> dict:
+    from speechprep.curate import stage
+    from speechprep.curate.params import JOBS
+
+    shards = sorted(p.name.split(".")[0] for p in root.glob("shard-*.measures.jsonl"))
+
+    def files(suffix: str) -> list[str]:
+        return [str(root / f"{s}.{suffix}") for s in shards]
+
+    p = JOBS[name].from_dict(json.loads((root / "params.json").read_text(encoding="utf-8")))
+    t = time.perf_counter()
+    if name == "speakers":
+        report = stage.run_speakers(
+            files("measures.jsonl"),
+            files("embeddings.npy"),
+            files("speakers.jsonl"),
+            str(root / "speakers"),
+            str(root / "speaker_clusters.json"),
+            p,
+        )
+    else:
+        report = stage.run_duplicates(files("measures.jsonl"), files("minhash.npy"), files("duplicates.jsonl"), p)
+    return {
+        "seconds": time.perf_counter() - t,
+        **report,
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
+
+
+def in_fresh_process(name: str, root: Path, params: dict) -> dict:
+    """Write ``params.json`` into ``root`` and run job ``name`` there in a new interpreter."""
+    (root / "params.json").write_text(json.dumps(params), encoding="utf-8")
+    p = subprocess.run(
+        [sys.executable, __file__, name, str(root)], capture_output=True, text=True, encoding="utf-8", check=True
+    )
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+if __name__ == "__main__":
+    print(json.dumps(job(sys.argv[1], Path(sys.argv[2]))))
