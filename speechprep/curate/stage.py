@@ -342,14 +342,14 @@ def run_duplicates(measures: list[str], minhash: list[str], out: list[str], p: D
     if not len(measures) == len(minhash) == len(out):
         raise UsageError("curate duplicates: give as many --measures, --minhash and --out files")
     arrays = [np.load(m, mmap_mode="r") for m in minhash]
-    shards = _check_rows(measures, arrays, ("id", "pcm_sha256", "dnsmos_ovrl", "minhash"))
+    shards = _check_rows(measures, arrays, ("id", "pcm_sha256", "dnsmos_ovrl", "minhash", "snr_db", "bandwidth_hz"))
     cands, shard_of = [], {}
     num_perm = None
     for k, (lines, sigs) in enumerate(zip(shards, arrays, strict=True)):
         if len(lines):
             num_perm = sigs.shape[1]
-        for row, (id_, sha, ovrl, has_sig) in enumerate(lines):
-            cands.append(Candidate(id_, sha, ovrl, np.array(sigs[row]) if has_sig else None))
+        for row, (id_, sha, ovrl, has_sig, snr, bandwidth) in enumerate(lines):
+            cands.append(Candidate(id_, sha, ovrl, np.array(sigs[row]) if has_sig else None, snr, bandwidth))
             shard_of[id_] = k
     dups = find_duplicates(cands, p.near_duplicate_jaccard, num_perm or 128) if cands else []
     per_shard: list[list[dict]] = [[] for _ in out]

@@ -3,6 +3,7 @@ models) are found across shards; one kept per group, deterministically."""
 
 import random
 
+import numpy as np
 import pytest
 from conftest import asr_lines, damage, params, s2s_units
 
@@ -77,3 +78,28 @@ def test_signature_needs_units():
     assert minhash_signature(None, 2, 64) is None and minhash_signature([3, 3, 3], 2, 64) is None
     a = minhash_signature([1, 2, 3, 4, 5], 2, 64)
     assert a.shape == (64,) and (a == minhash_signature([1, 1, 2, 3, 3, 4, 5], 2, 64)).all()  # runs collapsed
+
+
+def test_a_clearly_noisier_or_narrower_copy_is_not_kept_for_its_dnsmos():
+    """DNSMOS decides only between copies alike in SNR and bandwidth (tolerances: 10 dB, 250 Hz)."""
+    sig = np.arange(128, dtype=np.uint64)  # one MinHash: near copies of one another
+
+    def keeper(*copies):
+        cands = [Candidate(i, f"sha-{i}", q, sig, snr, bw) for i, q, snr, bw in copies]
+        dups = find_duplicates(cands, 0.35, 128)
+        assert len(dups) == len(copies) - 1 and len({d.duplicate_of for d in dups}) == 1
+        return dups[0].duplicate_of
+
+    # a copy with 30 dB of noise added scores higher DNSMOS: the source is kept
+    assert keeper(("src", 2.0, 48.6, 7687.5), ("noisy", 2.13, 25.0, 8000.0)) == "src"
+    # an MP3 copy: as noisy, 400 Hz less bandwidth, higher DNSMOS: the source is kept
+    assert keeper(("mp3", 2.39, 39.9, 7281.25), ("src", 2.37, 37.9, 7687.5)) == "src"
+    # alike in SNR and bandwidth: the better DNSMOS, then the smaller id
+    assert keeper(("a", 2.0, 40.0, 7600.0), ("b", 2.5, 45.0, 7750.0)) == "b"
+    assert keeper(("b", 2.0, 40.0, 7600.0), ("a", 2.0, 41.0, 7700.0)) == "a"
+    # missing measures are skipped, whatever the input order
+    for order in (
+        (("x", 2.0, None, None), ("y", 3.0, 20.0, 7000.0)),
+        (("y", 3.0, 20.0, 7000.0), ("x", 2.0, None, None)),
+    ):
+        assert keeper(*order) == "y"
