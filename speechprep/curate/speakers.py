@@ -193,12 +193,12 @@ def assign_speakers_by_file(
     )
     # a file of one segment is that segment's row; only files of several are pooled
     # (at 10^6 one-segment files nothing is copied; sums in float32: a file has few segments)
-    lone = np.full(len(names), -1, np.int64)
-    alone = counts[file_of] == 1
-    lone[file_of[alone]] = unnamed[alone]
-    multi = np.full(len(names), -1, np.int64)
-    multi[counts > 1] = np.arange(int((counts > 1).sum()))
-    pooled = _means(rows, unnamed[~alone], multi[file_of[~alone]], int((counts > 1).sum()), chunk, dim, np.float32)
+    several = counts > 1
+    lone = np.full(len(names), -1, np.int64)  # the one segment of a one-segment file
+    single = ~several[file_of]
+    lone[file_of[single]] = unnamed[single]
+    multi = np.cumsum(several) - 1  # a pooled file's row in `pooled`
+    pooled = _means(rows, unnamed[~single], multi[file_of[~single]], int(several.sum()), chunk, dim, np.float32)
     # the items clustered: each named segment alone, then each file
     item_given = [given[i] for i in named] + [None] * len(names)
 
@@ -209,7 +209,7 @@ def assign_speakers_by_file(
             out[seg] = rows(named[idx[seg]])
         f = idx[~seg] - len(named)
         at = np.flatnonzero(~seg)
-        one = lone[f] >= 0
+        one = ~several[f]
         if one.any():
             out[at[one]] = _rows_any(rows, lone[f[one]])
         out[at[~one]] = pooled[multi[f[~one]]]
