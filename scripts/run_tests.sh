@@ -18,6 +18,8 @@ run() {  # run ENV TESTDIR
   if [ $rc -ne 0 ] && [ $rc -ne 5 ]; then status=1; fi
 }
 PYTEST_ARGS=("$@")
+# real human speech from Debian's archive (tests/real_speech.py), fetched once
+python3 tests/real_speech.py || { echo "cannot fetch the real-speech test data"; exit 1; }
 # tests/<stage> runs in .venvs/<stage>; tests/core (shared pieces) and
 # tests/workflow (real snakemake runs) in the driver env
 for d in tests/*/; do

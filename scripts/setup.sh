@@ -14,6 +14,9 @@ VENVS="$ROOT/.venvs"
 export SPEECHPREP_REPO="$ROOT"
 PY="${SPEECHPREP_PYTHON:-python3}"
 DEBIAN_PACKAGES=(libc++1 environment-modules)
+# The tests' real codecs (GSM, MP3, G.722, Opus) and Chromaprint's fpcalc; the
+# stages do not need them. SPEECHPREP_NO_TEST_TOOLS=1 leaves them out.
+[ -n "${SPEECHPREP_NO_TEST_TOOLS:-}" ] || DEBIAN_PACKAGES+=(sox libsox-fmt-all ffmpeg)
 # Test-only tool installed next to each stage's pins so its unit tests run in it.
 TEST_TOOLS=(pytest==9.2.0)
 

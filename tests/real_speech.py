@@ -1,0 +1,182 @@
+"""Real human speech for the tests, from Debian's archive, and real codecs to damage it.
+
+Synthetic voices only prove that the code agrees with espeak-ng. These are real
+recordings that nobody here made, fetched with ``apt-get download NAME`` and
+unpacked with ``dpkg -x`` (nothing is installed) into ``.cache/real_speech/``
+(or ``$SPEECHPREP_REAL_SPEECH``), once; ``scripts/run_tests.sh`` fetches them
+before any suite runs (``python3 tests/real_speech.py``).
+
+| package | licence | what |
+|---|---|---|
+| pocketsphinx-testdata | BSD-2-Clause (CMU Sphinx) | an audiobook reader's sentences (LibriVox, 16 kHz, with ``transcription``); a speaker reading playing cards (``cards/``, with transcripts); AN4/TIDIGITS raw utterances |
+| klettres-data | GPL-2+ (KDE KLettres) | one real speaker per language saying letters and syllables (ogg) |
+| alsa-utils | GPL-2 (ALSA project) | one real voice naming loudspeaker positions (48 kHz wav) |
+
+Codecs are real too: sox (GSM 06.10, MP3 through libsox-fmt-all) and ffmpeg
+(G.722, Opus), Debian packages that ``scripts/setup.sh`` installs when root.
+This module imports nothing beyond the standard library and numpy/soundfile, so
+every stage's venv can use it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+PACKAGES = {
+    "pocketsphinx-testdata": "BSD-2-Clause (Carnegie Mellon University, CMU Sphinx)",
+    "klettres-data": "GPL-2+ (KDE KLettres authors)",
+    "alsa-utils": "GPL-2 (ALSA project; /usr/share/sounds/alsa)",
+}
+PSPHINX = "usr/share/pocketsphinx/test/data"
+
+
+def root() -> Path:
+    return Path(os.environ.get("SPEECHPREP_REAL_SPEECH") or REPO / ".cache" / "real_speech")
+
+
+def fetch(package: str) -> Path:
+    """``root()/package``: the package's files, unpacked once (``apt-get download`` + ``dpkg -x``)."""
+    dest = root() / package
+    if (dest / ".complete").exists():
+        return dest
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=dest.parent) as tmp:
+        p = subprocess.run(["apt-get", "download", package], cwd=tmp, capture_output=True, text=True)
+        debs = list(Path(tmp).glob(f"{package}_*.deb"))
+        if not debs:
+            raise RuntimeError(
+                f"cannot fetch Debian's {package} for the real-speech tests (apt-get download: "
+                f"{p.stderr.strip()[-500:] or p.returncode}); run 'apt-get update' first"
+            )
+        unpacked = Path(tmp) / "x"
+        subprocess.run(["dpkg", "-x", str(debs[0]), str(unpacked)], check=True)
+        (unpacked / ".complete").write_text(debs[0].name + "\n", encoding="utf-8")
+        shutil.rmtree(dest, ignore_errors=True)
+        unpacked.rename(dest)
+    return dest
+
+
+def fetch_all() -> None:
+    for name in PACKAGES:
+        fetch(name)
+
+
+@dataclass(frozen=True)
+class Utterance:
+    path: Path
+    speaker: str
+    text: str | None = None
+    language: str = "en"
+
+
+def librivox() -> list[Utterance]:
+    """Five sentences of Sense and Sensibility read by one LibriVox reader (16 kHz), with their text."""
+    d = fetch("pocketsphinx-testdata") / PSPHINX / "librivox"
+    return _transcribed(d, d / "transcription", "librivox_reader")
+
+
+def cards() -> list[Utterance]:
+    """One speaker naming playing cards (16 kHz), with their text."""
+    d = fetch("pocketsphinx-testdata") / PSPHINX / "cards"
+    return _transcribed(d, d / "cards.transcription", "cards_speaker")
+
+
+def _transcribed(d: Path, transcription: Path, speaker: str) -> list[Utterance]:
+    out = []
+    for line in transcription.read_text(encoding="utf-8").splitlines():
+        m = re.match(r"\s*<s>(.*)</s>\s*\((\S+)\)", line)
+        if m:
+            out.append(Utterance(d / f"{m.group(2)}.wav", speaker, " ".join(m.group(1).split())))
+    return out
+
+
+def raw_utterances() -> list[Path]:
+    """Headerless 16-bit 16 kHz mono utterances (``goforward``, ``numbers``, ``something``, TIDIGITS)."""
+    d = fetch("pocketsphinx-testdata") / PSPHINX
+    return sorted([*d.glob("*.raw"), *d.glob("tidigits/*.raw")])
+
+
+def klettres(language: str, kind: str = "alpha") -> list[Utterance]:
+    """One real speaker of ``language`` saying letters (``alpha``) or syllables (``syllab``), ogg."""
+    d = fetch("klettres-data") / "usr/share/klettres" / language / kind
+    return [Utterance(p, f"klettres_{language}", None, language) for p in sorted(d.glob("*.ogg"))]
+
+
+def klettres_languages() -> list[str]:
+    d = fetch("klettres-data") / "usr/share/klettres"
+    return sorted(p.name for p in d.iterdir() if (p / "alpha").is_dir())
+
+
+def alsa_voice() -> list[Utterance]:
+    """One real voice naming loudspeaker positions (48 kHz); ``Noise.wav`` is not speech and is left out."""
+    d = fetch("alsa-utils") / "usr/share/sounds/alsa"
+    return [Utterance(p, "alsa_voice") for p in sorted(d.glob("*.wav")) if p.name != "Noise.wav"]
+
+
+def read(path: Path, sample_rate: int | None = None):
+    """``(mono float32 samples, rate)`` of a real recording (``.raw``: 16-bit 16 kHz), resampled if asked."""
+    import numpy as np
+    import soundfile as sf
+
+    if path.suffix == ".raw":
+        x, sr = np.fromfile(path, dtype="<i2").astype(np.float32) / 32768.0, 16000
+    else:
+        x, sr = sf.read(str(path), dtype="float32", always_2d=True)
+        x = x.mean(axis=1)
+    if sample_rate and sample_rate != sr:
+        import soxr
+
+        x, sr = soxr.resample(x, sr, sample_rate).astype(np.float32), sample_rate
+    return x, sr
+
+
+# ---------------------------------------------------------------------------
+# real codecs
+# ---------------------------------------------------------------------------
+CODECS = ("gsm", "g722", "opus", "mp3", "resample8k")
+
+
+def through_codec(src: Path, codec: str, out: Path, gain_db: float = 0.0, delay_s: float = 0.0) -> Path:
+    """``src`` passed through a real codec (``CODECS``) and decoded back to a 16-bit WAV at
+    ``out`` (8 kHz for the telephone codecs and ``resample8k``, 16 kHz otherwise), with
+    ``gain_db`` and ``delay_s`` of silence before it. Uses Debian's sox and ffmpeg."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        pre = Path(tmp) / "pre.wav"
+        rate = 8000 if codec in ("gsm", "resample8k") else 16000
+        effects = ["gain", f"{gain_db}"] + (["pad", f"{delay_s}"] if delay_s else [])
+        _run(["sox", str(src), "-c", "1", "-b", "16", "-r", str(rate), str(pre), *effects])
+        if codec == "resample8k":
+            shutil.copyfile(pre, out)
+            return out
+        if codec in ("gsm", "mp3"):
+            coded = Path(tmp) / f"coded.{codec}"
+            _run(["sox", str(pre), *(["-C", "32"] if codec == "mp3" else []), str(coded)])
+            _run(["sox", str(coded), "-b", "16", str(out)])
+            return out
+        args = {"g722": ["-c:a", "g722"], "opus": ["-c:a", "libopus", "-b:a", "16k"]}[codec]
+        coded = Path(tmp) / ("coded.g722" if codec == "g722" else "coded.ogg")
+        _run(["ffmpeg", "-nostdin", "-v", "error", "-y", "-i", str(pre), *args, str(coded)])
+        _run(["ffmpeg", "-nostdin", "-v", "error", "-y", "-i", str(coded), "-ar", "16000", "-c:a", "pcm_s16le", str(out)])
+    return out
+
+
+def _run(cmd: list[str]) -> None:
+    if shutil.which(cmd[0]) is None:
+        raise RuntimeError(f"{cmd[0]} is not installed (Debian: apt-get install sox libsox-fmt-all ffmpeg)")
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed: {p.stderr.strip()[-500:]}")
+
+
+if __name__ == "__main__":
+    fetch_all()
+    print(f"real speech in {root()}: {', '.join(PACKAGES)}", file=sys.stderr)
