@@ -159,7 +159,32 @@ def load_model(spec: str, device: str):
                 "to its path."
             ) from None
     model.eval()
+    repair_char_tdt_decoding(model)
     return model
+
+
+def repair_char_tdt_decoding(model) -> bool:
+    """Make a character-vocabulary TDT model's decoding keep its whole vocabulary.
+
+    NeMo 3.0's character RNNT decoding turns ids into characters keeping only ids
+    below ``blank_id - num_extra_outputs`` (``RNNTDecoding.decode_ids_to_tokens``).
+    That is right for multi-blank RNNT, whose extra blanks sit between the
+    vocabulary and the blank, but a TDT model's blank id already is the
+    vocabulary's length and its extra outputs are durations: the last
+    ``len(durations)`` characters of the vocabulary (``v w x y z '`` in NeMo's
+    English character set) vanish from every transcript, and word timestamps
+    fail with an IndexError on any segment holding one of them. The decoding
+    object is corrected (its filter subtracts nothing); True if it was."""
+    decoding = getattr(model, "decoding", None)
+    if not (
+        type(decoding).__name__ == "RNNTDecoding"
+        and getattr(decoding, "_is_tdt", False)
+        and getattr(decoding, "num_extra_outputs", 0)
+        and getattr(decoding, "blank_id", None) == len(getattr(decoding, "labels_map", ()))
+    ):
+        return False
+    decoding.num_extra_outputs = 0
+    return True
 
 
 def model_sample_rate(model) -> int:
@@ -224,6 +249,7 @@ def enable_word_timestamps(model) -> bool:
     except Exception as e:  # noqa: BLE001 (whatever a model class's decoding set-up raises)
         log.info("%s cannot give word timestamps and confidences (%s): words: null", name, describe(e))
         return False
+    repair_char_tdt_decoding(model)
     for decoding in (getattr(model, "decoding", None), getattr(model, "ctc_decoding", None)):
         # OmegaConf lists, which NeMo's word offsets test membership in once per character
         for attr, plain in (("supported_punctuation", set), ("segment_seperators", list)):
@@ -273,18 +299,32 @@ def hypothesis_words(h) -> dict[str, Any]:
     return {"text": h.text, "words": out, "confidence": sum(known) / len(known) if known else None}
 
 
+def disable_word_timestamps(model) -> None:
+    """The model's decoding without timestamps (as loaded, the character TDT repair kept)."""
+    from omegaconf import open_dict
+
+    with open_dict(model.cfg.decoding):
+        model.cfg.decoding.compute_timestamps = False
+    model.change_decoding_strategy(model.cfg.decoding, verbose=False)
+    repair_char_tdt_decoding(model)
+
+
 def nemo_transcriber(model, timestamps: bool = False) -> Transcriber:
     """``(audios, language) -> results`` with NeMo's own ``transcribe()`` (every model class has
     it); a multitask model gets the prompt for ``language``, the others ignore it. With
     ``timestamps``, each result is a :func:`hypothesis_words` dict (``words`` None where the
-    model class gives none)."""
+    model class gives none).
+
+    Whether the model gives words is decided once per model: where NeMo's timestamp
+    computation fails on a batch that transcribes without it, words are off from then on
+    (``null``, said once in the log); a batch that fails either way is the model's error."""
     import torch
     from nemo.collections.asr.parts.utils.timestamp_utils import process_timestamp_outputs
 
     prompt = multitask_prompt(model)
-    words = timestamps and enable_word_timestamps(model)
+    state = {"words": timestamps and enable_word_timestamps(model), "tried_without": False}
 
-    def run(audios: list[np.ndarray], language: str) -> list[Any]:
+    def transcribe(audios: list[np.ndarray], language: str, words: bool) -> list[Any]:
         kwargs = prompt(language) if prompt else {}
         if words:
             # not ``timestamps=True``: with it every call rebuilds the decoding (NeMo's
@@ -298,10 +338,38 @@ def nemo_transcriber(model, timestamps: bool = False) -> Transcriber:
         if words:
             stride = model.cfg.preprocessor.window_stride
             out = process_timestamp_outputs(out, model.encoder.subsampling_factor, stride)
+        return out
+
+    def without_timestamps(audios: list[np.ndarray], language: str, error: Exception) -> list[Any]:
+        """The batch again without timestamps; words stay off if that works, else ``error``."""
+        state["tried_without"] = True
+        disable_word_timestamps(model)
+        try:
+            out = transcribe(audios, language, False)
+        except Exception:  # noqa: BLE001 (the model fails either way: its first error is the one to report)
+            enable_word_timestamps(model)
+            raise error from None
+        state["words"] = False
+        log.warning(
+            "%s: NeMo cannot compute word timestamps for this model (%s), which transcribes without them: "
+            "words: null from here on",
+            type(model).__name__,
+            describe(error),
+        )
+        return out
+
+    def run(audios: list[np.ndarray], language: str) -> list[Any]:
+        words = state["words"]
+        try:
+            out = transcribe(audios, language, words)
+        except Exception as e:
+            if not words or is_oom(e) or state["tried_without"]:
+                raise
+            out = without_timestamps(audios, language, e)
         texts = [h.text if hasattr(h, "text") else str(h) for h in out]
         if not timestamps:
             return texts
-        if not words:
+        if not state["words"]:
             return [{"text": t, "words": None, "confidence": None} for t in texts]
         return [hypothesis_words(h) for h in out]
 

@@ -6,11 +6,13 @@ unpacked with ``dpkg -x`` (nothing is installed) into ``.cache/real_speech/``
 (or ``$SPEECHPREP_REAL_SPEECH``), once; ``scripts/run_tests.sh`` fetches them
 before any suite runs (``python3 tests/real_speech.py``).
 
-| package | licence | what |
-|---|---|---|
-| pocketsphinx-testdata | BSD-2-Clause (CMU Sphinx) | an audiobook reader's sentences (LibriVox, 16 kHz, with ``transcription``); a speaker reading playing cards (``cards/``, with transcripts); AN4/TIDIGITS raw utterances |
-| klettres-data | GPL-2+ (KDE KLettres) | one real speaker per language saying letters and syllables (ogg) |
-| alsa-utils | GPL-2 (ALSA project) | one real voice naming loudspeaker positions (48 kHz wav) |
+- pocketsphinx-testdata (BSD-2-Clause, CMU Sphinx): an audiobook reader's sentences
+  (LibriVox, 16 kHz, with ``transcription``); a speaker reading playing cards
+  (``cards/``, with transcripts); AN4/TIDIGITS raw utterances.
+- klettres-data (GPL-2+, KDE KLettres): one real speaker per language saying
+  letters and syllables (ogg).
+- alsa-utils (GPL-2, ALSA project): one real voice naming loudspeaker positions
+  (48 kHz wav).
 
 Codecs are real too: sox (GSM 06.10, MP3 through libsox-fmt-all) and ffmpeg
 (G.722, Opus), Debian packages that ``scripts/setup.sh`` installs when root.
@@ -165,7 +167,8 @@ def through_codec(src: Path, codec: str, out: Path, gain_db: float = 0.0, delay_
         args = {"g722": ["-c:a", "g722"], "opus": ["-c:a", "libopus", "-b:a", "16k"]}[codec]
         coded = Path(tmp) / ("coded.g722" if codec == "g722" else "coded.ogg")
         _run(["ffmpeg", "-nostdin", "-v", "error", "-y", "-i", str(pre), *args, str(coded)])
-        _run(["ffmpeg", "-nostdin", "-v", "error", "-y", "-i", str(coded), "-ar", "16000", "-c:a", "pcm_s16le", str(out)])
+        decode = ["-ar", "16000", "-c:a", "pcm_s16le", str(out)]
+        _run(["ffmpeg", "-nostdin", "-v", "error", "-y", "-i", str(coded), *decode])
     return out
 
 

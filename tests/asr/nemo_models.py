@@ -10,6 +10,7 @@ through NeMo's ``transcribe()``; their output text is meaningless.
     CTC       EncDecCTCModelBPE
     RNNT      EncDecRNNTBPEModel
     TDT       EncDecRNNTBPEModel with the TDT loss and decoding
+    TDT char  EncDecRNNTModel (a character vocabulary) with the TDT loss and decoding
     hybrid    EncDecHybridRNNTCTCBPEModel
     canary    EncDecMultiTaskModel, canary-1 prompt format (no prompt defaults)
     canary2   EncDecMultiTaskModel, canary-2 prompt format (special-token prompt
@@ -25,7 +26,10 @@ import json
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-KINDS = ("ctc", "rnnt", "tdt", "hybrid", "canary", "canary2")
+KINDS = ("ctc", "rnnt", "tdt", "tdt_char", "hybrid", "canary", "canary2")
+# the character vocabulary of ``tdt_char``: the letters, the space and the apostrophe, as
+# NeMo's character models list them (the blank is not in it)
+CHARS = [" ", *"abcdefghijklmnopqrstuvwxyz", "'"]
 LANGUAGES = ("en", "de")
 FEATURES = 64
 HIDDEN = 32
@@ -245,6 +249,10 @@ def build(kind: str, out_dir: Path) -> Path:
         }
         cfg |= aed(dirs, canary2=kind == "canary2")
         cls = models.EncDecMultiTaskModel
+    elif kind == "tdt_char":
+        cfg["labels"] = CHARS
+        cfg |= transducer(tdt=True)
+        cls = models.EncDecRNNTModel
     else:
         cfg["tokenizer"] = {"dir": str(sentencepiece(english(), work / "en", 48)), "type": "bpe"}
         if kind == "ctc":
@@ -267,6 +275,12 @@ def build(kind: str, out_dir: Path) -> Path:
             raise ValueError(f"unknown model kind {kind!r} (known: {', '.join(KINDS)})")
     model = cls(cfg=OmegaConf.create(cfg))
     model.eval()
+    if kind == "tdt_char":
+        # random weights emit two or three letters; a trained English model emits the whole
+        # alphabet, "y" and the apostrophe (the vocabulary's tail) included: lean towards those
+        with torch.no_grad():
+            for c in "y'":
+                model.joint.joint_net[-1].bias[CHARS.index(c)] += 2.0
     out = out_dir / f"{kind}.nemo"
     model.save_to(str(out))
     return out

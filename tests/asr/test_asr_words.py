@@ -16,7 +16,7 @@ from tests.support import file_id
 
 # the classes NeMo gives word timestamps and confidences for; AED (Canary) models need a
 # separate timestamp model, so they get null
-GIVES_WORDS = {"ctc", "rnnt", "tdt", "hybrid"}
+GIVES_WORDS = {"ctc", "rnnt", "tdt", "tdt_char", "hybrid"}
 
 
 def loaded(model, path, timestamps):
@@ -50,6 +50,40 @@ def test_every_model_class_gives_well_formed_words_or_null_saying_so(tmp_path, n
             assert line["confidence"] == pytest.approx(sum(w["confidence"] for w in words) / len(words))
         else:
             assert line["confidence"] is None
+
+
+TAIL = "vwxyz'"  # the last characters of the character vocabulary (nemo_models.CHARS)
+
+
+@pytest.mark.parametrize("timestamps", [False, True])
+def test_a_char_tdt_model_keeps_its_whole_vocabulary(tmp_path, nemo_model_file, timestamps):
+    """NeMo's character TDT decoding drops the vocabulary's last characters from the text and
+    fails computing their timestamps; the stage's repair keeps them, words and all."""
+    path = nemo_model_file("tdt_char")
+    model = asr.load_model(str(path), "cpu")
+    counts, lines, rejects = run(
+        tmp_path, clean_segments(6), loaded(model, path, timestamps), p=params(model=str(path), timestamps=timestamps)
+    )
+    assert not rejects and counts["ok"] == 6
+    text = "".join(x["text"] for x in lines)
+    assert any(c in text for c in TAIL), text  # the model emits them (nemo_models leans towards "y" and "'")
+    if timestamps:
+        assert all([w["word"] for w in x["words"]] == x["text"].split() for x in lines), lines
+
+
+def test_words_are_null_from_the_first_batch_nemo_cannot_time(tmp_path, nemo_model_file, caplog):
+    path = nemo_model_file("tdt_char")
+    model = asr.load_model(str(path), "cpu")
+    tx = loaded(model, path, True)
+    # the decoding as NeMo 3.0 ships it: its timestamps fail on the vocabulary's last characters
+    model.decoding.num_extra_outputs = model.joint.num_extra_outputs
+    with caplog.at_level(logging.INFO, logger="speechprep.asr"):
+        counts, lines, rejects = run(tmp_path, clean_segments(6), tx, p=params(model=str(path)))
+    assert not rejects and counts["ok"] == 6
+    assert all(x["words"] is None and x["confidence"] is None for x in lines)
+    assert any(c in "".join(x["text"] for x in lines) for c in TAIL)
+    said = [r.getMessage() for r in caplog.records if "cannot compute word timestamps" in r.getMessage()]
+    assert len(said) == 1 and said[0].startswith("EncDecRNNTModel") and "IndexError" in said[0], said
 
 
 def test_timestamps_off_lines_are_as_before(tmp_path, nemo_model_file):
