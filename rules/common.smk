@@ -3,11 +3,13 @@
 import json
 import os
 import shlex
+import sys
 from functools import cache
 from pathlib import Path
 
 
 from speechprep.config import check as check_config
+from speechprep.config import demo_model_warnings
 from speechprep.config import digest as config_digest
 from speechprep.config import effective as effective_config
 from speechprep.curate.params import job_section as curate_job_section
@@ -61,6 +63,9 @@ def speechprep(env):
 
 
 setup_env_modules(REPO / ".venvs", required="ENV_MODULES" in _active_sdms())
+# a corpus other than the demo meeting a demo model: said before anything runs
+for _line in demo_model_warnings(config, REPO):
+    print(_line, file=sys.stderr)
 
 
 def dataset_cfg(ds):

@@ -50,6 +50,47 @@ def check(config: dict[str, Any]) -> None:
         raise ConfigError("invalid config: " + "; ".join(problems))
 
 
+# The demo models the workflow builds (rules/models.smk) and what each does to a corpus it was not made for.
+DEMO_MODELS = {
+    ("asr", "model"): (
+        "asr",
+        "the demo ASR model knows only the demo corpus's phrases: its transcripts of other speech are wrong, "
+        "and curation drops nearly every segment `low_confidence` (set asr.model to a real .nemo)",
+    ),
+    ("s2s", "hubert"): (
+        "s2s",
+        "the demo HuBERT and vocoder have random weights: units and resynthesised audio mean nothing, and "
+        "near duplicates by units are noise (set s2s.hubert, s2s.kmeans, s2s.vocoder to real checkpoints)",
+    ),
+}
+DEMO_AUDIO = "resources/demo/audio"
+
+
+def demo_model_warnings(config: dict[str, Any], repo: Path) -> list[str]:
+    """One line per demo model (config/config.yaml's defaults) that a run points at a dataset other
+    than the demo corpus, naming the model, the datasets and what its checks will do."""
+
+    def resolved(path: Any) -> Path | None:
+        return (repo / str(path)).resolve() if path else None
+
+    others = sorted(
+        name
+        for name, ds in (config.get("datasets") or {}).items()
+        if isinstance(ds, dict) and resolved(ds.get("audio_dir")) != (repo / DEMO_AUDIO).resolve()
+    )
+    if not others:
+        return []
+    base, stages = defaults(), config.get("stages") or []
+    lines = []
+    for (section, key), (stage, effect) in DEMO_MODELS.items():
+        model = (config.get(section) or {}).get(key)
+        if stage in stages and model and resolved(model) == resolved(base[section][key]):
+            lines.append(
+                f"WARNING: dataset(s) {', '.join(others)} meet the demo model {section}.{key}: {model}: {effect}"
+            )
+    return lines
+
+
 def _without_resources(cfg: Any) -> Any:
     if isinstance(cfg, dict):
         return {k: _without_resources(v) for k, v in cfg.items() if k not in RESOURCE_KEYS}

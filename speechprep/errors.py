@@ -30,6 +30,12 @@ class EnvironmentMismatch(SpeechprepError):
     exit_code = 3
 
 
+class NothingKept(SpeechprepError):
+    """A dataset job whose stage kept nothing of a non-empty input (an empty training set)."""
+
+    exit_code = 4
+
+
 class WorkerKilled(SpeechprepError):
     """A worker process was killed with SIGKILL (most often for memory): not the
     input's fault, so the job fails and its retry (with more memory) resumes."""

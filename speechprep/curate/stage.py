@@ -31,7 +31,7 @@ import numpy as np
 
 from ..audio import SAMPLE_RATE, AudioError, read_segment
 from ..batching import BatchRunner, isolate, resolve_device
-from ..errors import UsageError
+from ..errors import NothingKept, UsageError
 from ..failures import FailureRule
 from ..jsonio import read_jsonl, write_json, write_jsonl
 from ..modelfiles import sha256_cached, sha256_file
@@ -453,4 +453,16 @@ def run_summary(
         "speakers": len(speaker_lines),
     }
     write_json(summary_out, summary)
+    check_something_kept(summary)
     return summary
+
+
+def check_something_kept(summary: dict[str, Any]) -> None:
+    """A dataset whose curation keeps nothing of a non-empty input fails loudly, naming the drop
+    reasons and their counts: an empty training set is never a quiet success."""
+    if summary["kept"] == 0 and summary["rejected"] > 0:
+        reasons = ", ".join(f"{k}: {v}" for k, v in sorted(summary["rejects_by_reason"].items(), key=lambda x: -x[1]))
+        raise NothingKept(
+            f"curation kept none of {summary['rejected']} segments ({reasons}); check the models "
+            "(a demo model on another corpus drops everything low_confidence) and the curate thresholds"
+        )

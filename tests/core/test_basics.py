@@ -117,3 +117,17 @@ def test_slurm_status_shims_go_first_on_path_once(monkeypatch, tmp_path):
     # the wrappers are there, executable, and named as the commands they wrap
     shims = REPO / "scripts" / "slurm"
     assert all(os.access(shims / name, os.X_OK) for name in ("squeue", "sacct"))
+
+
+def test_a_demo_model_on_another_corpus_is_said_before_the_run(tmp_path):
+    from speechprep.config import defaults, demo_model_warnings
+
+    cfg = defaults()
+    assert demo_model_warnings(cfg, REPO) == []  # the demo corpus with the demo models
+    cfg["datasets"] = {**cfg["datasets"], "lab": {"audio_dir": str(tmp_path)}}
+    lines = demo_model_warnings(cfg, REPO)
+    assert len(lines) == 2 and all("dataset(s) lab meet the demo model" in x for x in lines), lines
+    assert "asr.model: resources/models/demo_asr.nemo" in lines[0] and "low_confidence" in lines[0]
+    cfg["asr"] = {**cfg["asr"], "model": str(tmp_path / "parakeet.nemo")}
+    cfg["stages"] = ["vad", "asr"]
+    assert demo_model_warnings(cfg, REPO) == []  # a real ASR model; S2S not run

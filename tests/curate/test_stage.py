@@ -116,3 +116,29 @@ def test_audio_rejects_and_given_speakers(tmp_path, models):
     assert {k["id"]: k["speaker"] for k in kept} == {s["id"]: s["speaker"] for s in named}
     clusters = json.loads((tmp_path / "curate" / "speaker_clusters.json").read_text(encoding="utf-8"))
     assert {c["speaker"]: c["source"] for c in clusters["centroids"]} == {"alice": "given", "bob": "given"}
+
+
+def test_a_dataset_whose_curation_keeps_nothing_fails_its_summary_naming_the_reasons(tmp_path, models):
+    """Real speech (the LibriVox reader) as a model that does not know it transcribes it: every
+    line's confidence under the threshold. The summary job fails, with the reasons and counts."""
+    from speechprep.errors import NothingKept
+    from tests import real_speech
+
+    lines = []
+    for k, u in enumerate(real_speech.librivox()):
+        x, sr = real_speech.read(u.path)
+        lines.append(
+            {
+                "id": f"librivox_{k:04d}",
+                "file_id": f"librivox_{k:04d}",
+                "audio_filepath": str(u.path),
+                "offset": 0.0,
+                "duration": round(len(x) / sr, 3),
+                "text": u.text,
+                "confidence": 0.05,
+            }
+        )
+    run = Run(tmp_path, [lines])
+    with pytest.raises(NothingKept, match=r"curation kept none of 5 segments \(low_confidence: 5"):
+        run.all(models)
+    assert json.loads((tmp_path / "curate" / "summary.json").read_text(encoding="utf-8"))["kept"] == 0

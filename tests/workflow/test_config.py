@@ -51,3 +51,14 @@ def test_the_demo_plans_from_a_clean_directory(tmp_path):
     assert rc == 0, out[-3000:]
     for rule in ("ingest", "all"):  # the rest is planned once the checkpoint has run
         assert f"rule {rule}:" in out or f"checkpoint {rule}:" in out or f"localrule {rule}:" in out, rule
+
+
+def test_a_real_corpus_meeting_the_demo_models_is_warned_before_the_run(tmp_path):
+    from tests import real_speech
+
+    librivox = real_speech.librivox()[0].path.parent
+    write_config(tmp_path, {"librivox": {"audio_dir": str(librivox)}})
+    rc, out = snakemake(tmp_path, "--dry-run", check=False)
+    assert rc == 0, out[-3000:]
+    assert "WARNING: dataset(s) librivox meet the demo model asr.model" in out and "low_confidence" in out
+    assert "meet the demo model s2s.hubert" in out
