@@ -24,8 +24,10 @@ before fairseq builds the model, and loading stays strict:
 3. ``encoder.pos_conv`` weight-norm tensors in another layout (``weight_g``
    normalised over dim 0 instead of 2, or ``parametrizations.weight.original0/1``)
    are converted exactly: ``W = g * v / ||v||`` from the stored layout, then
-   re-split for the layout the installed fairseq builds, in float64 and cast
-   back once (fp16 checkpoints keep fp16 precision).
+   re-split for the layout the installed fairseq builds, in float64, and kept
+   in float32 (the precision the stage runs in) where the checkpoint stored
+   fp16 or bf16: ``g`` and ``v`` rounded back to half precision would round the
+   effective weight a second time (about 1e-3 off in the features).
 
 :func:`inspect_checkpoint` reports what is legacy about a checkpoint;
 :func:`write_modern` writes a copy that plain fairseq loads.
@@ -108,17 +110,20 @@ class Report:
     style: str = ""  # "cfg" or "args"
     int_casts: list[str] = field(default_factory=list)
     pos_conv: list[str] = field(default_factory=list)
+    nested_args: list[str] = field(default_factory=list)  # argparse args nested in args (w2v_args)
     label_override: dict[str, str] = field(default_factory=dict)  # write_modern: where the labels went
 
     @property
     def legacy(self) -> bool:
-        return bool(self.allowed_globals or self.int_casts or self.pos_conv or self.style == "args")
+        return bool(self.allowed_globals or self.int_casts or self.pos_conv or self.nested_args or self.style == "args")
 
     def lines(self) -> list[str]:
         out = [f"checkpoint: {self.path}", f"config style: {self.style}"]
         out.append("pickled globals allowed: " + (", ".join(self.allowed_globals) or "none"))
         out.append("integer fields stored as floats, cast: " + (", ".join(self.int_casts) or "none"))
         out.append("pos_conv weight norm converted: " + ("; ".join(self.pos_conv) or "no"))
+        if self.nested_args:
+            out.append("nested argparse args converted to config: " + ", ".join(self.nested_args))
         for key, where in self.label_override.items():
             out.append(
                 f"label dictionaries: {where} (task.{key}); to move the copy, move them with it "
@@ -360,7 +365,8 @@ def convert_pos_conv(model_state: dict, target: tuple[str, int]) -> list[str]:
         src_dim = _norm_dim(g)
         if (src, src_dim) == (layout, dim):
             continue
-        # the conv weight itself, in float64: fp16 checkpoints would lose ~1e-3 here
+        # the conv weight itself, in float64, kept in at least float32: an fp16 g and v would
+        # round the weight they make once more
         g64, v64 = g.double(), v.double()
         w = v64 * (g64 / torch.norm_except_dim(v64, 2, src_dim))
         new_g, new_v = torch.norm_except_dim(w, 2, dim), w
@@ -371,8 +377,9 @@ def convert_pos_conv(model_state: dict, target: tuple[str, int]) -> list[str]:
             if layout == "legacy"
             else ("parametrizations.weight.original0", "parametrizations.weight.original1")
         )
-        model_state[f"{prefix}.{names[0]}"] = new_g.to(g.dtype)
-        model_state[f"{prefix}.{names[1]}"] = new_v.to(v.dtype)
+        dtype = torch.float32 if g.dtype in (torch.float16, torch.bfloat16) else g.dtype
+        model_state[f"{prefix}.{names[0]}"] = new_g.to(dtype)
+        model_state[f"{prefix}.{names[1]}"] = new_v.to(dtype)
         changes.append(f"{prefix}: {src} g over dim {src_dim} -> {layout} g over dim {dim}")
     return changes
 
@@ -407,13 +414,43 @@ def load_state(path: str | os.PathLike) -> tuple[dict, Report]:
     if state.get("args") is not None:
         rep.style = "args"
         rep.int_casts = cast_args(state["args"])
-    else:
-        rep.style = "cfg"
+        state = _convert_nested_args(state, rep)
+    if state.get("args") is None:
+        rep.style = rep.style or "cfg"
         cfg = _plain(state["cfg"])
-        rep.int_casts = cast_cfg(cfg)
+        rep.int_casts += cast_cfg(cfg)
         state["cfg"] = cfg
     rep.pos_conv = convert_pos_conv(state["model"], installed_pos_conv_layout())
     return state, rep
+
+
+def _convert_nested_args(state: dict, rep: Report) -> dict:
+    """An ``args`` checkpoint whose args hold another run's argparse args (a 2020 fine-tuned
+    wav2vec 2.0 or HuBERT model keeps its pretraining run's as ``w2v_args``): fairseq turns
+    the nested ``Namespace`` into ``model.w2v_args.<group>.<key>`` overrides of a field typed
+    ``Any``, which Hydra cannot compose. Each nested one is converted the way fairseq converts
+    the outer args (``convert_namespace_to_omegaconf``, integral floats cast first), the
+    outer ones by fairseq's own checkpoint upgrade with the nested ones set aside, and the
+    result is a ``cfg`` checkpoint holding both."""
+    from fairseq import checkpoint_utils
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+    from omegaconf import OmegaConf
+
+    args = state["args"]
+    nested = {k: v for k, v in vars(args).items() if isinstance(v, argparse.Namespace)}
+    if not nested:
+        return state
+    for key, inner in nested.items():
+        rep.int_casts += [c.replace("args.", f"args.{key}.", 1) for c in cast_args(inner)]
+        setattr(args, key, None)
+    state = checkpoint_utils._upgrade_state_dict(state)  # the outer args -> cfg, as fairseq loads them
+    cfg = _plain(state["cfg"])
+    for key, inner in nested.items():
+        cfg["model"][key] = _plain(
+            OmegaConf.to_container(convert_namespace_to_omegaconf(inner), resolve=True, enum_to_str=True)
+        )
+    rep.nested_args = sorted(nested)
+    return {**state, "cfg": cfg, "args": None}
 
 
 def load(path: str | os.PathLike):
@@ -458,7 +495,7 @@ def write_modern(path: str | os.PathLike, out: str | os.PathLike) -> Report:
     from .jsonio import atomic_open
 
     state, rep = load_state(path)
-    if rep.style == "args":
+    if state.get("args") is not None:
         cfg = _plain(OmegaConf.to_container(convert_namespace_to_omegaconf(state["args"]), resolve=True))
     else:
         cfg = state["cfg"]

@@ -176,3 +176,40 @@ def tiny_wav2vec_ctc(tmp: Path):
     }
     shutil.rmtree(data)
     return model, state
+
+
+def tiny_wav2vec_ctc_2020(tmp: Path):
+    """``(model, state)``: :func:`tiny_wav2vec_ctc`'s model in a checkpoint as a 2020 argparse
+    trainer left it: ``args`` a flat ``Namespace`` made by fairseq's own command-line parser
+    (``fairseq-train ... --arch wav2vec_ctc``) whose ``w2v_args`` is the pretraining run's own
+    flat ``Namespace`` (``--arch wav2vec2``), as fine-tuning copied it from the pretrained
+    checkpoint; no ``cfg``."""
+    from fairseq import options
+
+    model, state = tiny_wav2vec_ctc(tmp)
+    cfg = state["cfg"]
+    w2v, data = cfg["model"]["w2v_args"]["model"], cfg["task"]["data"]
+
+    def flat(*argv: str):
+        return options.parse_args_and_arch(options.get_training_parser(), input_args=[*argv])
+
+    shape = [
+        "--encoder-layers", str(w2v["encoder_layers"]),
+        "--encoder-embed-dim", str(w2v["encoder_embed_dim"]),
+        "--encoder-ffn-embed-dim", str(w2v["encoder_ffn_embed_dim"]),
+        "--encoder-attention-heads", str(w2v["encoder_attention_heads"]),
+        "--conv-feature-layers", w2v["conv_feature_layers"],
+        "--conv-pos", str(w2v["conv_pos"]),
+        "--conv-pos-groups", str(w2v["conv_pos_groups"]),
+        "--final-dim", str(w2v["final_dim"]),
+        "--latent-vars", str(w2v["latent_vars"]),
+        "--latent-groups", str(w2v["latent_groups"]),
+    ]  # fmt: skip
+    pretraining = flat("/data/librispeech/pretraining", "--task", "audio_pretraining", "--arch", "wav2vec2",
+                       "--criterion", "wav2vec", "--no-progress-bar", *shape)  # fmt: skip
+    args = flat(data, "--task", "audio_finetuning", "--labels", "ltr", "--arch", "wav2vec_ctc",
+                "--w2v-path", "/checkpoints/wav2vec_small.pt", "--criterion", "ctc",
+                "--final-dropout", "0", "--dropout", "0", "--attention-dropout", "0", "--activation-dropout", "0",
+                "--no-progress-bar")  # fmt: skip
+    args.w2v_args = pretraining
+    return model, {**state, "cfg": None, "args": args}

@@ -176,8 +176,8 @@ def test_pre_1_6_torch_format_loads_safely(hubert, write_legacy):
     assert "argparse.Namespace" in rep.allowed_globals and "numpy.core.multiarray.scalar" in rep.allowed_globals
 
 
-def test_fp16_pos_conv_converted_in_float64(hubert):
-    tmp = hubert[0]
+def test_fp16_pos_conv_converted_once_and_kept_in_float32(hubert):
+    tmp, _, wav, _ = hubert
     model, task, tcfg, mcfg = tiny_hubert(tmp / "labels_fp16")
     path = save_checkpoint(model.half(), task, tcfg, mcfg, tmp / "fp16.pt", problems=("pos_conv",))
     stored = torch.load(path, weights_only=True)["model"]
@@ -186,9 +186,22 @@ def test_fp16_pos_conv_converted_in_float64(hubert):
     weight = torch._weight_norm(v, g, 0)  # the true conv weight: torch's own weight norm
     converted, rep = legacy.load_state(path)
     assert rep.pos_conv == ["encoder.pos_conv.0: legacy g over dim 0 -> legacy g over dim 2"]
-    # what the installed layout stores for that weight, rounded once to fp16
-    assert torch.equal(converted["model"]["encoder.pos_conv.0.weight_v"], weight.half())
-    assert torch.equal(converted["model"]["encoder.pos_conv.0.weight_g"], torch.norm_except_dim(weight, 2, 2).half())
+    # what the installed layout stores for that weight, rounded once, to float32
+    assert torch.equal(converted["model"]["encoder.pos_conv.0.weight_v"], weight.float())
+    assert torch.equal(converted["model"]["encoder.pos_conv.0.weight_g"], torch.norm_except_dim(weight, 2, 2).float())
+
+    # the original fp16 model as the stage runs it (float32): its stored weights, pos_conv's
+    # weight made from its stored g and v over dim 0
+    original = model.float()
+    with torch.no_grad():
+        original.encoder.pos_conv[0].weight_v.copy_(weight)
+        original.encoder.pos_conv[0].weight_g.copy_(torch.norm_except_dim(weight, 2, 2))
+    reference = features(original.eval(), wav)
+    loaded = legacy.load(path)[0]
+    assert (features(loaded, wav) - reference).abs().max() <= 1e-5
+    legacy.write_modern(path, tmp / "fp16_modern.pt")
+    plain, _, _ = checkpoint_utils.load_model_ensemble_and_task([str(tmp / "fp16_modern.pt")])
+    assert (features(plain[0].float().eval(), wav) - reference).abs().max() <= 1e-5
 
 
 def _a_function_of(module: str) -> str:
@@ -319,4 +332,34 @@ def test_fine_tuned_ctc_modern_copy_loads_with_plain_fairseq_after_a_move(tmp_pa
         [str(moved / "asr.pt")], arg_overrides={"data": str(moved / "asr.pt.labels")}
     )
     assert task.target_dictionary.symbols == symbols
+    assert (logits(models[0].eval()) - reference).abs().max() <= 1e-5
+
+
+def test_a_2020_fine_tuned_ctc_model_with_nested_argparse_args(tmp_path, write_legacy):
+    from fairseq import checkpoint_utils
+    from hydra.errors import ConfigCompositionException
+    from s2s_helpers import tiny_wav2vec_ctc_2020
+
+    model, state = tiny_wav2vec_ctc_2020(tmp_path / "build")
+    assert isinstance(state["args"].w2v_args, type(state["args"])) and state["cfg"] is None
+    path = write_legacy(state, tmp_path / "wav2vec_ctc_2020.pt")
+    wav = torch.randn(2, 20000, generator=torch.Generator().manual_seed(2))
+
+    def logits(m):
+        with torch.no_grad():
+            return m(source=wav, padding_mask=None)["encoder_out"]
+
+    reference = logits(model)
+    # what plain fairseq does with those args once unpickled: the nested ones cannot be composed
+    with pytest.raises(ConfigCompositionException, match=r"model\.w2v_args\."):
+        checkpoint_utils._upgrade_state_dict(legacy.safe_load(path)[0])
+    loaded, cfg, _, rep = legacy.load(path)
+    assert rep.style == "args" and rep.nested_args == ["w2v_args"] and rep.pos_conv
+    assert cfg.model.w2v_args.model._name == "wav2vec2" and cfg.model.w2v_args.common.no_progress_bar is True
+    assert (logits(loaded) - reference).abs().max() <= 1e-5
+
+    copy = tmp_path / "modern" / "asr.pt"
+    copy.parent.mkdir()
+    assert "nested argparse args converted to config: w2v_args" in legacy.write_modern(path, copy).lines()
+    models, _, _ = checkpoint_utils.load_model_ensemble_and_task([str(copy)])  # plain fairseq
     assert (logits(models[0].eval()) - reference).abs().max() <= 1e-5
