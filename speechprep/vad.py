@@ -58,6 +58,9 @@ class VadParams(StageParams):
     pad: float
     max_segment: float
     block_seconds: float
+    narrowband_rate: int
+    narrowband_threshold: float
+    narrowband_release: float
 
     @property
     def hop_s(self) -> float:
@@ -111,6 +114,23 @@ def check_ten_vad(params: VadParams) -> None:
         raise UsageError(
             f"TEN-VAD's library cannot be loaded: {e}. Debian: apt-get install libc++1; conda: libcxx (envs/vad.yaml)"
         ) from None
+
+
+def hysteresis_flags(probs: np.ndarray, onset: float, release: float) -> np.ndarray:
+    """Speech flags from probabilities: speech starts at ``onset`` and lasts while ``release`` holds."""
+    flags = np.zeros(len(probs), np.uint8)
+    on = False
+    for i, q in enumerate(probs.tolist()):
+        on = q >= onset or (on and q >= release)
+        flags[i] = on
+    return flags
+
+
+def narrowband(entry: dict[str, Any], p: VadParams) -> bool:
+    """A file recorded at ``narrowband_rate`` or less (telephone, radio): TEN-VAD, trained on
+    wideband speech, gives such speech lower probabilities (docs/stages.md, VAD)."""
+    rate = entry.get("sample_rate")
+    return rate is not None and int(rate) <= p.narrowband_rate
 
 
 # --------------------------------------------------------------------------
@@ -249,6 +269,10 @@ def analyze_file(entry: dict[str, Any], p: VadParams) -> Outcome:
             "too_short",
             f"{duration * 1000:.1f} ms is shorter than one VAD frame ({p.hop_size / SAMPLE_RATE * 1000:.0f} ms)",
         )
+    threshold = p.threshold
+    if narrowband(entry, p):
+        threshold = p.narrowband_threshold
+        flags = hysteresis_flags(probs, p.narrowband_threshold, p.narrowband_release)
     notes: list[str] = []
     segments = make_segments(flags, probs, duration, p, notes)
     if damage:
@@ -256,7 +280,7 @@ def analyze_file(entry: dict[str, Any], p: VadParams) -> Outcome:
     if not segments:
         return Rejected(
             "no_speech",
-            f"no speech in {duration:.2f} s (max speech probability {float(probs.max()):.2f}, threshold {p.threshold})",
+            f"no speech in {duration:.2f} s (max speech probability {float(probs.max()):.2f}, threshold {threshold})",
         )
     seg_lines = []
     for k, (s, e) in enumerate(segments):

@@ -250,3 +250,43 @@ def test_file_damaged_at_its_start_is_rejected_unreadable(tmp_path):
     path.write_bytes(bytes(data))
     r = analyze_file({"id": "e", "audio_filepath": str(path)}, P)
     assert r.reason == "unreadable" and "decode failed at 0.000 s" in r.detail
+
+
+def test_real_speech_recorded_at_8_khz_is_found(tmp_path):
+    """TEN-VAD gives narrowband speech lower probabilities: a real speaker's "ten of clubs"
+    through 8 kHz peaks at 0.48 and was no_speech at 0.5. A file at vad.narrowband_rate or
+    less starts speech at narrowband_threshold, keeps it while narrowband_release holds."""
+    from tests import real_speech as R
+
+    found = {"wide": 0.0, "8k": 0.0}
+    for u in R.cards() + R.librivox():
+        copy = R.through_codec(u.path, "resample8k", tmp_path / f"{u.path.stem}.wav")
+        wide = analyze_file({"id": u.path.stem, "audio_filepath": str(u.path), "sample_rate": 16000}, P)
+        narrow = analyze_file({"id": u.path.stem, "audio_filepath": str(copy), "sample_rate": 8000}, P)
+        assert isinstance(narrow, Accepted), (u.path.name, narrow)
+        found["wide"] += wide.data["stats"]["speech_ratio"] * wide.data["stats"]["duration"]
+        found["8k"] += narrow.data["stats"]["speech_ratio"] * narrow.data["stats"]["duration"]
+    assert found["8k"] >= 0.9 * found["wide"], found
+    silent = analyze_file({"id": "c1", "audio_filepath": str(tmp_path / "001.wav"), "sample_rate": 8000}, P)
+    assert isinstance(silent, Accepted)
+    # the same file taken as wideband: the 0.5 threshold finds nothing in it
+    first = analyze_file({"id": "c1", "audio_filepath": str(tmp_path / "001.wav"), "sample_rate": 16000}, P)
+    assert isinstance(first, Rejected) and first.reason == "no_speech"
+
+
+@pytest.mark.parametrize("kind", ["white", "pink"])
+def test_noise_at_8_khz_is_no_speech(tmp_path, kind):
+    rng = np.random.default_rng(1)
+    x = rng.normal(0, 0.05, 80000) if kind == "white" else np.cumsum(rng.normal(0, 0.01, 80000)) * 0.02
+    sf.write(tmp_path / "n.wav", x.astype(np.float32), 8000, subtype="PCM_16")
+    r = analyze_file({"id": "n", "audio_filepath": str(tmp_path / "n.wav"), "sample_rate": 8000}, P)
+    assert isinstance(r, Rejected) and r.reason == "no_speech", r
+
+
+def test_the_demo_8_khz_file_keeps_its_phrases_as_narrowband():
+    rel = "edge_cases/stereo_8k.wav"
+    r = analyze_file({**demo_file(rel), "sample_rate": 8000}, P).data
+    truth = TRUTH["files"][rel]
+    assert len(r["segments"]) == len(truth["speech"])
+    for seg, t in zip(r["segments"], truth["speech"]):
+        assert abs(seg["offset"] - t["start"]) < 0.1 and abs(seg["offset"] + seg["duration"] - t["end"]) < 0.2
