@@ -8,7 +8,7 @@ from one long file (``speechprep.demo.long_source_segments``, as the TTS benchma
 units. Both variants compute the same measures of every segment:
 
 * loop: one segment at a time: read, ``speechmos.dnsmos.run``, pyloudnorm's
-  meter, peak, clipping, DC, WADA SNR, bandwidth, speaking rate, unit ratio,
+  meter, peak, clipping, DC, SNR (its file's non-speech), bandwidth, speaking rate, unit ratio,
   PCM sha256, MinHash, then Resemblyzer ``embed_utterance(preprocess_wav(x))``
   (what a hand-written script does), one JSON line and one ``.npy`` each;
 * stage: ``speechprep.curate.stage.run_measure`` (batches of ``batch_seconds``;
@@ -57,13 +57,14 @@ def run_variant(variant: str, d: Path, out: Path) -> dict:
     from speechprep.audio import read_segment
     from speechprep.curate import measures as M
     from speechprep.curate.duplicates import minhash_signature
+    from speechprep.curate.nonspeech import NonSpeech
     from speechprep.curate.stage import Models, run_measure
     from speechprep.jsonio import read_jsonl, write_jsonl
 
     torch.set_num_threads(2)
     p = measure_params()
     warm = [np.random.default_rng(0).standard_normal(16000 * 2).astype(np.float32) * 0.1]  # first calls, off the clock
-    M.wada_snr(warm[0])
+    M.snr_db(warm[0], [], 16000, tuple(p.snr_band_hz))
     segs = list(read_jsonl(d / "segments.jsonl"))
     units = {u["id"]: u["units"] for u in read_jsonl(d / "units.jsonl")}
     if variant == "stage":
@@ -93,6 +94,7 @@ def run_variant(variant: str, d: Path, out: Path) -> dict:
         enc.embed_utterance(preprocess_wav(warm[0]))
         lines, embs, sigs = [], [], []
         t, cpu = time.perf_counter(), time.process_time()
+        non_speech = NonSpeech(segs, p.snr_noise_seconds)
         for s in segs:
             x = read_segment(s, 16000, p.min_duration)
             u = units.get(s["id"])
@@ -110,7 +112,7 @@ def run_variant(variant: str, d: Path, out: Path) -> dict:
                     "peak_dbfs": M.peak_dbfs(x),
                     "clipping_ratio": M.clipping_ratio(x, p.clip_level),
                     "dc_offset": M.dc_offset(x),
-                    "snr_db": M.wada_snr(x),
+                    "snr_db": M.snr_db(x, non_speech.read(s), 16000, tuple(p.snr_band_hz)),
                     "bandwidth_hz": M.bandwidth_hz(x, 16000, p.bandwidth_floor_db),
                     "chars_per_s": cps,
                     "words_per_s": wps,

@@ -44,7 +44,7 @@ METRICS = (
     ("dnsmos_sig", "DNSMOS SIG", ()),
     ("dnsmos_bak", "DNSMOS BAK", ()),
     ("dnsmos_p808", "DNSMOS P.808", ()),
-    ("snr_db", "WADA SNR (dB)", (("min_snr_db", "low_snr"),)),
+    ("snr_db", "SNR in the speech band (dB)", (("min_snr_db", "low_snr"),)),
     ("lufs", "Loudness (LUFS)", ()),
     ("peak_dbfs", "Peak (dBFS)", ()),
     ("clipping_ratio", "Clipping ratio", (("max_clipping_ratio", "clipped"),)),

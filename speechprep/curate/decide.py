@@ -71,7 +71,7 @@ def failures(
     if _below(m.get("bandwidth_hz"), p.min_bandwidth_hz):
         out.append(("narrowband", f"energy up to {m['bandwidth_hz']:.0f} Hz (min_bandwidth_hz {p.min_bandwidth_hz})"))
     if _below(m.get("snr_db"), p.min_snr_db):
-        out.append(("low_snr", f"WADA SNR {m['snr_db']:.1f} dB (min_snr_db {p.min_snr_db})"))
+        out.append(("low_snr", f"SNR {m['snr_db']:.1f} dB (min_snr_db {p.min_snr_db})"))
     if _below(m.get("dnsmos_ovrl"), p.min_dnsmos_ovrl):
         out.append(("low_quality", f"DNSMOS OVRL {m['dnsmos_ovrl']:.2f} (min_dnsmos_ovrl {p.min_dnsmos_ovrl})"))
     rate = m.get("chars_per_s")

@@ -14,7 +14,8 @@ this module reproduces for a batch of clips:
 * P.808: a 120-band log-mel spectrogram of the window less its last 160
   samples (librosa, n_fft 321, hop 160, ``power_to_db(ref=max)``, then
   ``(x + 40) / 40``) goes into ``model_v8.onnx``;
-* the clip's scores are the means over its windows.
+* the clip's scores are the means over its windows (identical windows of a
+  repeated clip are computed once: :func:`distinct_windows`).
 
 Batching: the windows of every clip in a batch go through the models together
 (P.808 and its mel spectrograms in one call). The P.835 model is a CNN whose
@@ -82,6 +83,23 @@ def windows(x: np.ndarray) -> tuple[np.ndarray, list[int]]:
     hops = int(np.floor(len(audio) / SR) - INPUT_LENGTH) + 1
     starts = [i for i in range(hops) if len(audio[int(i * SR) : int((i + INPUT_LENGTH) * SR)]) >= n]
     return audio, starts
+
+
+def distinct_windows(length: int, starts: list[int]) -> tuple[list[int], list[int]]:
+    """The windows of a clip of ``length`` samples that differ, and how many times each
+    occurs: the repeated clip is periodic (sample ``i`` is the clip's ``i mod length``), so
+    windows whose starts are equal modulo ``length`` hold the same samples (a 2 s clip's 7
+    windows are 2 distinct ones). Their scores are the same, so each is computed once and
+    weighted by its count: the clip's mean is unchanged."""
+    from speechmos.dnsmos import SR
+
+    first: dict[int, int] = {}
+    count: dict[int, int] = {}
+    for s in starts:
+        r = (s * SR) % length
+        first.setdefault(r, s)
+        count[r] = count.get(r, 0) + 1
+    return list(first.values()), list(count.values())
 
 
 def _frames(audio: np.ndarray, first: int, count: int) -> np.ndarray:
@@ -184,28 +202,29 @@ class Dnsmos:
         from speechmos.dnsmos import DNSMOS, INPUT_LENGTH, SR
 
         n = int(INPUT_LENGTH * SR)
-        raw, segs, owner = [], [], []
+        raw, segs, owner, weight = [], [], [], []
         for i, x in enumerate(clips):
             x = np.asarray(x, dtype=np.float32)
             if len(x) == 0:
                 raise ValueError("DNSMOS of an empty clip")
             audio, starts = windows(x)
-            raw.append(self._p835(self._window_maps(audio, starts)))  # 18.5 MB a window: not kept
-            segs += [audio[s * SR : s * SR + n] for s in starts]
-            owner += [i] * len(starts)
+            distinct, count = distinct_windows(len(x), starts)
+            raw.append(self._p835(self._window_maps(audio, distinct)))  # 18.5 MB a window: not kept
+            segs += [audio[s * SR : s * SR + n] for s in distinct]
+            owner += [i] * len(distinct)
+            weight += count
         p835 = np.concatenate(raw)
         p808 = self._p808(np.stack(segs))
         sig, bak, ovr = DNSMOS.get_polyfit_val(None, p835[:, 0], p835[:, 1], p835[:, 2], self.personalized)
-        owner_a = np.asarray(owner)
+        owner_a, weight_a = np.asarray(owner), np.asarray(weight, dtype=np.float64)
         out = []
         for i in range(len(clips)):
             m = owner_a == i
+            w = weight_a[m]
             out.append(
                 {
-                    "sig": float(np.mean(sig[m])),
-                    "bak": float(np.mean(bak[m])),
-                    "ovrl": float(np.mean(ovr[m])),
-                    "p808": float(np.mean(p808[m])),
+                    k: float(np.average(v[m], weights=w))
+                    for k, v in (("sig", sig), ("bak", bak), ("ovrl", ovr), ("p808", p808))
                 }
             )
         return out

@@ -56,46 +56,61 @@ def dc_offset(x: np.ndarray) -> float:
     return float(np.mean(x, dtype=np.float64)) if len(x) else 0.0
 
 
-# -- SNR: WADA -------------------------------------------------------------------
-_WADA_ALPHA = 0.4  # shape of the Gamma distribution of clean speech amplitudes (Kim & Stern 2008)
-_WADA_EPS = 1e-10
+# -- SNR: speech band, noise from the file's non-speech ---------------------------
+SNR_FLOOR_DB, SNR_CEIL_DB = -20.0, 100.0  # the scale's ends (noise as loud as the segment; digital silence)
+_SNR_FFT, _SNR_HOP = 1024, 256  # 64 ms Blackman-Harris frames, 16 ms apart (at 16 kHz)
+_SNR_MIN_NOISE_FRAMES = 4  # fewer frames of non-speech than this: estimate the noise from the segment itself
+_SNR_QUIET_SHARE = 0.1  # ... from its quietest tenth of frames
 
 
-def _wada_statistic(x: np.ndarray) -> float:
-    """G = log E|x| - E log|x| of a peak-normalised signal (the WADA statistic)."""
-    a = np.abs(np.asarray(x, dtype=np.float64))
-    a /= max(a.max(), _WADA_EPS)
-    np.maximum(a, _WADA_EPS, out=a)
-    return float(math.log(max(a.mean(), _WADA_EPS)) - np.log(a).mean())
+def band_frame_power(x: np.ndarray, rate: int, band: tuple[float, float]) -> np.ndarray:
+    """Power of each frame of ``x`` within ``band`` (Hz): Blackman-Harris frames of
+    1024 samples, 256 apart, sum of ``|X(f)|^2`` over the bins in the band. The
+    window's sidelobes are 92 dB down and its main lobe is +-4 bins (+-62 Hz at
+    16 kHz), so content more than 62 Hz below the band (mains hum, rumble) does
+    not reach it. Empty when ``x`` is shorter than one frame."""
+    if len(x) < _SNR_FFT:
+        return np.zeros(0)
+    frames = np.lib.stride_tricks.sliding_window_view(np.asarray(x, dtype=np.float64), _SNR_FFT)[::_SNR_HOP]
+    spec = np.fft.rfft(frames * _bh_window(), axis=1)
+    f = np.fft.rfftfreq(_SNR_FFT, 1.0 / rate)
+    sel = (f >= band[0]) & (f <= band[1])
+    return np.einsum("ij,ij->i", spec.real[:, sel], spec.real[:, sel]) + np.einsum(
+        "ij,ij->i", spec.imag[:, sel], spec.imag[:, sel]
+    )
 
 
 @functools.lru_cache(maxsize=1)
-def _wada_table() -> tuple[np.ndarray, np.ndarray]:
-    """G for SNRs of -20..100 dB under WADA's model: clean speech with Gamma(0.4)
-    amplitudes and a random sign, plus white Gaussian noise at that SNR.
-    Computed once (2^20 draws with a fixed seed; the same draws for every SNR,
-    so the curve is smooth; made non-decreasing against what sampling noise is
-    left near -20 dB, where G flattens to the Gaussian's 0.41)."""
-    rng = np.random.default_rng(20080922)
-    n = 1 << 19
-    speech = rng.gamma(_WADA_ALPHA, 1.0, n) * rng.choice((-1.0, 1.0), n)
-    speech /= np.sqrt(np.mean(speech**2))
-    noise = rng.standard_normal(n)
-    snrs = np.arange(-20.0, 101.0)
-    g = np.array([_wada_statistic(speech + noise * 10.0 ** (-s / 20.0)) for s in snrs])
-    return np.maximum.accumulate(g), snrs
+def _bh_window() -> np.ndarray:
+    from scipy.signal import get_window
+
+    return get_window("blackmanharris", _SNR_FFT)
 
 
-def wada_snr(x: np.ndarray) -> float | None:
-    """Signal-to-noise ratio (dB) by WADA (waveform amplitude distribution analysis,
-    Kim & Stern, Interspeech 2008): the segment's G statistic looked up in the
-    table of G against SNR for Gamma(0.4)-distributed speech in Gaussian noise,
-    interpolated linearly, clamped to -20..100 dB. Blind: needs no noise-only
-    part. ``None`` for digital silence."""
-    if not len(x) or not np.any(x):
+def snr_db(x: np.ndarray, noise: list[np.ndarray], rate: int, band: tuple[float, float]) -> float | None:
+    """Signal-to-noise ratio (dB) of a segment in the speech ``band``:
+    ``10 log10((P - N) / N)``, ``P`` the segment's mean band power per frame
+    (speech plus noise), ``N`` the mean band power per frame of ``noise``, pieces
+    of the same file where there is no speech (what VAD left between segments),
+    each framed on its own. With fewer than 4 frames of non-speech, or only
+    digital silence there, ``N`` is the mean of the segment's own quietest tenth of
+    frames (its pauses, when it has some). Clamped to -20..100 dB: -20 when the
+    segment is no louder than its noise, 100 for noise of digital silence.
+    ``None`` for a segment shorter than a frame (64 ms) or with nothing in the band."""
+    p = band_frame_power(x, rate, band)
+    if not len(p) or not np.any(p):
         return None
-    g, snrs = _wada_table()
-    return float(np.interp(_wada_statistic(x), g, snrs))  # G rises with the SNR
+    parts = [band_frame_power(n, rate, band) for n in noise]
+    n = np.concatenate(parts) if parts else np.zeros(0)
+    if len(n) < _SNR_MIN_NOISE_FRAMES or not np.any(n):
+        n = np.sort(p)[: max(1, int(len(p) * _SNR_QUIET_SHARE))]
+    level = float(n.mean())
+    speech = float(p.mean()) - level
+    if level <= 0:
+        return SNR_CEIL_DB
+    if speech <= 0:
+        return SNR_FLOOR_DB
+    return float(np.clip(10.0 * math.log10(speech / level), SNR_FLOOR_DB, SNR_CEIL_DB))
 
 
 # -- bandwidth --------------------------------------------------------------------

@@ -24,6 +24,8 @@ class MeasureParams(StageParams):
     dnsmos_personalized: bool
     clip_level: float
     bandwidth_floor_db: float
+    snr_band_hz: list
+    snr_noise_seconds: float
     minhash_perm: int
     minhash_ngram: int
     model_failure: dict

@@ -41,11 +41,12 @@ from ..shardjob import Accepted, Outcome, Rejected, ShardJob, model_rejected
 from . import measures as M
 from .decide import STAGE, TIERS, decide
 from .duplicates import Candidate, find_duplicates, minhash_signature
+from .nonspeech import NonSpeech
 from .params import DecideParams, DuplicateParams, MeasureParams, SpeakerParams
 
 log = logging.getLogger("speechprep.curate")
 # Bump when a change to this package changes measurements, so stale resume files are not reused.
-ALGORITHM_VERSION = "1"
+ALGORITHM_VERSION = "2"
 EMBEDDING_DIM = 256
 # rejects that are the models' fault, not the audio's (speechprep.failures)
 
@@ -53,8 +54,11 @@ EMBEDDING_DIM = 256
 # ----------------------------------------------------------------------------
 # measure (per shard)
 # ----------------------------------------------------------------------------
-def signal_measures(x: np.ndarray, seg: dict, units: list[int] | None, p: MeasureParams) -> dict[str, Any]:
-    """Every model-free measure of one decoded segment (16 kHz float32)."""
+def signal_measures(
+    x: np.ndarray, seg: dict, units: list[int] | None, p: MeasureParams, noise: list[np.ndarray]
+) -> dict[str, Any]:
+    """Every model-free measure of one decoded segment (16 kHz float32); ``noise``:
+    pieces of its file's non-speech (:class:`~speechprep.curate.nonspeech.NonSpeech`), for the SNR."""
     duration = len(x) / SAMPLE_RATE
     cps, wps = M.speaking_rate(seg.get("text"), duration)
     return {
@@ -62,7 +66,7 @@ def signal_measures(x: np.ndarray, seg: dict, units: list[int] | None, p: Measur
         "peak_dbfs": M.peak_dbfs(x),
         "clipping_ratio": M.clipping_ratio(x, p.clip_level),
         "dc_offset": M.dc_offset(x),
-        "snr_db": M.wada_snr(x),
+        "snr_db": M.snr_db(x, noise, SAMPLE_RATE, tuple(p.snr_band_hz)),
         "bandwidth_hz": M.bandwidth_hz(x, SAMPLE_RATE, p.bandwidth_floor_db),
         "chars_per_s": cps,
         "words_per_s": wps,
@@ -162,6 +166,7 @@ def run_measure(
 ) -> dict[str, Any]:
     """Measure every segment of a shard (resumable per segment; ``models`` for tests)."""
     units = {u["id"]: u["units"] for u in read_jsonl(units_path)}
+    non_speech = NonSpeech(read_jsonl(segments_path), p.snr_noise_seconds)
     fp = {k: v for k, v in asdict(p).items() if k not in ("model_failure", "hash_cache")}
     job = ShardJob(
         STAGE,
@@ -187,7 +192,7 @@ def run_measure(
         except AudioError as e:
             return e
         u = units.get(s["id"])
-        return x, signal_measures(x, s, u, p), minhash_signature(u, p.minhash_ngram, p.minhash_perm)
+        return x, signal_measures(x, s, u, p, non_speech.read(s)), minhash_signature(u, p.minhash_ngram, p.minhash_perm)
 
     todo = job.todo(screen)
     with job.running(todo):

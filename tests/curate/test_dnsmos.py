@@ -60,3 +60,31 @@ def test_clean_speech_ranks_above_its_0_db_noisy_variant(scorer):
     noisy = [damage.add_noise(x, 0.0, seed=k) for k, x in enumerate(clean)]
     for c, n in zip(scorer(clean), scorer(noisy), strict=False):
         assert c["ovrl"] > n["ovrl"] and c["bak"] > n["bak"]
+
+
+@pytest.fixture(scope="module")
+def real_clips():
+    """Real speech (tests/real_speech.py) cut to 0.5, 1, 2 and 12 s (a repeated
+    clip of whole seconds has identical windows: 1 s -> 9 windows, 1 distinct; 2 s -> 7, 2)."""
+    from tests import real_speech as R
+
+    book = np.concatenate([R.read(u.path, 16000)[0] for u in R.librivox()])
+    cards = np.concatenate([R.read(u.path, 16000)[0] for u in R.cards()])
+    return [cards[: int(s * 16000)] for s in (0.5, 1.0, 2.0)] + [book[: 12 * 16000]]
+
+
+def test_distinct_windows_once_equals_every_window(scorer, real_clips, monkeypatch):
+    from speechprep.curate import dnsmos as D
+
+    assert D.distinct_windows(32000, windows(np.ones(32000, np.float32))[1]) == ([0, 1], [4, 3])
+    once = scorer(real_clips)
+    monkeypatch.setattr(D, "distinct_windows", lambda length, starts: (starts, [1] * len(starts)))
+    every = scorer(real_clips)
+    for x, a, b in zip(real_clips, once, every, strict=True):
+        for k, _ in KEYS:
+            assert a[k] == pytest.approx(b[k], abs=1e-4), (len(x), k)
+    for j in (1, 2):  # and speechmos itself, on a 1 s and a 2 s clip
+        x, o = real_clips[j], once[j]
+        ref = reference.run(x, 16000)
+        for k, r in KEYS:
+            assert o[k] == pytest.approx(float(ref[r]), abs=1e-3), (len(x), k)
