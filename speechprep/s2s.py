@@ -119,7 +119,8 @@ class KmeansError(ModelFileError):
 # What a textlesslib k-means file (joblib.dump of a scikit-learn KMeans or
 # MiniBatchKMeans, compressed or not) holds: the estimator, read as an inert
 # state holder without importing scikit-learn; numpy arrays, through joblib's
-# NumpyArrayWrapper; numpy scalars and dtypes; builtin containers.
+# NumpyArrayWrapper; numpy scalars and dtypes; builtin containers; the
+# estimator's RandomState (scikit-learn 0.24's MiniBatchKMeans keeps one).
 _SKLEARN_KMEANS = frozenset({"KMeans", "MiniBatchKMeans"})
 KMEANS_ALLOWED: safe_pickle.Allowlist = {
     "sklearn.cluster._kmeans": _SKLEARN_KMEANS,  # scikit-learn >= 0.22
@@ -127,6 +128,7 @@ KMEANS_ALLOWED: safe_pickle.Allowlist = {
     "joblib.numpy_pickle": frozenset({"NumpyArrayWrapper"}),
     "builtins": frozenset({"dict", "list", "tuple", "set", "frozenset"}),
     **safe_pickle.NUMPY,
+    **safe_pickle.NUMPY_RANDOM,
 }
 
 

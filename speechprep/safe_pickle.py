@@ -1,8 +1,9 @@
 """Explicit pickle allowlists, shared by every loader of a pickle in speechprep.
 
 An allowlist maps a module to the names a pickle may look up in it: classes,
-by name, and numpy's two reconstruction functions (``_reconstruct`` for
-arrays, ``scalar`` for scalars), which only build numpy objects from bytes.
+by name, numpy's two reconstruction functions (``_reconstruct`` for arrays,
+``scalar`` for scalars), which only build numpy objects from bytes, and
+numpy's two random-state constructors (:data:`NUMPY_RANDOM`).
 Every other global a pickle names is refused before anything is unpickled
 (torch checkpoints) or at the lookup itself (joblib files), so nothing it
 names can run.
@@ -21,6 +22,20 @@ NUMPY: Allowlist = {
     "numpy.core.multiarray": frozenset({"_reconstruct", "scalar"}),
     "numpy._core.multiarray": frozenset({"_reconstruct", "scalar"}),
 }
+# numpy's legacy random state, which a fitted scikit-learn estimator of 2021 carries
+# (MiniBatchKMeans keeps its ``RandomState``): the state and its bit generator, and the
+# two constructors numpy pickles them with. They build only a ``RandomState`` around a
+# bit generator named by a string, or given as a class or a callable that the pickle
+# must itself name (and so pass this allowlist); the state is then set through the
+# classes' own ``__setstate__``. Nothing else of numpy.random is allowed (not Generator).
+NUMPY_RANDOM: Allowlist = {
+    "numpy.random._pickle": frozenset({"__randomstate_ctor", "__bit_generator_ctor"}),
+    "numpy.random.mtrand": frozenset({"RandomState"}),
+    "numpy.random._mt19937": frozenset({"MT19937"}),
+    "numpy.random._pcg64": frozenset({"PCG64", "PCG64DXSM"}),
+    "numpy.random._philox": frozenset({"Philox"}),
+    "numpy.random._sfc64": frozenset({"SFC64"}),
+}
 # the only allowed names that are not classes
 NUMPY_FUNCTIONS = frozenset(
     {
@@ -28,6 +43,8 @@ NUMPY_FUNCTIONS = frozenset(
         "numpy.core.multiarray.scalar",
         "numpy._core.multiarray._reconstruct",
         "numpy._core.multiarray.scalar",
+        "numpy.random._pickle.__randomstate_ctor",
+        "numpy.random._pickle.__bit_generator_ctor",
     }
 )
 

@@ -117,6 +117,49 @@ def test_kmeans_written_by_2021_scikit_learn_and_joblib(tmp_path, legacy_python,
         assert (s2s.Quantizer(centers)(feats) == labels).all(), name
 
 
+SKLEARN_024 = Path(__file__).parent / "fixtures" / "sklearn024"
+
+
+@pytest.mark.parametrize(
+    "name", ["partial_fit.bin", "partial_fit.zlib3.bin", "random_state.bin", "random_state.zlib3.bin"]
+)
+def test_kmeans_with_its_random_state_written_by_scikit_learn_0_24(name):
+    """MiniBatchKMeans of scikit-learn 0.24.2 / numpy 1.26.4 / joblib 1.0.1 (fixtures/sklearn024/make.py)
+    keeps its RandomState in the pickle: it loads, and quantizes as that scikit-learn predicted."""
+    versions = json.loads((SKLEARN_024 / "versions.json").read_text(encoding="utf-8"))
+    assert versions == {"sklearn": "0.24.2", "numpy": "1.26.4", "joblib": "1.0.1"}
+    x = np.load(SKLEARN_024 / "features.npy")
+    labels = np.load(SKLEARN_024 / f"{name.split('.')[0]}.labels.npy")
+    centers = s2s.load_kmeans_centers(SKLEARN_024 / name)
+    assert centers.shape == (12, 16)
+    assert (s2s.Quantizer(centers)(torch.from_numpy(x)) == labels).all()
+
+
+class _HostileRandomState:
+    """Unpickling it would build a RandomState with ``os.system`` as its bit generator's constructor."""
+
+    def __init__(self, marker: Path):
+        self.marker = marker
+
+    def __reduce__(self):
+        import importlib
+        import os
+
+        ctor = vars(importlib.import_module("numpy.random._pickle"))["__randomstate_ctor"]
+        return ctor, (f"touch {self.marker}", os.system)
+
+
+def test_a_random_state_constructor_given_another_callable_is_refused(tmp_path):
+    import joblib
+
+    km, _ = _fitted_kmeans()
+    km._random_state = _HostileRandomState(tmp_path / "pwned")
+    joblib.dump(km, tmp_path / "km.bin")
+    with pytest.raises(s2s.KmeansError, match=r"its pickle names posix\.system"):
+        s2s.load_kmeans_centers(tmp_path / "km.bin")
+    assert not (tmp_path / "pwned").exists()
+
+
 @pytest.mark.parametrize("compress", [0, 3])
 @pytest.mark.parametrize("where", ["whole_file", "estimator_state", "object_array"])
 def test_hostile_kmeans_file_refused_and_nothing_run(tmp_path, where, compress):
