@@ -33,10 +33,15 @@ run workflow tests/workflow
 python3 - "$reports" <<'PY'
 import glob, sys, xml.etree.ElementTree as ET
 t = f = e = s = 0
+times = []
 for p in glob.glob(sys.argv[1] + "/*.xml"):
     for suite in ET.parse(p).getroot().iter("testsuite"):
         t += int(suite.get("tests", 0)); f += int(suite.get("failures", 0))
         e += int(suite.get("errors", 0)); s += int(suite.get("skipped", 0))
+        times += [(float(c.get("time", 0)), f"{c.get('classname')}::{c.get('name')}") for c in suite.iter("testcase")]
+print("\nthe ten slowest tests (s):")
+for sec, name in sorted(times, reverse=True)[:10]:
+    print(f"  {sec:8.1f}  {name}")
 print(f"\nall suites: {t - f - e - s} passed, {f + e} failed, {s} skipped")
 PY
 rm -rf "$reports"
