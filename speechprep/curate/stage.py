@@ -296,6 +296,7 @@ def run_speakers(
         given,
         p.speaker_sample,
         p.speaker_threshold,
+        p.speaker_linkage,
         p.speaker_min_size,
         p.speaker_seed,
         p.speaker_chunk,

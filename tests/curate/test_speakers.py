@@ -42,6 +42,7 @@ def test_synthetic_speakers_from_a_sample():
         [None] * len(x),
         p.speaker_sample,
         p.speaker_threshold,
+        p.speaker_linkage,
         p.speaker_min_size,
         p.speaker_seed,
         p.speaker_chunk,
@@ -60,6 +61,7 @@ def test_synthetic_speakers_from_a_sample():
         [None] * len(x),
         p.speaker_sample,
         p.speaker_threshold,
+        p.speaker_linkage,
         p.speaker_min_size,
         p.speaker_seed,
         len(x),
@@ -78,6 +80,7 @@ def test_named_speakers_kept_and_others_clustered():
         given,
         p.speaker_sample,
         p.speaker_threshold,
+        p.speaker_linkage,
         p.speaker_min_size,
         p.speaker_seed,
         p.speaker_chunk,
@@ -91,7 +94,7 @@ def test_named_speakers_kept_and_others_clustered():
 def test_small_sample_clusters_are_dissolved():
     x, _ = synthetic(3, 10, seed=2)
     lone = synthetic(1, 1, seed=3)[0]
-    c, found = cluster_sample(np.concatenate([x, lone]), 0.16, 2)
+    c, found = cluster_sample(np.concatenate([x, lone]), 0.16, "average", 2)
     assert found == 4 and len(c) == 3
 
 
@@ -110,6 +113,7 @@ def test_speakers_by_file_pool_a_files_segments_and_keep_given_names():
         given,
         p.speaker_sample,
         0.5,
+        p.speaker_linkage,
         p.speaker_min_size,
         p.speaker_seed,
         p.speaker_chunk,
@@ -135,14 +139,23 @@ def test_speakers_by_file_are_the_clusters_of_the_file_vectors():
     x = x[: len(files)]
     p = params("speakers")
     spk = assign_speakers_by_file(
-        lambda idx: x[idx], files, 256, [None] * len(x), p.speaker_sample, 0.5, 2, p.speaker_seed, 7
+        lambda idx: x[idx], files, 256, [None] * len(x), p.speaker_sample, 0.5, p.speaker_linkage, 2, p.speaker_seed, 7
     )
     names = sorted(set(files))
     assert sum(files.count(f) == 1 for f in names) > 10 and sum(files.count(f) > 2 for f in names) > 10
     vec = np.stack([x[[i for i, f in enumerate(files) if f == name]].astype(np.float64).mean(0) for name in names])
     vec = (vec / np.linalg.norm(vec, axis=1, keepdims=True)).astype(np.float32)
     ref = assign_speakers(
-        lambda idx: vec[idx], len(names), 256, [None] * len(names), p.speaker_sample, 0.5, 2, p.speaker_seed, 1000
+        lambda idx: vec[idx],
+        len(names),
+        256,
+        [None] * len(names),
+        p.speaker_sample,
+        0.5,
+        p.speaker_linkage,
+        2,
+        p.speaker_seed,
+        1000,
     )
     index = {name: k for k, name in enumerate(names)}
     assert len(spk.names) == len(ref.names) > 1
