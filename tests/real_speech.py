@@ -8,7 +8,7 @@ before any suite runs (``python3 tests/real_speech.py``).
 
 | package | licence | what |
 |---|---|---|
-| pocketsphinx-testdata | BSD-2-Clause (CMU Sphinx) | an audiobook reader's sentences (LibriVox, 16 kHz, with ``transcription``); a speaker reading playing cards (``cards/``, with transcripts); AN4/TIDIGITS raw utterances |
+| pocketsphinx-testdata | BSD-2-Clause (CMU Sphinx) | LibriVox and card readers' sentences, with text; AN4/TIDIGITS |
 | klettres-data | GPL-2+ (KDE KLettres) | one real speaker per language saying letters and syllables (ogg) |
 | alsa-utils | GPL-2 (ALSA project) | one real voice naming loudspeaker positions (48 kHz wav) |
 
