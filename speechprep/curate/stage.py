@@ -297,7 +297,7 @@ def run_speakers(
         or sum(shard_counts) != len(measures)
     ):
         raise UsageError(
-            "curate speakers: give one --shards count and one --dataset-clusters file per --datasets name, "
+            "curate speakers: give one --shard-counts count and one --dataset-clusters file per --datasets name, "
             "the counts summing to the --measures files"
         )
     rows = ShardRows(embeddings)
@@ -306,8 +306,11 @@ def run_speakers(
     given = [spk for lines in shards for _, spk, _ in lines]
     seg_ds = np.repeat(shard_ds, [len(lines) for lines in shards]).astype(np.int64)
     if p.speaker_unit == "file":
-        # a file id is its dataset's: the same name in two datasets is two files
-        files = [f"{k}\t{f if f is not None else i}" for k, lines in zip(shard_ds, shards) for i, _, f in lines]
+        # a file id is its dataset's: the same name in two datasets is two files (one
+        # dataset: the names as they are, no copy of a million strings)
+        files = [f if f is not None else i for lines in shards for i, _, f in lines]
+        if len(datasets) > 1:
+            files = [f"{k}\t{f}" for k, f in zip(seg_ds.tolist(), files, strict=True)]
         how = lambda *a: assign_speakers_by_file(rows, files, *a)
     else:
         how = lambda *a: assign_speakers(rows, len(given), *a)
