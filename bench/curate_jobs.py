@@ -33,11 +33,14 @@ def job(name: str, root: Path) -> dict:
     t = time.perf_counter()
     if name == "speakers":
         report = stage.run_speakers(
+            ["bench"],
+            [len(shards)],
             files("measures.jsonl"),
             files("embeddings.npy"),
             files("speakers.jsonl"),
+            [str(root / "speaker_clusters.json")],
             str(root / "speakers"),
-            str(root / "speaker_clusters.json"),
+            str(root / "run_speaker_clusters.json"),
             p,
         )
     else:

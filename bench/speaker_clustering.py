@@ -2,7 +2,7 @@
 """Speaker clustering at scale: the ``curate speakers`` job on synthetic embeddings.
 
     .venvs/curate/bin/python bench/speaker_clustering.py [--sizes 100000 1000000] [--speakers 200]
-        [--per-file 1]
+        [--per-file 1] [--linkage complete --threshold 0.26]
 
 Synthetic speakers: ``--speakers`` centres uniform on the 256-d unit sphere,
 each segment its centre plus Gaussian noise (``--spread``, relative to the
@@ -11,10 +11,11 @@ the measure job writes) with minimal measurement lines (id, duration, and with
 ``--per-file N`` > 1 a ``file_id`` shared by N consecutive segments of one
 speaker; with 1 every segment is its own file, the worst case of the default
 ``speaker_unit: file``). The job
-(:func:`speechprep.curate.stage.run_speakers`: sample, complete-linkage
-clustering, chunked nearest-centroid assignment, centroid refinement, per-shard
+(:func:`speechprep.curate.stage.run_speakers`: sample, clustering with the
+config's linkage, chunked nearest-centroid assignment, centroid refinement, per-shard
 assignment files) runs in a fresh process per size; prints its wall time, peak
-RSS, the speakers found and the purity of the assignment against the truth.
+RSS, the speakers found and the purity and inverse purity of the assignment
+against the truth.
 """
 
 from __future__ import annotations
@@ -53,18 +54,13 @@ def make(root: Path, n: int, speakers: int, spread: float, per_file: int = 1, di
 
 
 def purity(root: Path) -> tuple[float, float]:
-    """(share of segments in their true speaker's majority cluster, clusters assigned)."""
-    from collections import Counter
-
+    """(purity, inverse purity) of the assignment against the true speakers."""
+    from speechprep.curate.speakers import purity
     from speechprep.jsonio import read_jsonl
 
     truth = np.load(root / "truth.npy")
     got = [a["speaker"] for s in sorted(root.glob("shard-*.speakers.jsonl")) for a in read_jsonl(s)]
-    pairs = Counter(zip(truth.tolist(), got, strict=False))
-    best: dict[int, int] = {}
-    for (t, _), c in pairs.items():
-        best[t] = max(best.get(t, 0), c)
-    return sum(best.values()) / len(truth), len(set(got))
+    return purity(truth.tolist(), got)
 
 
 def main() -> None:
@@ -73,12 +69,15 @@ def main() -> None:
     ap.add_argument("--speakers", type=int, default=200)
     ap.add_argument("--spread", type=float, default=0.3)
     ap.add_argument("--per-file", type=int, default=1, help="segments per source file (1: each its own)")
+    ap.add_argument("--linkage", help="speaker_linkage instead of the config's (to compare in one session)")
+    ap.add_argument("--threshold", type=float, help="speaker_threshold instead of the config's")
     a = ap.parse_args()
     from speechprep.config import defaults
     from speechprep.curate.params import job_section
 
     cfg = defaults()
     params = job_section("speakers", cfg)
+    params.update({k: v for k, v in (("speaker_linkage", a.linkage), ("speaker_threshold", a.threshold)) if v})
     print(f"speakers job params: {params}")
     for n in a.sizes:
         with tempfile.TemporaryDirectory() as tmp:
@@ -87,13 +86,13 @@ def main() -> None:
             make(root, n, a.speakers, a.spread, a.per_file)
             made = time.perf_counter() - t
             m = in_fresh_process("speakers", root, params)
-            pure, _ = purity(root)
+            pure, inverse = purity(root)
             print(
                 f"{n:>9,} embeddings ({a.speakers} speakers, {a.per_file} per file, made in {made:.0f} s): "
                 f"{m['seconds']:.1f} s, "
                 f"peak RSS {m['peak_rss_mb']:.0f} MB, {m['speakers']} speakers found "
-                f"({m['sample_clusters']} clusters in the sample), {pure:.4f} of segments with their "
-                f"speaker's majority cluster",
+                f"({m['sample_clusters']} clusters in the sample), purity {pure:.4f}, inverse purity "
+                f"{inverse:.4f}",
                 flush=True,
             )
 

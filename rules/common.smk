@@ -125,6 +125,15 @@ def per_shard(pattern):
     return f
 
 
+def every_shard(pattern):
+    """Input function: `pattern` expanded over every shard of every dataset of the run."""
+
+    def f(wildcards):
+        return [p for ds in config["datasets"] for p in expand(pattern, ds=ds, shard=shards(ds))]
+
+    return f
+
+
 def scaled(base, per_mb=0.0, of=None, cap=None):
     """A resource that grows with the size of input `of` (MB) and with each retry.
 
@@ -276,6 +285,23 @@ def curate_params(job):
 def per_shard_paths(ds, directory, suffix):
     """`directory/<shard><suffix>` for every shard of `ds`, quoted for a shell line."""
     return " ".join(shlex.quote(f"{directory}/{s}{suffix}") for s in shards(ds))
+
+
+def speaker_job_args(wildcards):
+    """The run-wide speakers job's dataset arguments: every dataset's name, its number of
+    shards and its shards' assignment files (in `<ds>/curate/speaker_assignments/`)."""
+    names = list(config["datasets"])
+    return " ".join(
+        [
+            "--datasets " + " ".join(shlex.quote(ds) for ds in names),
+            "--shard-counts " + " ".join(str(len(shards(ds))) for ds in names),
+            "--assign "
+            + " ".join(
+                per_shard_paths(ds, f"{RESULTS}/{ds}/curate/speaker_assignments", ".jsonl")
+                for ds in names
+            ),
+        ]
+    )
 
 
 def s2s_segments(wildcards):

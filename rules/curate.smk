@@ -1,6 +1,7 @@
-# Curation: per shard, measure every segment (expensive, resumable); per
-# dataset, pseudo speakers and duplicates over every shard's measurements;
-# per shard, keep or reject by thresholds (cheap); per dataset, a summary.
+# Curation: per shard, measure every segment (expensive, resumable); for the
+# whole run, pseudo speakers over every dataset's shards (one speaker id space);
+# per dataset, duplicates over every shard's measurements; per shard, keep or
+# reject by thresholds (cheap); per dataset, a summary.
 # Each job gets only its own keys of `curate`: a threshold change reruns
 # `curate_decide` and what reads its output, not the measurements.
 
@@ -39,14 +40,19 @@ rule curate_measure:
 
 rule curate_speakers:
     input:
-        measures=per_shard(f"{RESULTS}/{{ds}}/curate/{{shard}}.measures.jsonl"),
-        embeddings=per_shard(f"{RESULTS}/{{ds}}/curate/{{shard}}.embeddings.npy"),
+        measures=every_shard(f"{RESULTS}/{{ds}}/curate/{{shard}}.measures.jsonl"),
+        embeddings=every_shard(f"{RESULTS}/{{ds}}/curate/{{shard}}.embeddings.npy"),
     output:
-        assign=directory(f"{RESULTS}/{{ds}}/curate/speaker_assignments"),
-        centroids=directory(f"{RESULTS}/{{ds}}/curate/speakers"),
-        clusters=f"{RESULTS}/{{ds}}/curate/speaker_clusters.json",
+        assign=directory(
+            expand(f"{RESULTS}/{{ds}}/curate/speaker_assignments", ds=list(config["datasets"]))
+        ),
+        clusters=expand(
+            f"{RESULTS}/{{ds}}/curate/speaker_clusters.json", ds=list(config["datasets"])
+        ),
+        centroids=directory(f"{RESULTS}/{ALL}/curate/speakers"),
+        run_clusters=f"{RESULTS}/{ALL}/curate/speaker_clusters.json",
     log:
-        f"{RESULTS}/{{ds}}/logs/curate_speakers.log",
+        f"{RESULTS}/{ALL}/logs/curate_speakers.log",
     conda:
         "../envs/curate.yaml"
     envmodules:
@@ -58,10 +64,11 @@ rule curate_speakers:
     params:
         cmd=speechprep("curate"),
         curate=lambda wc: curate_params("speakers"),
-        assign=lambda wc, output: per_shard_paths(wc.ds, output.assign, ".jsonl"),
+        datasets=speaker_job_args,
     shell:
-        "{params.cmd} curate speakers --measures {input.measures:q} --embeddings {input.embeddings:q}"
-        " --assign {params.assign} --centroids-dir {output.centroids:q} --clusters {output.clusters:q}"
+        "{params.cmd} curate speakers {params.datasets} --measures {input.measures:q}"
+        " --embeddings {input.embeddings:q} --dataset-clusters {output.clusters:q}"
+        " --centroids-dir {output.centroids:q} --clusters {output.run_clusters:q}"
         " --params {params.curate:q} > {log:q} 2>&1"
 
 

@@ -37,6 +37,7 @@ FLAGS: dict[str, dict[str, Any]] = {
     "normalized": {"help": "a shard's normalised text (rule tts_normalize)"},
     "grammars": {"help": "built text-normalisation grammars, one directory per language"},
     "encoders": {"type": json.loads, "help": "tts.condition and tts.emotion, as JSON"},
+    "shard-counts": {"type": int, "help": "how many of the shard files are each dataset's, in order"},
     "val-ratio": {"type": float, "help": "tts.val_ratio"},
     "split-by-speaker": {"action": "store_true", "help": "tts.split_by_speaker"},
     "max-steps": {"type": int, "default": 1500},
@@ -261,13 +262,25 @@ def _curate_measure(a):
     )
 
 
-@job("curate speakers", "measures+ embeddings+ assign+ centroids-dir clusters params")
+@job(
+    "curate speakers",
+    "datasets+ shard-counts+ measures+ embeddings+ assign+ dataset-clusters+ centroids-dir clusters params",
+)
 def _curate_speakers(a):
-    """Pseudo speakers of a dataset from every shard's embeddings (--assign: one per --measures)."""
+    """Pseudo speakers of every dataset of a run, one id space (--shard-counts: how many of the
+    --measures, --embeddings and --assign files are each of --datasets's; --dataset-clusters: one each)."""
     from .curate import params, stage
 
     stage.run_speakers(
-        a.measures, a.embeddings, a.assign, a.centroids_dir, a.clusters, params.SpeakerParams.from_dict(a.params)
+        a.datasets,
+        a.shard_counts,
+        a.measures,
+        a.embeddings,
+        a.assign,
+        a.dataset_clusters,
+        a.centroids_dir,
+        a.clusters,
+        params.SpeakerParams.from_dict(a.params),
     )
 
 

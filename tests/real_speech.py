@@ -123,6 +123,46 @@ def alsa_voice() -> list[Utterance]:
     return [Utterance(p, "alsa_voice") for p in sorted(d.glob("*.wav")) if p.name != "Noise.wav"]
 
 
+# klettres names a language, not a person. bench/speaker_calibration.py measures
+# (docs/stages.md, "Speakers on real voices"): German's letters (F0 about 220 Hz)
+# and syllables (about 109 Hz) are two people; cs/en_GB, es/nl, pt_BR/tn, de/nds,
+# hu/nds, cs/uk, en_GB/it, ru/tn sit as close in Resemblyzer's space as one
+# speaker's own clips and may be one person. These languages' speakers resemble
+# no other language's: surely different people.
+KLETTRES_DISTINCT = ("ar", "da", "en", "fr", "he", "lt", "ml", "nb")
+
+
+def klettres_voices(language: str) -> list[Utterance]:
+    """A klettres language's letters then syllables, ``speaker`` its person (German's two split)."""
+    out = []
+    for kind in ("alpha", "syllab"):
+        who = f"klettres_{language}" + ("_syllab" if language == "de" and kind == "syllab" else "")
+        out += [Utterance(u.path, who, None, language) for u in klettres(language, kind)]
+    return out
+
+
+def distinct_voices(klettres_per_language: int | None = None) -> list[Utterance]:
+    """Real voices of surely different people, several recordings each: the LibriVox
+    reader, the cards speaker, the ALSA voice and ``KLETTRES_DISTINCT`` (the first
+    ``klettres_per_language`` clips of each, letters first)."""
+    out = librivox() + cards() + alsa_voice()
+    for lang in KLETTRES_DISTINCT:
+        out += klettres_voices(lang)[:klettres_per_language]
+    return out
+
+
+def as_files(utterances: list[Utterance], per_file: int) -> list[str]:
+    """A source file id for each utterance: klettres clips (a letter or a syllable, about a
+    second) in groups of ``per_file`` consecutive clips of one speaker, as the segments of one
+    recording; every other utterance is a file of its own."""
+    seen: dict[str, int] = {}
+    out = []
+    for u in utterances:
+        k = seen[u.speaker] = seen.get(u.speaker, -1) + 1
+        out.append(f"{u.speaker}/{k // per_file}" if u.speaker.startswith("klettres_") else str(u.path))
+    return out
+
+
 def read(path: Path, sample_rate: int | None = None):
     """``(mono float32 samples, rate)`` of a real recording (``.raw``: 16-bit 16 kHz), resampled if asked."""
     import numpy as np

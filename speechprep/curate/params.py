@@ -39,6 +39,7 @@ class SpeakerParams(StageParams):
     SECTION = "curate"
     speaker_unit: str
     speaker_sample: int
+    speaker_linkage: str
     speaker_threshold: float
     speaker_min_size: int
     speaker_seed: int

@@ -3,9 +3,9 @@
 Scales to millions of segments with bounded memory:
 
 1. a random sample (``speaker_sample`` segments, fixed seed) is clustered
-   agglomeratively with complete linkage on cosine distance, cut at
-   ``speaker_threshold``: no two segments of a sample cluster are further apart
-   than that, and the number of speakers follows from it;
+   agglomeratively on cosine distance (``speaker_linkage``; with ``average`` two
+   clusters merge while the mean distance between their members is under
+   ``speaker_threshold``), and the number of speakers follows from the cut;
 2. clusters with fewer than ``speaker_min_size`` sample members are dissolved
    (their segments go to the nearest remaining speaker, where the distance
    check of the decide job can drop them as outliers);
@@ -53,19 +53,37 @@ def _chunks(idx: np.ndarray, size: int) -> Iterator[np.ndarray]:
         yield idx[a : a + size]
 
 
-def cluster_sample(x: np.ndarray, threshold: float, min_size: int) -> tuple[np.ndarray, int]:
-    """Centroids (unit norm) of the complete-linkage clusters of ``x`` cut at cosine
-    distance ``threshold``, largest first, those under ``min_size`` members left out
-    (unless none reaches it: then all are kept); and how many clusters there were."""
+def cluster_sample(x: np.ndarray, threshold: float, method: str, min_size: int) -> tuple[np.ndarray, int]:
+    """Centroids (unit norm) of the agglomerative clusters of ``x`` (scipy's ``method``:
+    ``average``, ``complete``, ...) cut at cosine distance ``threshold``, largest first,
+    those under ``min_size`` members left out (unless none reaches it: then all are
+    kept); and how many clusters there were."""
     from scipy.cluster.hierarchy import fcluster, linkage
 
     if len(x) == 1:
         return _normalise(x), 1
-    lab = fcluster(linkage(x.astype(np.float64), method="complete", metric="cosine"), threshold, "distance")
+    lab = fcluster(linkage(x.astype(np.float64), method=method, metric="cosine"), threshold, "distance")
     ids, first, counts = np.unique(lab, return_index=True, return_counts=True)
     order = sorted(range(len(ids)), key=lambda k: (-counts[k], first[k]))  # deterministic
     keep = [k for k in order if counts[k] >= min_size] or order
     return _normalise(np.stack([x[lab == ids[k]].mean(axis=0) for k in keep])), len(ids)
+
+
+def purity(truth: Sequence, got: Sequence) -> tuple[float, float]:
+    """``(purity, inverse purity)`` of clusters ``got`` against true classes ``truth``
+    (one label each per item): the share of items in their cluster's majority class,
+    and the share in their class's majority cluster. Splitting a speaker lowers the
+    second, merging two the first."""
+    from collections import Counter
+
+    pairs = Counter(zip(truth, got, strict=True))
+    by_cluster: dict = {}
+    by_class: dict = {}
+    for (t, g), c in pairs.items():
+        by_cluster[g] = max(by_cluster.get(g, 0), c)
+        by_class[t] = max(by_class.get(t, 0), c)
+    n = max(len(truth), 1)
+    return sum(by_cluster.values()) / n, sum(by_class.values()) / n
 
 
 def nearest(rows: Rows, idx: np.ndarray, centroids: np.ndarray, chunk: int) -> np.ndarray:
@@ -120,6 +138,7 @@ def assign_speakers(
     given: Sequence[str | None],
     sample: int,
     threshold: float,
+    method: str,
     min_size: int,
     seed: int,
     chunk: int,
@@ -142,13 +161,14 @@ def assign_speakers(
     if len(unnamed):
         rng = np.random.default_rng(seed)
         pick = np.sort(rng.choice(unnamed, size=min(sample, len(unnamed)), replace=False))
-        c, sample_clusters = cluster_sample(rows(pick), threshold, min_size)
+        c, sample_clusters = cluster_sample(rows(pick), threshold, method, min_size)
         log.info(
-            "speakers: %d of %d unnamed segments sampled: %d clusters at complete-linkage cosine "
+            "speakers: %d of %d unnamed segments sampled: %d clusters at %s-linkage cosine "
             "distance %.3f, %d with at least %d members",
             len(pick),
             len(unnamed),
             sample_clusters,
+            method,
             threshold,
             len(c),
             min_size,
@@ -174,6 +194,7 @@ def assign_speakers_by_file(
     given: Sequence[str | None],
     sample: int,
     threshold: float,
+    method: str,
     min_size: int,
     seed: int,
     chunk: int,
@@ -215,7 +236,7 @@ def assign_speakers_by_file(
         out[at[~one]] = pooled[multi[f[~one]]]
         return out
 
-    spk = assign_speakers(item_rows, len(item_given), dim, item_given, sample, threshold, min_size, seed, chunk)
+    spk = assign_speakers(item_rows, len(item_given), dim, item_given, sample, threshold, method, min_size, seed, chunk)
     label = np.empty(n, np.int32)
     label[named] = spk.label[: len(named)]
     label[unnamed] = spk.label[len(named) + file_of]

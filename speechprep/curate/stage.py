@@ -10,10 +10,10 @@ Per shard ``<s>`` of a dataset, under ``curate/``:
   and ``<s>.measure_rejects.jsonl`` (segments whose audio could not be measured);
 * :func:`run_decide` (cheap): ``<s>.jsonl`` (kept) and ``<s>.rejects.jsonl``.
 
-Per dataset: :func:`run_speakers` (``<s>.speakers.jsonl`` for every shard,
-``speakers/<speaker>.npy`` centroids, ``speaker_clusters.json``),
-:func:`run_duplicates` (``<s>.duplicates.jsonl`` for every shard) and
-:func:`run_summary` (``speakers.jsonl``, ``summary.json``).
+For the whole run (one speaker id space): :func:`run_speakers` (``<s>.speakers.jsonl``
+for every shard of every dataset, ``speakers/<speaker>.npy`` centroids, the run's and
+each dataset's ``speaker_clusters.json``). Per dataset: :func:`run_duplicates`
+(``<s>.duplicates.jsonl`` for every shard) and :func:`run_summary` (``speakers.jsonl``, ``summary.json``).
 """
 
 from __future__ import annotations
@@ -238,7 +238,7 @@ def run_measure(
 
 
 # ----------------------------------------------------------------------------
-# speakers (per dataset)
+# speakers (every dataset of the run)
 # ----------------------------------------------------------------------------
 class ShardRows:
     """Rows of every shard's embeddings (memory-mapped), addressed by one global index."""
@@ -276,23 +276,46 @@ def _check_rows(measures: list[str], arrays: list[np.ndarray], keys: tuple[str, 
 
 
 def run_speakers(
+    datasets: list[str],
+    shard_counts: list[int],
     measures: list[str],
     embeddings: list[str],
     assign_out: list[str],
+    dataset_clusters: list[str],
     centroids_dir: str,
     clusters_out: str,
     p: SpeakerParams,
 ) -> dict[str, Any]:
-    """Pseudo speakers of a dataset: per-shard assignments, centroid files, a report."""
+    """Pseudo speakers of every dataset of a run, one id space: the shards of all
+    datasets (``shard_counts[k]`` consecutive ``measures``/``embeddings`` files are
+    ``datasets[k]``'s) are clustered together, so one voice gets one id in every
+    dataset. Writes per-shard assignments, one centroid file per speaker, the run's
+    report (``clusters_out``) and each dataset's (``dataset_clusters``: its speakers,
+    with how many of its segments each has)."""
     from .speakers import assign_speakers, assign_speakers_by_file
 
     if not len(measures) == len(embeddings) == len(assign_out):
         raise UsageError("curate speakers: give as many --measures, --embeddings and --assign files")
+    if (
+        len(datasets) != len(shard_counts)
+        or len(datasets) != len(dataset_clusters)
+        or sum(shard_counts) != len(measures)
+    ):
+        raise UsageError(
+            "curate speakers: give one --shard-counts count and one --dataset-clusters file per --datasets name, "
+            "the counts summing to the --measures files"
+        )
     rows = ShardRows(embeddings)
     shards = _check_rows(measures, rows.arrays, ("id", "speaker", "file_id"))
+    shard_ds = np.repeat(np.arange(len(datasets)), shard_counts)
     given = [spk for lines in shards for _, spk, _ in lines]
+    seg_ds = np.repeat(shard_ds, [len(lines) for lines in shards]).astype(np.int64)
     if p.speaker_unit == "file":
+        # a file id is its dataset's: the same name in two datasets is two files (one
+        # dataset: the names as they are, no copy of a million strings)
         files = [f if f is not None else i for lines in shards for i, _, f in lines]
+        if len(datasets) > 1:
+            files = [f"{k}\t{f}" for k, f in zip(seg_ds.tolist(), files, strict=True)]
         how = lambda *a: assign_speakers_by_file(rows, files, *a)
     else:
         how = lambda *a: assign_speakers(rows, len(given), *a)
@@ -301,6 +324,7 @@ def run_speakers(
         given,
         p.speaker_sample,
         p.speaker_threshold,
+        p.speaker_linkage,
         p.speaker_min_size,
         p.speaker_seed,
         p.speaker_chunk,
@@ -322,21 +346,49 @@ def run_speakers(
             ),
         )
         k += len(lines)
-    counts = np.bincount(spk.label, minlength=len(spk.names)) if len(given) else np.zeros(0, int)
+    # segments of each speaker in each dataset
+    counts = np.zeros((len(datasets), len(spk.names)), np.int64)
+    np.add.at(counts, (seg_ds, spk.label), 1)
     named = {g for g in given if g is not None}
+
+    def centroids(col: np.ndarray, per_dataset: bool = False) -> list[dict]:
+        out = []
+        for j, (n, c) in enumerate(zip(spk.names, col, strict=True)):
+            if c:
+                line = {"speaker": n, "source": "given" if n in named else "cluster", "n_measured": int(c)}
+                if per_dataset:
+                    line["datasets"] = {ds: int(counts[d, j]) for d, ds in enumerate(datasets) if counts[d, j]}
+                out.append({**line, "centroid": paths[n]})
+        return out
+
+    common = {"sample_clusters": spk.sample_clusters, "params": asdict(p)}
+    for d, (ds, path) in enumerate(zip(datasets, dataset_clusters, strict=True)):
+        own = centroids(counts[d])
+        report = {"dataset": ds, "segments": int(counts[d].sum()), "speakers": len(own), **common, "centroids": own}
+        write_json(path, report)
+    in_several = int(((counts > 0).sum(axis=0) > 1).sum())
     report = {
+        "datasets": list(datasets),
         "segments": len(given),
         "speakers": len(spk.names),
-        "sample_clusters": spk.sample_clusters,
-        "params": asdict(p),
-        "centroids": [
-            {"speaker": n, "source": "given" if n in named else "cluster", "n_measured": int(c), "centroid": paths[n]}
-            for n, c in zip(spk.names, counts, strict=True)
-        ],
+        "speakers_in_several_datasets": in_several,
+        **common,
+        "centroids": centroids(counts.sum(axis=0), per_dataset=True),
     }
     write_json(clusters_out, report)
-    log.info("speakers: %d segments, %d speakers (%d named in the input)", len(given), len(spk.names), len(named))
-    return {k: v for k, v in report.items() if k in ("segments", "speakers", "sample_clusters")}
+    log.info(
+        "speakers: %d segments of %d datasets, %d speakers (%d named in the input, %d in several datasets)",
+        len(given),
+        len(datasets),
+        len(spk.names),
+        len(named),
+        in_several,
+    )
+    return {
+        k: v
+        for k, v in report.items()
+        if k in ("segments", "speakers", "sample_clusters", "speakers_in_several_datasets")
+    }
 
 
 # ----------------------------------------------------------------------------

@@ -141,11 +141,14 @@ class Run:
 
     def speakers(self, p=None):
         return stage.run_speakers(
+            [self.root.name],
+            [len(self.names)],
             [str(self.f(n, "measures.jsonl")) for n in self.names],
             [str(self.f(n, "embeddings.npy")) for n in self.names],
             [str(self.f(n, "speakers.jsonl")) for n in self.names],
+            [str(self.root / "curate" / "speaker_clusters.json")],
             str(self.root / "curate" / "speakers"),
-            str(self.root / "curate" / "speaker_clusters.json"),
+            str(self.root / "run_speaker_clusters.json"),
             p or params("speakers"),
         )
 

@@ -1,10 +1,16 @@
-"""Speaker clustering: the four demo voices, named speakers, and synthetic speakers at scale."""
+"""Speaker clustering: real voices, the four demo voices, named speakers, synthetic speakers
+at scale, and one speaker id space across the datasets of a run."""
+
+import json
 
 import numpy as np
+import pytest
 from conftest import Run, params, whole_clips
 
-from speechprep.curate.speakers import CLUSTER_PREFIX, assign_speakers, cluster_sample
-from speechprep.jsonio import read_jsonl
+from speechprep.curate import stage
+from speechprep.curate.speakers import CLUSTER_PREFIX, assign_speakers, assign_speakers_by_file, cluster_sample, purity
+from speechprep.jsonio import read_jsonl, write_jsonl
+from tests import real_speech
 
 
 def synthetic(n_speakers, per, dim=256, spread=0.3, seed=0):
@@ -42,6 +48,7 @@ def test_synthetic_speakers_from_a_sample():
         [None] * len(x),
         p.speaker_sample,
         p.speaker_threshold,
+        p.speaker_linkage,
         p.speaker_min_size,
         p.speaker_seed,
         p.speaker_chunk,
@@ -60,6 +67,7 @@ def test_synthetic_speakers_from_a_sample():
         [None] * len(x),
         p.speaker_sample,
         p.speaker_threshold,
+        p.speaker_linkage,
         p.speaker_min_size,
         p.speaker_seed,
         len(x),
@@ -78,6 +86,7 @@ def test_named_speakers_kept_and_others_clustered():
         given,
         p.speaker_sample,
         p.speaker_threshold,
+        p.speaker_linkage,
         p.speaker_min_size,
         p.speaker_seed,
         p.speaker_chunk,
@@ -91,7 +100,7 @@ def test_named_speakers_kept_and_others_clustered():
 def test_small_sample_clusters_are_dissolved():
     x, _ = synthetic(3, 10, seed=2)
     lone = synthetic(1, 1, seed=3)[0]
-    c, found = cluster_sample(np.concatenate([x, lone]), 0.16, 2)
+    c, found = cluster_sample(np.concatenate([x, lone]), 0.16, "average", 2)
     assert found == 4 and len(c) == 3
 
 
@@ -110,6 +119,7 @@ def test_speakers_by_file_pool_a_files_segments_and_keep_given_names():
         given,
         p.speaker_sample,
         0.5,
+        p.speaker_linkage,
         p.speaker_min_size,
         p.speaker_seed,
         p.speaker_chunk,
@@ -135,16 +145,129 @@ def test_speakers_by_file_are_the_clusters_of_the_file_vectors():
     x = x[: len(files)]
     p = params("speakers")
     spk = assign_speakers_by_file(
-        lambda idx: x[idx], files, 256, [None] * len(x), p.speaker_sample, 0.5, 2, p.speaker_seed, 7
+        lambda idx: x[idx], files, 256, [None] * len(x), p.speaker_sample, 0.5, p.speaker_linkage, 2, p.speaker_seed, 7
     )
     names = sorted(set(files))
     assert sum(files.count(f) == 1 for f in names) > 10 and sum(files.count(f) > 2 for f in names) > 10
     vec = np.stack([x[[i for i, f in enumerate(files) if f == name]].astype(np.float64).mean(0) for name in names])
     vec = (vec / np.linalg.norm(vec, axis=1, keepdims=True)).astype(np.float32)
     ref = assign_speakers(
-        lambda idx: vec[idx], len(names), 256, [None] * len(names), p.speaker_sample, 0.5, 2, p.speaker_seed, 1000
+        lambda idx: vec[idx],
+        len(names),
+        256,
+        [None] * len(names),
+        p.speaker_sample,
+        0.5,
+        p.speaker_linkage,
+        2,
+        p.speaker_seed,
+        1000,
     )
     index = {name: k for k, name in enumerate(names)}
     assert len(spk.names) == len(ref.names) > 1
     assert (spk.label == ref.label[[index[f] for f in files]]).all()
     assert np.allclose(spk.centroids, ref.centroids, atol=1e-5)
+
+
+@pytest.fixture(scope="session")
+def real_voices(models):
+    """Real voices of different people with many recordings each (``real_speech.distinct_voices``:
+    20 klettres clips a language), and their Resemblyzer vectors, embedded once."""
+    utts = real_speech.distinct_voices(20)
+    embs = models.speaker([real_speech.read(u.path, 16000)[0] for u in utts])
+    keep = [k for k, e in enumerate(embs) if isinstance(e, np.ndarray)]
+    return [utts[k] for k in keep], np.stack([embs[k] for k in keep]).astype(np.float32)
+
+
+def by_file(x, files, linkage, threshold):
+    p = params("speakers")
+    return assign_speakers_by_file(
+        lambda idx: x[idx],
+        files,
+        x.shape[1],
+        [None] * len(x),
+        p.speaker_sample,
+        threshold,
+        linkage,
+        p.speaker_min_size,
+        p.speaker_seed,
+        p.speaker_chunk,
+    )
+
+
+def test_real_voices_of_many_files_are_one_speaker_each(real_voices):
+    """11 real voices, 5 to 8 files each (klettres clips 5 to a file): the defaults give each
+    voice one speaker of its own; complete linkage at 0.26 split one of them."""
+    utts, x = real_voices
+    truth = [u.speaker for u in utts]
+    files = real_speech.as_files(utts, 5)
+    p = params("speakers")
+    spk = by_file(x, files, p.speaker_linkage, p.speaker_threshold)
+    assert purity(truth, spk.label.tolist()) == (1.0, 1.0)
+    assert len(spk.names) == len(set(truth)) == 11
+    complete = by_file(x, files, "complete", 0.26)
+    assert purity(truth, complete.label.tolist())[1] < 1.0 and len(complete.names) > 11
+
+
+def _dataset(root, name, utts, x, files):
+    """A dataset's one shard as the measure job writes it: measurement lines and embeddings."""
+    write_jsonl(
+        root / name / "shard-0000.measures.jsonl", [{"id": f"{name}-{k}", "file_id": f} for k, f in enumerate(files)]
+    )
+    np.save(root / name / "shard-0000.embeddings.npy", x)
+    return [{"id": f"{name}-{k}", "voice": u.speaker} for k, u in enumerate(utts)]
+
+
+def test_one_voice_in_two_datasets_is_one_speaker(tmp_path, real_voices):
+    """The French klettres speaker's letters in dataset a, syllables in b (files named alike in
+    both); other voices in one each: one id for her in both, every other voice its own, and a
+    split by speaker puts all of her on one side."""
+    from speechprep.tts.manifests import is_val
+
+    utts, x = real_voices
+    fr = [k for k, u in enumerate(utts) if u.speaker == "klettres_fr"]
+    a_idx = fr[:10] + [k for k, u in enumerate(utts) if u.speaker in ("librivox_reader", "klettres_en")]
+    b_idx = fr[10:] + [k for k, u in enumerate(utts) if u.speaker in ("alsa_voice", "klettres_he")]
+    segs = []
+    for name, idx in (("a", a_idx), ("b", b_idx)):
+        sub = [utts[k] for k in idx]
+        names = real_speech.as_files(sub, 5)
+        files = [f"f{sorted(set(names)).index(f)}" for f in names]  # f0, f1, ... in both datasets
+        segs.append(_dataset(tmp_path, name, sub, x[idx], files))
+    report = stage.run_speakers(
+        ["a", "b"],
+        [1, 1],
+        [str(tmp_path / d / "shard-0000.measures.jsonl") for d in "ab"],
+        [str(tmp_path / d / "shard-0000.embeddings.npy") for d in "ab"],
+        [str(tmp_path / d / "assign" / "shard-0000.jsonl") for d in "ab"],
+        [str(tmp_path / d / "speaker_clusters.json") for d in "ab"],
+        str(tmp_path / "all" / "speakers"),
+        str(tmp_path / "all" / "speaker_clusters.json"),
+        params("speakers"),
+    )
+    got = {}
+    for d, lines in zip("ab", segs, strict=True):
+        assign = {a["id"]: a["speaker"] for a in read_jsonl(tmp_path / d / "assign" / "shard-0000.jsonl")}
+        assert set(assign) == {s["id"] for s in lines}
+        for s in lines:
+            got.setdefault(s["voice"], set()).add(assign[s["id"]])
+    assert all(len(ids) == 1 for ids in got.values()), got  # one id per voice, across datasets too
+    assert len(set.union(*got.values())) == 5  # five voices, five ids
+    assert report["speakers"] == 5 and report["speakers_in_several_datasets"] == 1
+    (fr_id,) = got["klettres_fr"]
+    for d, voices in (
+        ("a", ("klettres_fr", "librivox_reader", "klettres_en")),
+        ("b", ("klettres_fr", "alsa_voice", "klettres_he")),
+    ):
+        own = json.loads((tmp_path / d / "speaker_clusters.json").read_text(encoding="utf-8"))
+        assert {c["speaker"] for c in own["centroids"]} == {next(iter(got[v])) for v in voices}
+        assert own["segments"] == len(segs["ab".index(d)])
+    run = json.loads((tmp_path / "all" / "speaker_clusters.json").read_text(encoding="utf-8"))
+    (line,) = [c for c in run["centroids"] if c["speaker"] == fr_id]
+    assert line["datasets"] == {"a": 10, "b": len(fr) - 10}
+    # the TTS split by speaker (a hash of the id, per dataset): no voice on both sides of the run's split
+    side = {"train": set(), "val": set()}
+    for d in "ab":
+        for a in read_jsonl(tmp_path / d / "assign" / "shard-0000.jsonl"):
+            side["val" if is_val(a["speaker"], 0.5) else "train"].add(a["speaker"])
+    assert fr_id in side["train"] | side["val"] and not side["train"] & side["val"]
