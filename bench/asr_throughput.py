@@ -7,7 +7,7 @@
 Segments of mixed length (1 to 30 s) of demo speech. Baseline: each segment
 written as its own WAV file and transcribed with NeMo's
 ``transcribe(paths, batch_size=B)`` in manifest order (what a hand-written
-script does). Stage: ``speechprep.asr.transcribe_shard`` on the same segments
+script does). Stage: ``speechprep.asr.stage.AsrStage`` on the model-batch runner on the same segments
 read by offset/duration from their long source files, duration-sorted
 batches filled to the CPU seconds budget. Prints audio-seconds per second
 (medians of interleaved repeats) and the ratio (target >= 1.2x on CPU).
@@ -27,10 +27,13 @@ from pathlib import Path
 import numpy as np
 import soundfile as sf
 
-from speechprep import asr
-from speechprep.batching import seconds_budget
+from speechprep.asr import stage as asr
+from speechprep.asr.words import NemoTranscriber
+from speechprep.core import modelstage
+from speechprep.core.jsonio import write_jsonl
+from speechprep.core.modelstage import ShardFiles
 from speechprep.demo import long_source_segments
-from speechprep.jsonio import write_jsonl
+from tests.support import params
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -67,11 +70,8 @@ def main() -> None:
         build(REPO / "resources/demo/truth.json", Path(a.model))
     model = asr.load_model(a.model, a.device)
     sr = asr.model_sample_rate(model)
-    tx = asr.nemo_transcriber(model)
-    params = asr.AsrParams.defaults(model=a.model, device=a.device, cpu_batch_seconds=a.cpu_batch_seconds)
-    budget = seconds_budget(
-        a.device, params.cpu_batch_seconds, params.seconds_per_gib, params.gpu_reserve_gib, params.max_batch_seconds
-    )
+    tx = NemoTranscriber(model)
+    p = params(asr.AsrParams, model=a.model, device=a.device, cpu_batch_seconds=a.cpu_batch_seconds)
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         segs = make_segments(tmp, a.segments, np.random.default_rng(0))
@@ -86,17 +86,8 @@ def main() -> None:
             return [h.text for h in out]
 
         def stage(r):
-            asr.transcribe_shard(
-                str(shard),
-                str(tmp / f"o{r}.jsonl"),
-                str(tmp / f"r{r}.jsonl"),
-                params,
-                str(tmp / f"s{r}.jsonl"),
-                tx,
-                sr,
-                {"asr_model": a.model},
-                budget,
-            )
+            files = ShardFiles(str(shard), str(tmp / f"o{r}.jsonl"), str(tmp / f"r{r}.jsonl"), str(tmp / f"s{r}.jsonl"))
+            modelstage.run(asr.AsrStage(p, tx, sr), files)
             return [json.loads(x)["text"] for x in (tmp / f"o{r}.jsonl").read_text(encoding="utf-8").split("\n") if x]
 
         baseline()  # warm-up (first dataloader set-up, lazy inits)
@@ -121,7 +112,7 @@ def main() -> None:
         + ")"
     )
     print(
-        f"  stage: sorted batches within {budget:.0f} padded s, read by offset from the source: "
+        f"  stage: sorted batches within {p.cpu_batch_seconds:.0f} padded s, read by offset from the source: "
         f"{med['stage']:.2f} s, {audio / med['stage']:.1f} audio-s/s  (runs: "
         + ", ".join(f"{x:.2f}" for x in times["stage"])
         + ")"

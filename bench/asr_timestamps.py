@@ -5,7 +5,7 @@
                                                   [--segments 80] [--repeats 3]
 
 The segments of ``bench/asr_throughput.py`` (mixed 1-30 s of demo speech, read
-by offset from long source files) through ``speechprep.asr.transcribe_shard``
+by offset from long source files) through ``speechprep.asr.stage.AsrStage``
 twice per repeat, interleaved: with ``asr.timestamps`` off and on (NeMo's
 word timestamps and entropy confidences). Prints medians and the overhead
 (target <= 15 % on CPU).
@@ -23,9 +23,12 @@ from pathlib import Path
 import numpy as np
 from asr_throughput import REPO, make_segments
 
-from speechprep import asr
-from speechprep.batching import seconds_budget
-from speechprep.jsonio import read_jsonl, write_jsonl
+from speechprep.asr import stage as asr
+from speechprep.asr.words import NemoTranscriber
+from speechprep.core import modelstage
+from speechprep.core.jsonio import read_jsonl, write_jsonl
+from speechprep.core.modelstage import ShardFiles
+from tests.support import params
 
 
 def main() -> None:
@@ -42,9 +45,8 @@ def main() -> None:
     runs = {}
     for on in (False, True):  # two instances: timestamps change the model's decoding set-up
         model = asr.load_model(a.model, "cpu")
-        params = asr.AsrParams.defaults(model=a.model, device="cpu", timestamps=on)
-        runs[on] = (asr.nemo_transcriber(model, on), asr.model_sample_rate(model), params)
-    budget = seconds_budget("cpu", params.cpu_batch_seconds, 1, 0, params.max_batch_seconds)
+        p = params(asr.AsrParams, model=a.model, device="cpu", timestamps=on)
+        runs[on] = (NemoTranscriber(model, on), asr.model_sample_rate(model), p)
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         segs = make_segments(tmp, a.segments, np.random.default_rng(0))
@@ -53,10 +55,10 @@ def main() -> None:
         write_jsonl(shard, [{k: v for k, v in s.items() if not k.startswith("_")} for s in segs])
 
         def stage(on, r):
-            tx, sr, params = runs[on]
+            tx, sr, p = runs[on]
             out = tmp / f"o{on}{r}.jsonl"
-            args = (str(shard), str(out), str(tmp / f"r{on}{r}.jsonl"), params, str(tmp / f"s{on}{r}.jsonl"))
-            asr.transcribe_shard(*args, tx, sr, {"asr_model": a.model}, budget)
+            files = ShardFiles(str(shard), str(out), str(tmp / f"r{on}{r}.jsonl"), str(tmp / f"s{on}{r}.jsonl"))
+            modelstage.run(asr.AsrStage(p, tx, sr), files)
             return list(read_jsonl(out))
 
         stage(False, "warm")

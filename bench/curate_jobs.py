@@ -22,27 +22,25 @@ from pathlib import Path
 
 def job(name: str, root: Path) -> dict:
     from speechprep.curate import stage
-    from speechprep.curate.params import JOBS
+    from speechprep.jobs import JOBS
 
     shards = sorted(p.name.split(".")[0] for p in root.glob("shard-*.measures.jsonl"))
 
     def files(suffix: str) -> list[str]:
         return [str(root / f"{s}.{suffix}") for s in shards]
 
-    p = JOBS[name].from_dict(json.loads((root / "params.json").read_text(encoding="utf-8")))
+    p = JOBS[f"curate {name}"].params.from_dict(json.loads((root / "params.json").read_text(encoding="utf-8")))
     t = time.perf_counter()
     if name == "speakers":
-        report = stage.run_speakers(
+        speakers = stage.SpeakerFiles(
             ["bench"],
             [len(shards)],
             files("measures.jsonl"),
             files("embeddings.npy"),
             files("speakers.jsonl"),
             [str(root / "speaker_clusters.json")],
-            str(root / "speakers"),
-            str(root / "run_speaker_clusters.json"),
-            p,
         )
+        report = stage.run_speakers(speakers, str(root / "speakers"), str(root / "run_speaker_clusters.json"), p)
     else:
         report = stage.run_duplicates(files("measures.jsonl"), files("minhash.npy"), files("duplicates.jsonl"), p)
     return {

@@ -11,7 +11,7 @@ units. Both variants compute the same measures of every segment:
   meter, peak, clipping, DC, SNR (its file's non-speech), bandwidth, speaking rate, unit ratio,
   PCM sha256, MinHash, then Resemblyzer ``embed_utterance(preprocess_wav(x))``
   (what a hand-written script does), one JSON line and one ``.npy`` each;
-* stage: ``speechprep.curate.stage.run_measure`` (batches of ``batch_seconds``;
+* stage: ``speechprep.curate.measure.run`` (batches of ``batch_seconds``;
   DNSMOS windows batched with their full-resolution convolutions shared,
   Resemblyzer partials of a batch in one forward; resumable, atomic writes),
   ``curate.threads`` = 2.
@@ -44,22 +44,22 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def measure_params():
-    from speechprep.config import defaults
-    from speechprep.curate.params import MeasureParams, job_section
+    from speechprep.curate.params import MeasureParams
+    from tests.support import params
 
-    cfg = defaults()
-    return MeasureParams.from_dict({**job_section("measure", cfg), "device": "cpu"})
+    return params(MeasureParams, device="cpu", hash_cache=None)
 
 
 def run_variant(variant: str, d: Path, out: Path) -> dict:
     import torch
 
-    from speechprep.audio import read_segment
+    from speechprep.core.audio import read_segment
+    from speechprep.core.jsonio import read_jsonl, write_jsonl
+    from speechprep.core.modelstage import ShardFiles
+    from speechprep.curate import measure
     from speechprep.curate import measures as M
     from speechprep.curate.duplicates import minhash_signature
     from speechprep.curate.nonspeech import NonSpeech
-    from speechprep.curate.stage import Models, run_measure
-    from speechprep.jsonio import read_jsonl, write_jsonl
 
     torch.set_num_threads(2)
     p = measure_params()
@@ -68,21 +68,17 @@ def run_variant(variant: str, d: Path, out: Path) -> dict:
     segs = list(read_jsonl(d / "segments.jsonl"))
     units = {u["id"]: u["units"] for u in read_jsonl(d / "units.jsonl")}
     if variant == "stage":
-        models = Models(p, "cpu", threads=2)
+        models = measure.Models(p, "cpu", threads=2)
         models(warm)
         t, cpu = time.perf_counter(), time.process_time()
-        run_measure(
+        files = ShardFiles(
             str(d / "segments.jsonl"),
-            str(d / "units.jsonl"),
             str(out / "measures.jsonl"),
-            str(out / "embeddings.npy"),
-            str(out / "minhash.npy"),
             str(out / "rejects.jsonl"),
-            p,
             str(out / ".partial" / "shard.jsonl"),
-            threads=2,
-            models=models,
         )
+        emb, mh = str(out / "embeddings.npy"), str(out / "minhash.npy")
+        measure.run(files, p, str(d / "units.jsonl"), emb, mh, threads=2, models=models)
     else:
         import pyloudnorm
         from resemblyzer import VoiceEncoder, preprocess_wav
@@ -139,7 +135,7 @@ def run_variant(variant: str, d: Path, out: Path) -> dict:
 
 def compare(loop: Path, stage: Path) -> dict[str, float]:
     """Largest absolute difference per field between the two variants' results (0 = identical)."""
-    from speechprep.jsonio import read_jsonl
+    from speechprep.core.jsonio import read_jsonl
 
     a = {x["id"]: x for x in read_jsonl(loop / "measures.jsonl")}
     b = {x["id"]: x for x in read_jsonl(stage / "measures.jsonl")}
@@ -169,7 +165,7 @@ def main() -> None:
         print(json.dumps(run_variant(a._variant, d, out)))
         return
 
-    from speechprep.jsonio import write_jsonl
+    from speechprep.core.jsonio import write_jsonl
 
     with tempfile.TemporaryDirectory() as tmp:
         d = Path(tmp)

@@ -32,7 +32,7 @@ SHARD = 10_000
 
 def make(root: Path, n: int, num_perm: int, seed: int = 0) -> int:
     """Write the shards; return how many duplicates were planted."""
-    from speechprep.jsonio import write_jsonl
+    from speechprep.core.jsonio import write_jsonl
 
     rng = np.random.default_rng(seed)
     sigs = rng.integers(0, 2**32, (n, num_perm), dtype=np.uint64)  # datasketch's values are < 2^32
@@ -67,11 +67,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000])
     a = ap.parse_args()
-    from speechprep.config import defaults
+    from speechprep.core.jsonio import read_jsonl
     from speechprep.curate.params import job_section
-    from speechprep.jsonio import read_jsonl
+    from tests.support import config
 
-    cfg = defaults()
+    cfg = config()
     params = job_section("duplicates", cfg)
     num_perm = cfg["curate"]["minhash_perm"]
     print(f"duplicates job params: {params}; {num_perm} MinHash values per segment")

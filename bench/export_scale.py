@@ -13,10 +13,10 @@ its own process (its peak RSS is its own):
 * the layout: per segment four arrays (text ids, codes at 50 Hz, a 256-d
   condition vector, an 88-d emotion vector) and one resynthesised WAV, written
   to a scratch directory as the TTS and S2S jobs do, then placed per shard by
-  the stages' own ``place_arrays`` / ``place_wavs`` (``files``: one file per
+  the stages' own writer (``speechprep.core.artifacts.Scratch.place``) (``files``: one file per
   segment; ``packed``: one per shard and kind); a features index per shard and
   the dataset's manifests.
-* ``export``: ``speechprep.export.run_shard`` per shard, every format of
+* ``export``: ``speechprep.export.stage.run_shard`` per shard, every format of
   ``--formats`` from those manifests and arrays (what the export stage runs).
 
 Prints, per layout, phase and format: wall time, peak RSS, files, bytes, and per
@@ -39,11 +39,12 @@ from pathlib import Path
 import numpy as np
 import soundfile as sf
 
-from speechprep import export
-from speechprep.jsonio import write_jsonl
-from speechprep.npyio import LAYOUTS, save_npy
-from speechprep.s2s import place_wavs
-from speechprep.tts.features import artifact, place_arrays
+from speechprep.core.artifacts import WAV, Kind, Scratch
+from speechprep.core.jsonio import write_jsonl
+from speechprep.core.npyio import LAYOUTS
+from speechprep.export import stage as export
+from speechprep.export.params import ExportParams
+from speechprep.tts.features import DTYPES
 
 SR = 16000
 SOURCE_SECONDS = 600  # per shard; segments wrap around it
@@ -102,7 +103,8 @@ def write_layout(root: Path, segments: int, shards: int, mean: float, layout: st
         src.parent.mkdir(parents=True, exist_ok=True)
         sf.write(src, speechlike(SOURCE_SECONDS, rng), SR, subtype="PCM_16")
         offset, index, shard_lines, wav_lines = 0.0, [], [], []
-        scratch = root / "scratch" / shard
+        tts_scratch = Scratch(root / "scratch" / shard / "tts", [Kind(k, DTYPES[k]) for k in export.FEATURES])
+        s2s_scratch = Scratch(root / "scratch" / shard / "s2s", [Kind("wav", WAV)])
         for k in range(min(per_shard, segments - s * per_shard)):
             dur = round(float(rng.uniform(0.5, 1.5) * mean), 3)
             if offset + dur > SOURCE_SECONDS:
@@ -124,19 +126,17 @@ def write_layout(root: Path, segments: int, shards: int, mean: float, layout: st
                 "speaker": f"spk{k % 50}",
             }
             for kind, a in arrays.items():
-                save_npy(artifact(scratch / "tts", kind, id_), a)
-            wav = scratch / "s2s" / f"{id_}.wav"  # the unit vocoder's resynthesis
-            wav.parent.mkdir(parents=True, exist_ok=True)
-            x = 0.5 * speechlike(dur, rng)
-            sf.write(wav, x, SR, subtype="PCM_16")
+                tts_scratch.save(kind, id_, a)
+            x = 0.5 * speechlike(dur, rng)  # the unit vocoder's resynthesis
+            s2s_scratch.save("wav", id_, x)
             shard_lines.append(line)
             wav_lines.append({"id": id_, "wav_samples": len(x)})
             index.append({"id": id_})
             offset += dur
             total += dur
-        place_arrays(shard_lines, scratch / "tts", root / "tts" / shard, layout, kinds=export.FEATURES)
-        place_wavs(wav_lines, scratch / "s2s", root / "s2s" / shard, layout)
-        shutil.rmtree(scratch)
+        tts_scratch.place(shard_lines, {k: root / "tts" / shard / k for k in export.FEATURES}, layout)
+        s2s_scratch.place(wav_lines, {"wav": root / "s2s" / shard}, layout)
+        shutil.rmtree(root / "scratch" / shard)
         lines += shard_lines
         write_jsonl(root / "tts" / f"{shard}.features.jsonl", index)
     write_jsonl(root / "tts" / "train_manifest.jsonl", lines[len(lines) // 50 :])
@@ -145,7 +145,7 @@ def write_layout(root: Path, segments: int, shards: int, mean: float, layout: st
 
 
 def export_all(root: Path, shards: int, formats: list[str]) -> None:
-    params = export.ExportParams(tuple(formats), SR, None)
+    params = ExportParams(list(formats), SR, None)
     manifests = [str(root / "tts" / "train_manifest.jsonl"), str(root / "tts" / "val_manifest.jsonl")]
     for s in range(shards):
         shard = f"shard-{s:04d}"

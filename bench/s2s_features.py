@@ -11,7 +11,7 @@ conv extractor's GroupNorm is per segment):
 
 * ``eager``: fairseq's ``extract_features`` (textlesslib's dense model loop; what
   ``s2s.dense_features`` computes per segment);
-* ``onnxruntime``: ``speechprep.s2s_runtime``: the checkpoint exported by
+* ``onnxruntime``: ``speechprep.s2s.runtime``: the checkpoint exported by
   ``build_export`` (checked against eager at build time) in an onnxruntime session;
 * ``onnxruntime-spin`` (ORT threads spin while idle), ``onnxruntime-dynamo`` (the
   ``dynamo=True`` exporter), ``onnxruntime-noarena`` (no memory arena): design
@@ -82,7 +82,7 @@ def worker(a) -> None:
     segs = segments(a)
     t = time.perf_counter()
     if a.worker == "eager":
-        from speechprep import fairseq_legacy
+        from speechprep.s2s import fairseq_legacy
 
         model = fairseq_legacy.load(a.checkpoint)[0].float().eval()
 
@@ -92,7 +92,7 @@ def worker(a) -> None:
                     torch.from_numpy(x)[None], padding_mask=None, mask=False, output_layer=a.layer
                 )[0][0].numpy()
     else:
-        from speechprep import s2s_runtime
+        from speechprep.s2s import runtime as s2s_runtime
 
         run = s2s_runtime.load_encoder(
             a.export,
@@ -194,8 +194,8 @@ def main() -> None:
 
     import torch
 
-    from speechprep import s2s_runtime
     from speechprep.demo.s2s_models import BASE_CONV_LAYERS, save_checkpoint, tiny_hubert
+    from speechprep.s2s import runtime as s2s_runtime
 
     logging.basicConfig(level=logging.WARNING)
     variants = a.variants.split(",")

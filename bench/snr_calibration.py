@@ -26,14 +26,14 @@ import soundfile as sf
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from speechprep.audio import read_segment  # noqa: E402
-from speechprep.config import defaults  # noqa: E402
+from speechprep.core.audio import read_segment  # noqa: E402
 from speechprep.curate import measures as M  # noqa: E402
 from speechprep.curate.nonspeech import NonSpeech  # noqa: E402
 from tests import real_speech as R  # noqa: E402
+from tests.support import config  # noqa: E402
 
 SR = 16000
-CFG = defaults()["curate"]
+CFG = config()["curate"]
 BAND, SECONDS = tuple(CFG["snr_band_hz"]), CFG["snr_noise_seconds"]
 
 

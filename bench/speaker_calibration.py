@@ -37,7 +37,7 @@ from tests import real_speech as R  # noqa: E402
 
 def embed(utts: list[R.Utterance]) -> tuple[np.ndarray, np.ndarray]:
     """(embeddings of the clips Resemblyzer finds a voice in, their indices), cached by path."""
-    from speechprep.tts.encoders import ResemblyzerEncoder
+    from speechprep.encoders import ResemblyzerEncoder
 
     cache = R.root() / "speaker_calibration.npz"
     have: dict[str, np.ndarray] = {}

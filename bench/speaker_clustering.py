@@ -32,7 +32,7 @@ SHARD = 10_000
 
 
 def make(root: Path, n: int, speakers: int, spread: float, per_file: int = 1, dim: int = 256, seed: int = 0) -> None:
-    from speechprep.jsonio import write_jsonl
+    from speechprep.core.jsonio import write_jsonl
 
     rng = np.random.default_rng(seed)
     c = rng.standard_normal((speakers, dim))
@@ -55,8 +55,8 @@ def make(root: Path, n: int, speakers: int, spread: float, per_file: int = 1, di
 
 def purity(root: Path) -> tuple[float, float]:
     """(purity, inverse purity) of the assignment against the true speakers."""
+    from speechprep.core.jsonio import read_jsonl
     from speechprep.curate.speakers import purity
-    from speechprep.jsonio import read_jsonl
 
     truth = np.load(root / "truth.npy")
     got = [a["speaker"] for s in sorted(root.glob("shard-*.speakers.jsonl")) for a in read_jsonl(s)]
@@ -72,11 +72,12 @@ def main() -> None:
     ap.add_argument("--linkage", help="speaker_linkage instead of the config's (to compare in one session)")
     ap.add_argument("--threshold", type=float, help="speaker_threshold instead of the config's")
     a = ap.parse_args()
-    from speechprep.config import defaults
-    from speechprep.curate.params import job_section
+    from dataclasses import asdict
 
-    cfg = defaults()
-    params = job_section("speakers", cfg)
+    from speechprep.curate.params import SpeakerParams
+    from tests.support import params as config_params
+
+    params = asdict(config_params(SpeakerParams))
     params.update({k: v for k, v in (("speaker_linkage", a.linkage), ("speaker_threshold", a.threshold)) if v})
     print(f"speakers job params: {params}")
     for n in a.sizes:

@@ -9,7 +9,7 @@ and openSMILE eGeMAPSv02 functionals per segment as .npy files.
 
 * loop: one segment at a time: read, ``preprocess_wav`` + ``embed_utterance``,
   ``Smile.process_signal``, three ``np.save`` (what a hand-written script does);
-* stage: ``speechprep.tts.features.run_features`` (batches from the seconds budget,
+* stage: ``speechprep.tts.features.run`` (batches from the seconds budget,
   Resemblyzer partials of a whole batch in one forward, openSMILE in a thread
   pool beside it, resumable, atomic writes), ``tts.threads`` = 2.
 
@@ -34,6 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from speechprep.demo import long_source_segments
+from tests.support import params
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -41,32 +42,31 @@ REPO = Path(__file__).resolve().parents[1]
 def run_variant(variant: str, segs_path: Path, units_path: Path, out: Path, device: str) -> dict:
     import torch
 
-    from speechprep.audio import read_segment
-    from speechprep.jsonio import read_jsonl, write_jsonl
-    from speechprep.npyio import save_npy
-    from speechprep.tts.encoders import Encoders
-    from speechprep.tts.features import TtsParams, run_features
+    from speechprep.core.audio import read_segment
+    from speechprep.core.jsonio import read_jsonl, write_jsonl
+    from speechprep.core.modelstage import ShardFiles
+    from speechprep.core.npyio import save_npy
+    from speechprep.encoders import Encoders
+    from speechprep.tts import features
+    from speechprep.tts.features import TtsParams
 
     torch.set_num_threads(2)
     segs = list(read_jsonl(segs_path))
     units = {u["id"]: u["units"] for u in read_jsonl(units_path)}
     if variant == "stage":
-        p = TtsParams.defaults(device=device)
+        p = params(TtsParams, device=device)
         enc = Encoders(p.condition, p.emotion, device, threads=2)
         write_jsonl(out / "s2s_rejects.jsonl", [])
         t = time.perf_counter()
-        run_features(
+        arrays = {k: str(out / "shard" / k) for k in features.FEATURES}
+        files = ShardFiles(
             str(segs_path),
-            str(units_path),
-            str(out / "s2s_rejects.jsonl"),
             str(out / "index.jsonl"),
             str(out / "rejects.jsonl"),
-            str(out / "shard"),
-            p,
             str(out / ".partial" / "shard.jsonl"),
-            threads=2,
-            encoders=enc,
+            arrays,
         )
+        features.run(files, p, str(units_path), str(out / "s2s_rejects.jsonl"), threads=2, encoders=enc)
     else:
         import opensmile
         from resemblyzer import VoiceEncoder, preprocess_wav
@@ -106,7 +106,7 @@ def main() -> None:
         print(json.dumps(run_variant(a._variant, d / "segments.jsonl", d / "units.jsonl", out, a.device)))
         return
 
-    from speechprep.jsonio import write_jsonl
+    from speechprep.core.jsonio import write_jsonl
 
     with tempfile.TemporaryDirectory() as tmp:
         d = Path(tmp)

@@ -17,8 +17,10 @@ from pathlib import Path
 import numpy as np
 import soxr
 
+from tests.support import params
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from speechprep.vad import VadParams, hysteresis_flags, make_segments, speech_flags
+from speechprep.vad.stage import VadParams, hysteresis_flags, make_segments, speech_flags
 from tests import real_speech as R
 
 SETTINGS = [(0.5, 0.5), (0.5, 0.35), (0.4, 0.3), (0.35, 0.3), (0.35, 0.25), (0.3, 0.2)]
@@ -30,7 +32,7 @@ def speech_seconds(x: np.ndarray, p: VadParams) -> list[float]:
 
 
 def main() -> None:
-    p = VadParams.defaults()
+    p = params(VadParams)
     tmp = Path(tempfile.mkdtemp())
     utts = R.librivox() + R.cards() + R.alsa_voice() + R.klettres("en")[:8] + R.klettres("de")[:6]
     rows: dict[str, np.ndarray] = {}

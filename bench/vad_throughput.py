@@ -5,7 +5,7 @@
 
 Baseline: one process reads each file as 16 kHz int16 and calls
 ``TenVad.process`` over its frames (what a hand-written script does).
-Stage: ``speechprep.vad.run_shard`` on a shard of the same files, with 1 and
+Stage: ``speechprep.vad.stage.run_shard`` on a shard of the same files, with 1 and
 with 2 worker processes (decode, resample check, segments, stats, checkpoint,
 outputs included). Prints audio-seconds per second, medians over repeats,
 and the ratios: per worker (target >= 0.95) and 2 workers vs 1 (target >= 1.8
@@ -23,9 +23,10 @@ from pathlib import Path
 import numpy as np
 import soundfile as sf
 
+from speechprep.core.jsonio import write_jsonl
 from speechprep.demo import demo_audio
-from speechprep.jsonio import write_jsonl
-from speechprep.vad import VadParams, run_shard
+from speechprep.vad.stage import VadParams, run_shard
+from tests.support import params
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -64,7 +65,7 @@ def stage(entries: list[dict], shard: Path, out: Path, workers: int) -> float:
         str(out / "seg.jsonl"),
         str(out / "stats.jsonl"),
         str(out / "rej.jsonl"),
-        VadParams.defaults(),
+        params(VadParams),
         workers,
         str(out / "resume.jsonl"),
     )

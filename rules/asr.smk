@@ -27,10 +27,10 @@ rule asr:
         runtime=scaled(30, 60, of="segments"),
     params:
         cmd=speechprep("asr"),
-        asr=lambda wc: stage_params("asr", wc.ds, language=True),
+        p=job_params("asr run"),
         resume=f"{RESULTS}/{{ds}}/asr/.partial/{{shard}}.jsonl",
     shell:
-        "{params.cmd} asr run --segments {input.segments:q} --params {params.asr:q} --threads {threads}"
+        "{params.cmd} asr run --segments {input.segments:q} --params {params.p:q} --threads {threads}"
         " --resume {params.resume:q} --out {output.transcripts:q} --rejects {output.rejects:q}"
         " > {log:q} 2>&1"
 

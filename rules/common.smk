@@ -8,16 +8,16 @@ from functools import cache
 from pathlib import Path
 
 
-from speechprep.config import check as check_config
-from speechprep.config import demo_model_warnings
-from speechprep.config import digest as config_digest
-from speechprep.config import effective as effective_config
-from speechprep.curate.params import job_section as curate_job_section
-from speechprep.envmodules import setup_env_modules
-from speechprep.inventory import inventory_digest
-from speechprep.modelfiles import is_local_model
-from speechprep.resources import memory_mb, shard_content
-from speechprep.slurm import use_status_shims
+from speechprep.core.config import check as check_config
+from speechprep.core.config import demo_model_warnings
+from speechprep.core.config import digest as config_digest
+from speechprep.core.config import effective as effective_config
+from speechprep.jobs import job_params as select_job_params
+from speechprep.core.envmodules import setup_env_modules
+from speechprep.core.inventory import inventory_digest
+from speechprep.core.modelfiles import is_local_model
+from speechprep.core.resources import memory_mb, shard_content
+from speechprep.core.slurm import use_status_shims
 
 REPO = Path(workflow.basedir)
 # what the conda env files' last pip line installs: this checkout, editable
@@ -37,7 +37,9 @@ DEMO_TRUTH = str(REPO / "resources" / "demo" / "truth.json")
 
 # Every default from config/config.yaml, the user's files and values over it
 # (a --configfile that lists `datasets` runs those alone).
-_effective = effective_config(config, [str(f) for f in workflow.overwrite_configfiles])
+_effective = effective_config(
+    config, [str(f) for f in workflow.overwrite_configfiles], REPO / "config" / "config.yaml"
+)
 config.clear()
 config.update(_effective)
 
@@ -48,7 +50,8 @@ def _active_sdms():
 
 
 def speechprep(env):
-    """`python -m speechprep` in environment `env`, for a rule's `params`.
+    """`python -m speechprep` in environment `env`, for a rule's `params`; the job checks
+    that it runs with the pins of envs/<env>.yaml.
 
     Under --sdm env-modules or conda, Snakemake supplies the environment and
     `python` is the stage's own. In a plain run (`snakemake --cores N`), the
@@ -59,7 +62,8 @@ def speechprep(env):
         venv_python = REPO / ".venvs" / env / "bin" / "python"
         if venv_python.exists():
             python = str(venv_python)
-    return f"{shlex.quote(python)} -m speechprep"
+    env_file = REPO / "envs" / f"{env}.yaml"
+    return f"{shlex.quote(python)} -m speechprep --env-file {shlex.quote(str(env_file))}"
 
 
 setup_env_modules(REPO / ".venvs", required="ENV_MODULES" in _active_sdms())
@@ -68,41 +72,28 @@ for _line in demo_model_warnings(config, REPO):
     print(_line, file=sys.stderr)
 
 
-def dataset_cfg(ds):
-    """A dataset's ingest settings: the global `ingest` defaults, then its own keys."""
-    merged = {k: v for k, v in config.get("ingest", {}).items() if k != "threads"}
-    merged.update({k: v for k, v in config["datasets"][ds].items() if k != "language"})
-    return merged
-
-
-def dataset_languages():
-    """Each dataset's `language` (the default for its segments without one)."""
-    return {ds: d.get("language") for ds, d in config["datasets"].items()}
-
-
 @cache
 def inventory(ds):
     """Digest of an audio_dir's files (names, sizes, mtimes): ingest reruns when it changes."""
-    d = dataset_cfg(ds)
-    return inventory_digest(d["audio_dir"], d["extensions"]) if d.get("audio_dir") else ""
+    d = config["datasets"][ds]
+    extensions = d.get("extensions", config["ingest"]["extensions"])
+    return inventory_digest(d["audio_dir"], extensions) if d.get("audio_dir") else ""
 
 
 # Model sha256 digests, computed once per file version (speechprep.models.sha256_cached).
 HASH_CACHE = f"{RESULTS}/.cache/sha256"
 
 
-def stage_params(stage, ds=None, skip=(), language=False):
-    """A stage's config minus its resource keys (changing threads reruns nothing)
-    and `skip`, as JSON. For a model stage (`ds` given), with the shared
-    model-failure rule and the hash cache; with `language`, the dataset's
-    default language."""
-    p = {k: v for k, v in config[stage].items() if k != "threads" and k not in skip}
-    if ds is not None:
-        p["model_failure"] = config["model_failure"]
-        p["hash_cache"] = HASH_CACHE
-    if language:
-        p["dataset_language"] = config["datasets"][ds].get("language")
-    return json.dumps(p, sort_keys=True)
+def job_params(job):
+    """A rule's `params` function: its job's parameters (JSON) selected from the config for
+    the rule's dataset (speechprep.jobs): a config change reruns exactly the jobs it changes."""
+
+    def f(wildcards):
+        ds = getattr(wildcards, "ds", None)
+        given = {"hash_cache": HASH_CACHE, "name": ds, "config_sha256": config_sha256()}
+        return select_job_params(job, config, ds, **given)
+
+    return f
 
 
 def shards(ds):
@@ -156,7 +147,7 @@ def scaled(base, per_mb=0.0, of=None, cap=None):
 
 def shard_memory(stage, of, models=(), **settings):
     """`mem_mb` of a shard rule: what its job will hold (its shard's lines, longest
-    segment and audio, its models, its batch; speechprep.resources), x the attempt.
+    segment and audio, its models, its batch; speechprep.core.resources), x the attempt.
     `of`: the input that lists the shard, or a function of the wildcards giving a file."""
 
     def f(wildcards, input, threads, attempt):
@@ -199,39 +190,8 @@ def s2s_model_files(wildcards):
     return [config["s2s"][k] for k in ("hubert", "kmeans", "vocoder", "vocoder_config")]
 
 
-# TTS settings that only the tokenizer and text ids (or only the manifests) read:
-# the audio-feature jobs do not rerun when they change.
-TTS_TEXT_KEYS = (
-    "tokenizer",
-    "vocab_size",
-    "val_ratio",
-    "split_by_speaker",
-    "normalize",
-    "normalize_languages",
-    "normalize_grammars",
-    "layout",
-)
-# tts.layout: files (one array/WAV per segment) or packed (one file per shard and kind).
-LAYOUT = config["tts"]["layout"]
 # Built text-normalisation grammars, a directory per language (rule tts_grammars).
 GRAMMARS = config["tts"]["normalize_grammars"].rstrip("/")
-
-
-def tts_tokenizer_params():
-    return json.dumps({"vocab_size": config["tts"]["vocab_size"]})
-
-
-def tts_normalize_params():
-    """The text keys the normalise job reads (speechprep.tts.spoken.TextParams)."""
-    keys = ("languages", "normalize", "normalize_languages")
-    return json.dumps({k: config["tts"][k] for k in keys}, sort_keys=True)
-
-
-def tts_language_flags(ds):
-    """The dataset's language (if set) and asr.language, for `tts normalize`."""
-    own = config["datasets"][ds].get("language")
-    flags = f"--language {shlex.quote(own)} " if own else ""
-    return flags + f"--default-language {shlex.quote(config['asr']['language'])}"
 
 
 def tts_grammar_dirs(wildcards):
@@ -250,10 +210,6 @@ def tts_normalized_all(wildcards):
     ]
 
 
-def tts_encoders():
-    return json.dumps({k: config["tts"][k] for k in ("condition", "emotion")}, sort_keys=True)
-
-
 def tts_tokenizer_file(wildcards):
     """`tts.tokenizer`, or the one rule tts_tokenizer trains on the transcripts."""
     return config["tts"].get("tokenizer") or f"{RESULTS}/{ALL}/tts/tokenizer.model"
@@ -266,20 +222,6 @@ def tts_encoder_files(wildcards):
         for k in ("condition", "emotion")
         if config["tts"][k].startswith("torchscript:")
     ]
-
-
-def export_shard_params():
-    """The export keys a shard job reads (the bucket keys only shape stats.json)."""
-    return stage_params("export", skip=("bucket_edges", "buckets"))
-
-
-def export_summary_params():
-    return json.dumps({k: config["export"][k] for k in ("bucket_edges", "buckets")}, sort_keys=True)
-
-
-def curate_params(job):
-    """JSON of the `curate` keys one curation job reads (and the shared rule, hash cache)."""
-    return json.dumps(curate_job_section(job, config, HASH_CACHE), sort_keys=True)
 
 
 def per_shard_paths(ds, directory, suffix):

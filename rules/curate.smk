@@ -29,11 +29,11 @@ rule curate_measure:
         runtime=scaled(30, 60, of="segments"),
     params:
         cmd=speechprep("curate"),
-        curate=lambda wc: curate_params("measure"),
+        p=job_params("curate measure"),
         resume=f"{RESULTS}/{{ds}}/curate/.partial/{{shard}}.jsonl",
     shell:
         "{params.cmd} curate measure --segments {input.segments:q} --units {input.units:q}"
-        " --params {params.curate:q} --threads {threads} --resume {params.resume:q}"
+        " --params {params.p:q} --threads {threads} --resume {params.resume:q}"
         " --out {output.measures:q} --embeddings {output.embeddings:q} --minhash {output.minhash:q}"
         " --rejects {output.rejects:q} > {log:q} 2>&1"
 
@@ -63,13 +63,13 @@ rule curate_speakers:
         runtime=scaled(60),
     params:
         cmd=speechprep("curate"),
-        curate=lambda wc: curate_params("speakers"),
+        p=job_params("curate speakers"),
         datasets=speaker_job_args,
     shell:
         "{params.cmd} curate speakers {params.datasets} --measures {input.measures:q}"
         " --embeddings {input.embeddings:q} --dataset-clusters {output.clusters:q}"
         " --centroids-dir {output.centroids:q} --clusters {output.run_clusters:q}"
-        " --params {params.curate:q} > {log:q} 2>&1"
+        " --params {params.p:q} > {log:q} 2>&1"
 
 
 rule curate_duplicates:
@@ -90,11 +90,11 @@ rule curate_duplicates:
         runtime=scaled(60),
     params:
         cmd=speechprep("curate"),
-        curate=lambda wc: curate_params("duplicates"),
+        p=job_params("curate duplicates"),
         out=lambda wc, output: per_shard_paths(wc.ds, output.out, ".jsonl"),
     shell:
         "{params.cmd} curate duplicates --measures {input.measures:q} --minhash {input.minhash:q}"
-        " --out {params.out} --params {params.curate:q} > {log:q} 2>&1"
+        " --out {params.out} --params {params.p:q} > {log:q} 2>&1"
 
 
 rule curate_decide:
@@ -118,11 +118,11 @@ rule curate_decide:
         runtime=scaled(15),
     params:
         cmd=speechprep("curate"),
-        curate=lambda wc: curate_params("decide"),
+        p=job_params("curate decide"),
     shell:
         "{params.cmd} curate decide --measures {input.measures:q} --measure-rejects {input.measure_rejects:q}"
         " --speakers {input.assign:q}/{wildcards.shard}.jsonl --duplicates {input.duplicates:q}/{wildcards.shard}.jsonl"
-        " --params {params.curate:q} --out {output.kept:q} --rejects {output.rejects:q} > {log:q} 2>&1"
+        " --params {params.p:q} --out {output.kept:q} --rejects {output.rejects:q} > {log:q} 2>&1"
 
 
 rule curate_summary:

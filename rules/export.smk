@@ -33,12 +33,12 @@ rule export_shard:
         runtime=scaled(15, 60, of="features"),
     params:
         cmd=speechprep("export"),
-        export=lambda wc: export_shard_params(),
+        p=job_params("export shard"),
         resume=f"{RESULTS}/{{ds}}/export/.partial/{{shard}}.jsonl",
         out_dir=f"{RESULTS}/{{ds}}/export",
     shell:
         "{params.cmd} export shard --manifests {input.manifests:q} --features {input.features:q}"
-        " --params {params.export:q} --resume {params.resume:q} --out-dir {params.out_dir:q}"
+        " --params {params.p:q} --resume {params.resume:q} --out-dir {params.out_dir:q}"
         " --rejects {output.rejects:q} > {log:q} 2>&1"
 
 
@@ -64,7 +64,7 @@ rule export_summary:
         runtime=scaled(15),
     params:
         cmd=speechprep("export"),
-        export=lambda wc: export_summary_params(),
+        p=job_params("export summary"),
     shell:
-        "{params.cmd} export summary --indexes {input.indexes:q} --params {params.export:q}"
+        "{params.cmd} export summary --indexes {input.indexes:q} --params {params.p:q}"
         " --index {output.index:q} --stats {output.stats:q} > {log:q} 2>&1"

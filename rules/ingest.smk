@@ -27,9 +27,9 @@ checkpoint ingest:
         runtime=scaled(60),
     params:
         cmd=speechprep("ingest"),
-        dataset=lambda wc: json.dumps(dataset_cfg(wc.ds), sort_keys=True),
+        p=job_params("ingest run"),
         inventory=lambda wc: inventory(wc.ds),
     shell:
-        "{params.cmd} ingest run --name {wildcards.ds:q} --dataset {params.dataset:q}"
+        "{params.cmd} ingest run --params {params.p:q}"
         " --threads {threads} --manifest {output.manifest:q} --rejects {output.rejects:q}"
         " --shards-dir {output.shards:q} > {log:q} 2>&1"

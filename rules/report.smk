@@ -27,11 +27,11 @@ rule report_plots:
         runtime=15,
     params:
         cmd=speechprep("report"),
-        stages=lambda wc: " ".join(config["stages"]),
+        p=job_params("report plots"),
         results=lambda wc: f"{RESULTS}/{wc.ds}",
         out_dir=lambda wc: f"{RESULTS}/{wc.ds}/report",
     shell:
-        "{params.cmd} report plots --results {params.results:q} --stages {params.stages}"
+        "{params.cmd} report plots --results {params.results:q} --params {params.p:q}"
         " --out-dir {params.out_dir:q} > {log:q} 2>&1"
 
 
@@ -65,9 +65,9 @@ rule report_curation:
         runtime=30,
     params:
         cmd=speechprep("report"),
-        curate=lambda wc: curate_params("decide"),
+        p=job_params("report curation"),
         results=lambda wc: f"{RESULTS}/{wc.ds}",
         out_dir=lambda wc: f"{RESULTS}/{wc.ds}/report",
     shell:
-        "{params.cmd} report curation --results {params.results:q} --params {params.curate:q}"
+        "{params.cmd} report curation --results {params.results:q} --params {params.p:q}"
         " --out-dir {params.out_dir:q} > {log:q} 2>&1"

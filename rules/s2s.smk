@@ -21,9 +21,9 @@ rule s2s_export:
         runtime=60,
     params:
         cmd=speechprep("s2s"),
-        layer=config["s2s"]["layer"],
+        p=job_params("s2s export"),
     shell:
-        "{params.cmd} s2s export --checkpoint {input.hubert:q} --layer {params.layer} --threads {threads}"
+        "{params.cmd} s2s export --checkpoint {input.hubert:q} --params {params.p:q} --threads {threads}"
         " --out {output.onnx:q} > {log:q} 2>&1"
 
 
@@ -55,11 +55,10 @@ rule s2s:
         runtime=scaled(30, 120, of="segments"),
     params:
         cmd=speechprep("s2s"),
-        s2s=lambda wc: stage_params("s2s", wc.ds),
+        p=job_params("s2s run"),
         resume=f"{RESULTS}/{{ds}}/s2s/.partial/{{shard}}.jsonl",
         export=lambda wc, input: f"--export {shlex.quote(input.export[0])}" if input.export else "",
-        layout=LAYOUT,
     shell:
-        "{params.cmd} s2s run --segments {input.segments:q} --params {params.s2s:q} --threads {threads}"
-        " --resume {params.resume:q} --units {output.units:q} --wav-dir {output.wavs:q}"
-        " --rejects {output.rejects:q} {params.export} --layout {params.layout} > {log:q} 2>&1"
+        "{params.cmd} s2s run --segments {input.segments:q} --params {params.p:q} --threads {threads}"
+        " --resume {params.resume:q} --out {output.units:q} --wav-dir {output.wavs:q}"
+        " --rejects {output.rejects:q} {params.export} > {log:q} 2>&1"

@@ -46,16 +46,15 @@ rule tts_normalize:
         runtime=scaled(15, 60, of="segments"),
     params:
         cmd=speechprep("tts"),
-        tts=lambda wc: tts_normalize_params(),
-        languages=lambda wc: tts_language_flags(wc.ds),
+        p=job_params("tts normalize"),
         grammars=lambda wc, input: (
             ("--grammars " + " ".join(shlex.quote(g) for g in input.grammars))
             if input.grammars
             else ""
         ),
     shell:
-        "{params.cmd} tts normalize --segments {input.segments:q} --params {params.tts:q}"
-        " {params.languages} {params.grammars} --out {output:q} > {log:q} 2>&1"
+        "{params.cmd} tts normalize --segments {input.segments:q} --params {params.p:q}"
+        " {params.grammars} --out {output:q} > {log:q} 2>&1"
 
 
 rule tts_tokenizer:
@@ -76,10 +75,10 @@ rule tts_tokenizer:
         runtime=60,
     params:
         cmd=speechprep("tts"),
-        tts=lambda wc: tts_tokenizer_params(),
+        p=job_params("tts tokenizer"),
     shell:
         "{params.cmd} tts tokenizer --normalized {input.normalized:q}"
-        " --params {params.tts:q} --model {output.model:q} > {log:q} 2>&1"
+        " --params {params.p:q} --model {output.model:q} > {log:q} 2>&1"
 
 
 rule tts_features:
@@ -113,15 +112,14 @@ rule tts_features:
         runtime=scaled(30, 60, of="segments"),
     params:
         cmd=speechprep("tts"),
-        tts=lambda wc: stage_params("tts", wc.ds, skip=TTS_TEXT_KEYS, language=True),
+        p=job_params("tts features"),
         resume=f"{RESULTS}/{{ds}}/tts/.partial/{{shard}}.jsonl",
         out_dir=f"{RESULTS}/{{ds}}/tts/{{shard}}",
-        layout=LAYOUT,
     shell:
         "{params.cmd} tts features --segments {input.segments:q} --units {input.units:q}"
-        " --s2s-rejects {input.s2s_rejects:q} --params {params.tts:q} --threads {threads}"
-        " --resume {params.resume:q} --index {output.index:q} --rejects {output.rejects:q}"
-        " --out-dir {params.out_dir:q} --layout {params.layout} > {log:q} 2>&1"
+        " --s2s-rejects {input.s2s_rejects:q} --params {params.p:q} --threads {threads}"
+        " --resume {params.resume:q} --out {output.index:q} --rejects {output.rejects:q}"
+        " --out-dir {params.out_dir:q} > {log:q} 2>&1"
 
 
 rule tts_text:
@@ -131,6 +129,7 @@ rule tts_text:
         tokenizer=tts_tokenizer_file,
     output:
         index=f"{RESULTS}/{{ds}}/tts/{{shard}}.text.jsonl",
+        rejects=f"{RESULTS}/{{ds}}/tts/{{shard}}.text_rejects.jsonl",
         ids=directory(f"{RESULTS}/{{ds}}/tts/{{shard}}/text_ids"),
     log:
         f"{RESULTS}/{{ds}}/logs/tts_text/{{shard}}.log",
@@ -146,11 +145,11 @@ rule tts_text:
         runtime=scaled(15),
     params:
         cmd=speechprep("tts"),
-        layout=LAYOUT,
+        p=job_params("tts text"),
     shell:
         "{params.cmd} tts text --index {input.index:q} --normalized {input.normalized:q}"
-        " --tokenizer {input.tokenizer:q} --layout {params.layout}"
-        " --out {output.index:q} --ids-dir {output.ids:q} > {log:q} 2>&1"
+        " --tokenizer {input.tokenizer:q} --params {params.p:q} --out {output.index:q}"
+        " --rejects {output.rejects:q} --ids-dir {output.ids:q} > {log:q} 2>&1"
 
 
 rule tts_manifest:
@@ -158,6 +157,8 @@ rule tts_manifest:
         features=per_shard(f"{RESULTS}/{{ds}}/tts/{{shard}}.features.jsonl"),
         texts=per_shard(f"{RESULTS}/{{ds}}/tts/{{shard}}.text.jsonl"),
         rejects=per_shard(f"{RESULTS}/{{ds}}/tts/{{shard}}.rejects.jsonl"),
+        text_rejects=per_shard(f"{RESULTS}/{{ds}}/tts/{{shard}}.text_rejects.jsonl"),
+        pins=[str(REPO / "envs" / f"{env}.yaml") for env in ("vad", "asr", "s2s")],
         asr=per_shard(f"{RESULTS}/{{ds}}/asr/{{shard}}.jsonl"),
         units=per_shard(f"{RESULTS}/{{ds}}/s2s/{{shard}}.units.jsonl"),
         tokenizer=tts_tokenizer_file,
@@ -178,22 +179,16 @@ rule tts_manifest:
         runtime=scaled(30),
     params:
         cmd=speechprep("tts"),
-        val_ratio=lambda wc: config["tts"]["val_ratio"],
-        by_speaker=lambda wc: "--split-by-speaker" if config["tts"]["split_by_speaker"] else "",
-        config_sha256=lambda wc: config_sha256(),
-        encoders=lambda wc: tts_encoders(),
-        hash_cache=HASH_CACHE,
+        p=job_params("tts manifest"),
         kept=lambda wc, input: (
             ("--kept " + " ".join(shlex.quote(k) for k in input.kept)) if input.kept else ""
         ),
     shell:
-        "{params.cmd} tts manifest --dataset-name {wildcards.ds:q} --val-ratio {params.val_ratio}"
-        " --config-sha256 {params.config_sha256} --encoders {params.encoders:q}"
-        " --hash-cache {params.hash_cache:q} --tokenizer {input.tokenizer:q}"
-        " --features {input.features:q} --texts {input.texts:q} --rejects {input.rejects:q}"
+        "{params.cmd} tts manifest --params {params.p:q} --tokenizer {input.tokenizer:q}"
+        " --features {input.features:q} --texts {input.texts:q}"
+        " --rejects {input.rejects:q} {input.text_rejects:q} --pins {input.pins:q}"
         " --asr {input.asr:q} --units {input.units:q} --train {output.train:q} --val {output.val:q}"
-        " {params.kept} {params.by_speaker}"
-        " --stats {output.stats:q} > {log:q} 2>&1"
+        " {params.kept} --stats {output.stats:q} > {log:q} 2>&1"
 
 
 rule tts_combined:

@@ -23,10 +23,10 @@ rule vad:
         runtime=scaled(20, 40, of="shard"),
     params:
         cmd=speechprep("vad"),
-        vad=lambda wc: stage_params("vad"),
+        p=job_params("vad run"),
         resume=f"{RESULTS}/{{ds}}/vad/.partial/{{shard}}.jsonl",
     shell:
-        "{params.cmd} vad run --shard {input.shard:q} --params {params.vad:q}"
+        "{params.cmd} vad run --shard {input.shard:q} --params {params.p:q}"
         " --threads {threads} --resume {params.resume:q} --segments {output.segments:q}"
         " --stats {output.stats:q} --rejects {output.rejects:q} > {log:q} 2>&1"
 

@@ -67,7 +67,7 @@ for stage in "${stages[@]}"; do
   spec="$ROOT/envs/$stage.yaml"
   [ -f "$spec" ] || die "no env file $spec"
   venv="$VENVS/$stage"
-  reqs="$(cd "$ROOT" && "$PY" -m speechprep.envspec "$spec" --plain)"
+  reqs="$(cd "$ROOT" && "$PY" -m speechprep.core.envspec "$spec" --plain)"
   stamp="$({ printf '%s\n%s\n' "$pyver" "${TEST_TOOLS[*]}"; cat "$spec"; } | sha256sum | cut -c1-16)"
   if [ -f "$venv/.speechprep-stamp" ] && [ "$(cat "$venv/.speechprep-stamp")" = "$stamp" ] \
      && "$venv/bin/python" -c 'pass' 2>/dev/null; then
@@ -77,7 +77,7 @@ for stage in "${stages[@]}"; do
     rm -rf "$venv"
     "$PY" -m venv "$venv"
     reqfile="$(mktemp)"
-    (cd "$ROOT" && "$PY" -m speechprep.envspec "$spec" --plain) > "$reqfile"
+    (cd "$ROOT" && "$PY" -m speechprep.core.envspec "$spec" --plain) > "$reqfile"
     # The env's own pins double as constraints (extras dropped: pip refuses
     # them there), so nothing pulled in transitively replaces a pinned package.
     confile="$(mktemp)"; printf '%s\n' "$reqs" | sed -E 's/\[[^]]*\]//' > "$confile"
@@ -94,13 +94,13 @@ for stage in "${stages[@]}"; do
       say "  $req ($opts)"
       # shellcheck disable=SC2086
       pip_q install $opts "$req" -c "$confile"
-    done < <(cd "$ROOT" && "$PY" -m speechprep.envspec "$spec" --setup)
+    done < <(cd "$ROOT" && "$PY" -m speechprep.core.envspec "$spec" --setup)
     # PyPI's torchaudio is a CUDA build that breaks on import here; no stage uses it
     if "$venv/bin/python" -m pip show torchaudio >/dev/null 2>&1; then
       pip_q uninstall -y torchaudio
     fi
     rm -f "$reqfile" "$confile"
-    (cd "$ROOT" && "$venv/bin/python" -c "import sys; from speechprep.envspec import check_stage_env as c; p = c('$stage'); print(*p, sep='\n', file=sys.stderr); sys.exit(1 if p else 0)") \
+    (cd "$ROOT" && "$venv/bin/python" -c "import sys; from speechprep.core.envspec import check_stage_env as c; p = c('$spec'); print(*p, sep='\n', file=sys.stderr); sys.exit(1 if p else 0)") \
       || die "env '$stage' does not satisfy envs/$stage.yaml after install"
     echo "$stamp" > "$venv/.speechprep-stamp"
   fi

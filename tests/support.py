@@ -12,6 +12,19 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 DEMO = REPO / "resources" / "demo"
 TRUTH = json.loads((DEMO / "truth.json").read_text(encoding="utf-8"))
+CONFIG_FILE = REPO / "config" / "config.yaml"
+
+
+def config() -> dict:
+    """config/config.yaml: every default."""
+    from speechprep.core.config import defaults
+
+    return defaults(CONFIG_FILE)
+
+
+def params(cls, **overrides):
+    """A job's parameters as a run of config/config.yaml selects them, with ``overrides``."""
+    return cls.from_config(config(), **overrides)
 
 
 def file_id(rel: str) -> str:

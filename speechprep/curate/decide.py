@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..rejects import reject
+from ..core.rejects import reject
 from .params import DecideParams
 
 STAGE = "curate"

@@ -56,7 +56,7 @@ _SPLIT = "mos_estimator_logpow/conv2d_3/Relu:0"  # (N, 32, frames, 161): the las
 def model_dir() -> Path:
     spec = importlib.util.find_spec("speechmos")
     if spec is None or spec.origin is None:
-        from ..errors import UsageError
+        from ..core.errors import UsageError
 
         raise UsageError("the speechmos package (DNSMOS models) is not installed in this environment")
     return Path(spec.origin).parent

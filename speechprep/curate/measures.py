@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 
-from ..audio import to_int16
+from ..core.audio import to_int16
 
 
 def _finite(v: float) -> float | None:

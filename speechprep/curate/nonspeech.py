@@ -19,7 +19,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from ..audio import SAMPLE_RATE, AudioError, stream_mono
+from ..core.audio import SAMPLE_RATE, AudioError, stream_mono
 
 
 def vad_bounds(seg: dict) -> tuple[float, float]:

@@ -1,15 +1,14 @@
 """The parameters of the curation jobs: one frozen dataclass per job, each a subset
 of the flat ``curate`` section of config/config.yaml (what each key means is
-written there). A rule passes a job only its own keys (:func:`job_section`), so
+written there). A job selects only its own keys (:mod:`speechprep.jobs`), so
 changing a decision threshold reruns neither the measurements nor the speaker
 and duplicate jobs. Standard library only: the Snakefile imports this."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
-from typing import Any
+from dataclasses import dataclass
 
-from ..config import StageParams
+from ..core.config import StageParams, from_config
 
 
 @dataclass(frozen=True)
@@ -28,8 +27,8 @@ class MeasureParams(StageParams):
     snr_noise_seconds: float
     minhash_perm: int
     minhash_ngram: int
-    model_failure: dict
-    hash_cache: str | None
+    model_failure: dict = from_config("model_failure")
+    hash_cache: str | None = from_config(None)
 
 
 @dataclass(frozen=True)
@@ -71,26 +70,3 @@ class DecideParams(StageParams):
     max_speaker_distance: float | None
     tier_premium: float
     tier_standard: float
-
-
-JOBS: dict[str, type[StageParams]] = {
-    "measure": MeasureParams,
-    "speakers": SpeakerParams,
-    "duplicates": DuplicateParams,
-    "decide": DecideParams,
-}
-
-
-def job_section(job: str, config: dict[str, Any], hash_cache: str | None = None) -> dict[str, Any]:
-    """What a rule passes as ``--params`` to ``curate <job>``: that job's keys of the
-    ``curate`` section, plus, for the measure job, the top-level ``model_failure``
-    rule and the model-digest cache directory ``hash_cache``."""
-    out = {}
-    for f in fields(JOBS[job]):
-        if f.name == "model_failure":
-            out[f.name] = config["model_failure"]
-        elif f.name == "hash_cache":
-            out[f.name] = hash_cache
-        else:
-            out[f.name] = config["curate"][f.name]
-    return out

@@ -54,74 +54,80 @@ def training_manifest(truth_path: Path, out: Path, copies: int, jitter: float, s
     return rows
 
 
+FEATURES, WIDTH = 64, 128  # mel features in, channels of the ConvASR blocks
+
+
+def _block(filters, kernel, stride=1, residual=False) -> dict:
+    """One separable ConvASR (Jasper) block."""
+    return {
+        "filters": filters,
+        "repeat": 1,
+        "kernel": [kernel],
+        "stride": [stride],
+        "dilation": [1],
+        "dropout": 0.0,
+        "residual": residual,
+        "separable": True,
+    }
+
+
+def _modules() -> dict:
+    """The preprocessor, encoder and decoder configs of the demo model."""
+    return {
+        "preprocessor": {
+            "_target_": "nemo.collections.asr.modules.AudioToMelSpectrogramPreprocessor",
+            "sample_rate": 16000,
+            "normalize": "per_feature",
+            "window_size": 0.025,
+            "window_stride": 0.01,
+            "features": FEATURES,
+            "n_fft": 512,
+            "dither": 0.0,
+        },
+        "encoder": {
+            "_target_": "nemo.collections.asr.modules.ConvASREncoder",
+            "feat_in": FEATURES,
+            "activation": "relu",
+            "conv_mask": True,
+            "jasper": [
+                _block(WIDTH, 11, stride=2),
+                _block(WIDTH, 13, residual=True),
+                _block(WIDTH, 15, residual=True),
+                _block(WIDTH, 17, residual=True),
+                _block(WIDTH, 1),
+            ],
+        },
+        "decoder": {
+            "_target_": "nemo.collections.asr.modules.ConvASRDecoder",
+            "feat_in": WIDTH,
+            "num_classes": len(LABELS),
+            "vocabulary": LABELS,
+        },
+    }
+
+
 def model_config(manifest: str, batch_size: int):
     from omegaconf import OmegaConf
 
-    def block(filters, kernel, stride=1, residual=False):
-        return {
-            "filters": filters,
-            "repeat": 1,
-            "kernel": [kernel],
-            "stride": [stride],
-            "dilation": [1],
-            "dropout": 0.0,
-            "residual": residual,
-            "separable": True,
-        }
-
-    feats, width = 64, 128
-    return OmegaConf.create(
-        {
-            "sample_rate": 16000,
-            "labels": LABELS,
-            "train_ds": {
-                "manifest_filepath": manifest,
-                "sample_rate": 16000,
-                "labels": LABELS,
-                "batch_size": batch_size,
-                "shuffle": True,
-                "num_workers": 0,
-                "trim_silence": False,
-                "max_duration": 30.0,
-                "normalize_transcripts": False,
-            },
-            "preprocessor": {
-                "_target_": "nemo.collections.asr.modules.AudioToMelSpectrogramPreprocessor",
-                "sample_rate": 16000,
-                "normalize": "per_feature",
-                "window_size": 0.025,
-                "window_stride": 0.01,
-                "features": feats,
-                "n_fft": 512,
-                "dither": 0.0,
-            },
-            "encoder": {
-                "_target_": "nemo.collections.asr.modules.ConvASREncoder",
-                "feat_in": feats,
-                "activation": "relu",
-                "conv_mask": True,
-                "jasper": [
-                    block(width, 11, stride=2),
-                    block(width, 13, residual=True),
-                    block(width, 15, residual=True),
-                    block(width, 17, residual=True),
-                    block(width, 1),
-                ],
-            },
-            "decoder": {
-                "_target_": "nemo.collections.asr.modules.ConvASRDecoder",
-                "feat_in": width,
-                "num_classes": len(LABELS),
-                "vocabulary": LABELS,
-            },
-            "optim": {
-                "name": "adamw",
-                "lr": 0.01,
-                "weight_decay": 0.0,
-                "sched": {"name": "CosineAnnealing", "warmup_steps": 20, "min_lr": 1e-4},
-            },
-        }
-    )
+    train_ds = {
+        "manifest_filepath": manifest,
+        "sample_rate": 16000,
+        "labels": LABELS,
+        "batch_size": batch_size,
+        "shuffle": True,
+        "num_workers": 0,
+        "trim_silence": False,
+        "max_duration": 30.0,
+        "normalize_transcripts": False,
+    }
+    optim = {
+        "name": "adamw",
+        "lr": 0.01,
+        "weight_decay": 0.0,
+        "sched": {"name": "CosineAnnealing", "warmup_steps": 20, "min_lr": 1e-4},
+    }
+    modules = _modules()
+    return OmegaConf.create({"sample_rate": 16000, "labels": LABELS, "train_ds": train_ds, **modules, "optim": optim})
 
 
 def build(truth_path: Path, out: Path, max_steps: int = 1500, seed: int = 0) -> dict:

@@ -5,7 +5,7 @@
   strides, so 50 Hz frames, but 2 narrow transformer layers).
 * :func:`save_checkpoint` saves it modern (cfg dict, current pos_conv layout)
   or 2021-style legacy, with any of the three problems of
-  :mod:`speechprep.fairseq_legacy`: pickled argparse/omegaconf/fairseq/numpy
+  :mod:`speechprep.s2s.fairseq_legacy`: pickled argparse/omegaconf/fairseq/numpy
   objects, integer fields stored as floats, pos_conv weight norm in another layout.
 """
 
@@ -114,6 +114,37 @@ def legacy_pos_conv(
     return sd
 
 
+# integer settings old trainers stored as floats (legacy problem "float_ints")
+FLOAT_INTS = {
+    "task": ("sample_rate", "max_sample_size"),
+    "model": (
+        "encoder_layers",
+        "encoder_embed_dim",
+        "encoder_ffn_embed_dim",
+        "encoder_attention_heads",
+        "conv_pos",
+        "conv_pos_groups",
+        "final_dim",
+    ),
+}
+
+
+def _argparse_args(cfg: dict[str, Any]) -> argparse.Namespace:
+    """The config as a 2021 HuBERT checkpoint's argparse ``args``: every group's keys, flat."""
+    flat: dict[str, Any] = {}
+    for group in ("common", "task", "model"):
+        flat.update({k: v for k, v in cfg[group].items() if k != "_name"})
+    flat.update(
+        task="hubert_pretraining",
+        arch="hubert",
+        criterion="hubert",
+        optimizer="adam",
+        lr_scheduler="polynomial_decay",
+        lr=[0.0005],
+    )
+    return argparse.Namespace(**flat)
+
+
 def checkpoint_state(
     model,
     task,
@@ -138,21 +169,7 @@ def checkpoint_state(
         sd = legacy_pos_conv(sd, pos_conv_layout)
     cfg = _cfg_dict(task_cfg, model_cfg)
     if "float_ints" in problems:
-        for group, keys in (
-            ("task", ("sample_rate", "max_sample_size")),
-            (
-                "model",
-                (
-                    "encoder_layers",
-                    "encoder_embed_dim",
-                    "encoder_ffn_embed_dim",
-                    "encoder_attention_heads",
-                    "conv_pos",
-                    "conv_pos_groups",
-                    "final_dim",
-                ),
-            ),
-        ):
+        for group, keys in FLOAT_INTS.items():
             for k in keys:
                 cfg[group][k] = float(cfg[group][k])
     state: dict[str, Any] = {
@@ -168,19 +185,7 @@ def checkpoint_state(
         "extra_state": {"train_iterator": {"epoch": 1}},
     }
     if args_style:
-        flat: dict[str, Any] = {}
-        for group in ("common", "task", "model"):
-            flat.update({k: v for k, v in cfg[group].items() if k != "_name"})
-        flat.update(
-            task="hubert_pretraining",
-            arch="hubert",
-            criterion="hubert",
-            optimizer="adam",
-            lr_scheduler="polynomial_decay",
-            lr=[0.0005],
-        )
-        state["args"] = argparse.Namespace(**flat)
-        state["cfg"] = None
+        state["args"], state["cfg"] = _argparse_args(cfg), None
     elif "pickles" in problems:
         state["cfg"] = OmegaConf.create(cfg)  # pickled DictConfig, as fairseq saved it
         state["args"] = None
@@ -256,7 +261,7 @@ def build_demo(truth_path: Path, out_dir: Path, n_units: int = 50, layer: int = 
     import joblib
     from sklearn.cluster import MiniBatchKMeans
 
-    from ..s2s import dense_features
+    from ..s2s.models import dense_features
 
     out_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:

@@ -4,7 +4,7 @@ Provenance is read from where it was recorded: the ASR model from the ASR
 lines (``asr_model``, ``asr_model_sha256``), the S2S models from the units
 lines, the encoders and the tokenizer from their files; nothing upstream is
 hashed again. The config digest is computed when the workflow loads
-(:func:`speechprep.config.digest`, which ignores ``threads``).
+(:func:`speechprep.core.config.digest`, which ignores ``threads``).
 """
 
 from __future__ import annotations
@@ -16,15 +16,17 @@ import logging
 import re
 import sys
 from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..envspec import env_file, pinned_packages
-from ..errors import UsageError
-from ..jsonio import read_jsonl, write_json, write_jsonl
-from ..modelfiles import sha256_file
-from ..rejects import count_reasons
-from .encoders import encoder_identity
+from ..core.envspec import pinned_packages
+from ..core.errors import UsageError
+from ..core.jsonio import read_jsonl, write_json, write_jsonl
+from ..core.modelfiles import sha256_file
+from ..core.rejects import count_reasons
+from ..encoders import encoder_identity
+from .params import ManifestParams
 from .text import load_tokenizer
 
 log = logging.getLogger("speechprep.tts")
@@ -68,8 +70,12 @@ def model_files(
     return files
 
 
-def package_versions() -> dict[str, Any]:
-    """Versions in this (tts) environment, and the pins of the stages before it."""
+PINNED = {"vad": ("ten-vad",), "asr": ("nemo-toolkit", "torch"), "s2s": ("fairseq-fixed", "torch")}
+
+
+def package_versions(env_files: list[str]) -> dict[str, Any]:
+    """Versions in this (tts) environment, and the pins of the stages before it (their
+    ``env_files``, ``envs/<stage>.yaml``: :data:`PINNED` names the packages recorded)."""
     here = {}
     for name in PACKAGES:
         try:
@@ -77,13 +83,10 @@ def package_versions() -> dict[str, Any]:
         except importlib.metadata.PackageNotFoundError:
             here[name] = None
     pins = {}
-    for stage, names in (
-        ("vad", ("ten-vad",)),
-        ("asr", ("nemo-toolkit", "torch")),
-        ("s2s", ("fairseq-fixed", "torch")),
-    ):
-        pinned = {re.sub(r"[-_.]+", "-", k).lower(): v for k, v in pinned_packages(env_file(stage)).items()}
-        pins[stage] = {n: pinned.get(n) for n in names}
+    for path in env_files:
+        stage = Path(path).stem
+        pinned = {re.sub(r"[-_.]+", "-", k).lower(): v for k, v in pinned_packages(Path(path)).items()}
+        pins[stage] = {n: pinned.get(n) for n in PINNED.get(stage, ())}
     return {"tts": here, "pinned": pins, "python": sys.version.split()[0]}
 
 
@@ -104,85 +107,95 @@ def _add_counts(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     return {**{k: a[k] + b[k] for k in NORMALIZATION}, "passed_through_by_language": dict(sorted(langs.items()))}
 
 
-def build_manifests(
-    ds: str,
-    features: list[str],
-    texts: list[str],
-    rejects: list[str],
-    asr: list[str],
-    units: list[str],
-    tokenizer: str,
-    encoders: dict[str, str],
-    hash_cache: str | None,
-    val_ratio: float,
-    config_sha256: str,
-    train_out: str,
-    val_out: str,
-    stats_out: str,
-    kept: list[str] | None = None,
-    split_by_speaker: bool = False,
-) -> dict[str, Any]:
-    """Train/val manifests of a dataset and its ``stats.json``. With the curation
-    stage's ``kept`` lines, only those segments, with their ``speaker`` and ``tier``
-    (the features were computed for every measured segment, so a threshold change
-    reruns this job, not the features). ``split_by_speaker``: the split hashes the
-    speaker rather than the id, so no speaker is in both (a segment without one
-    is split by its id)."""
-    ids = {t["id"]: t for path in texts for t in read_jsonl(path)}
-    keep = {k["id"]: {"speaker": k["speaker"], "tier": k["tier"]} for p in kept or () for k in read_jsonl(p)}
-    split: dict[str, list[dict]] = {"train": [], "val": []}
+@dataclass(frozen=True)
+class Inputs:
+    """What a dataset's manifests are built from: per shard, the features index, the text-ids
+    index, the TTS rejects (features and text ids), the ASR lines and the S2S units; the
+    tokenizer; curation's kept lines (None without curation); the env files whose pins
+    ``stats.json`` records (``envs/<stage>.yaml`` of the stages before TTS)."""
+
+    features: list[str]
+    texts: list[str]
+    rejects: list[str]
+    asr: list[str]
+    units: list[str]
+    tokenizer: str
+    kept: list[str] | None = None
+    pins: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Outputs:
+    train: str
+    val: str
+    stats: str
+
+
+def split(p: ManifestParams, inputs: Inputs) -> tuple[dict[str, list[dict]], int]:
+    """The train and val lines (sorted by id), and how many segments curation left out.
+    With curation's ``kept`` lines, only those segments, with their ``speaker`` and ``tier``
+    (the features were computed for every measured segment, so a threshold change reruns
+    this job, not the features). ``p.split_by_speaker``: the split hashes the speaker rather
+    than the id, so no speaker is in both (a segment without one is split by its id)."""
+    ids = {t["id"]: t for path in inputs.texts for t in read_jsonl(path)}
+    no_ids = {r["id"] for path in inputs.rejects for r in read_jsonl(path) if r.get("reason") == "no_text_ids"}
+    keep = {k["id"]: {"speaker": k["speaker"], "tier": k["tier"]} for q in inputs.kept or () for k in read_jsonl(q)}
+    out: dict[str, list[dict]] = {"train": [], "val": []}
     curated_out = 0
-    for path in features:
+    for path in inputs.features:
         for f in read_jsonl(path):
             t = ids.pop(f["id"], None)
+            if t is None and f["id"] in no_ids:
+                continue  # the text-ids job rejected it (counted with the rejects)
             if t is None:
                 raise UsageError(f"{f['id']} has audio features but no text ids: rerun tts_text for {path}")
-            if kept is not None and f["id"] not in keep:
+            if inputs.kept is not None and f["id"] not in keep:
                 curated_out += 1
                 continue
-            line = {
-                "id": f["id"],
-                "dataset": ds,
-                **{k: v for k, v in f.items() if k != "id"},
-                **t,
-                **keep.get(f["id"], {}),
-            }
-            key = line["speaker"] if split_by_speaker and line.get("speaker") else f["id"]
-            split["val" if is_val(key, val_ratio) else "train"].append(line)
+            line = {"id": f["id"], "dataset": p.name, **{k: v for k, v in f.items() if k != "id"}, **t}
+            line.update(keep.get(f["id"], {}))
+            key = line["speaker"] if p.split_by_speaker and line.get("speaker") else f["id"]
+            out["val" if is_val(key, p.val_ratio) else "train"].append(line)
     if ids:
         raise UsageError(f"text ids without audio features: {sorted(ids)[:5]}")
-    for lines in split.values():
+    for lines in out.values():
         lines.sort(key=lambda x: x["id"])
-    write_jsonl(train_out, split["train"])
-    write_jsonl(val_out, split["val"])
+    return out, curated_out
 
-    reasons = count_reasons(rejects)
-    sp = load_tokenizer(tokenizer)
+
+def build_manifests(p: ManifestParams, inputs: Inputs, outputs: Outputs) -> dict[str, Any]:
+    """Train/val manifests of a dataset and its ``stats.json``."""
+    lines, curated_out = split(p, inputs)
+    write_jsonl(outputs.train, lines["train"])
+    write_jsonl(outputs.val, lines["val"])
+    reasons = count_reasons(inputs.rejects)
+    sp = load_tokenizer(inputs.tokenizer)
+    encoders = {"condition": p.condition, "emotion": p.emotion}
     stats = {
-        "dataset": ds,
+        "dataset": p.name,
         "counts": {
-            "train": len(split["train"]),
-            "val": len(split["val"]),
+            "train": len(lines["train"]),
+            "val": len(lines["val"]),
             "rejected": sum(reasons.values()),
             "curated_out": curated_out,
         },
-        "hours": {k: round(sum(x["duration"] for x in v) / 3600, 6) for k, v in split.items()},
+        "hours": {k: round(sum(x["duration"] for x in v) / 3600, 6) for k, v in lines.items()},
         "rejects_by_reason": reasons,
-        "text_normalization": normalization_counts(split["train"] + split["val"]),
-        "val_ratio": val_ratio,
-        "split_by_speaker": split_by_speaker,
-        "manifests": {"train": str(Path(train_out).resolve()), "val": str(Path(val_out).resolve())},
+        "text_normalization": normalization_counts(lines["train"] + lines["val"]),
+        "val_ratio": p.val_ratio,
+        "split_by_speaker": p.split_by_speaker,
+        "manifests": {k: str(Path(getattr(outputs, k)).resolve()) for k in ("train", "val")},
         "tokenizer": {
-            "path": str(Path(tokenizer).resolve()),
-            "sha256": sha256_file(tokenizer),
+            "path": str(Path(inputs.tokenizer).resolve()),
+            "sha256": sha256_file(inputs.tokenizer),
             "vocab_size": sp.get_piece_size(),
         },
-        "models": model_files(asr, units, tokenizer, encoders, hash_cache),
-        "packages": package_versions(),
-        "config_sha256": config_sha256,
+        "models": model_files(inputs.asr, inputs.units, inputs.tokenizer, encoders, p.hash_cache),
+        "packages": package_versions(inputs.pins),
+        "config_sha256": p.config_sha256,
     }
-    write_json(stats_out, stats, indent=2)
-    log.info("%s: %s, hours %s", ds, stats["counts"], stats["hours"])
+    write_json(outputs.stats, stats, indent=2)
+    log.info("%s: %s, hours %s", p.name, stats["counts"], stats["hours"])
     return stats
 
 

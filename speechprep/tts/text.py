@@ -1,12 +1,8 @@
-"""TTS text: normalisation, a SentencePiece tokenizer, the text-id job of a shard.
+"""TTS text: a SentencePiece tokenizer and the text-id job of a shard.
 
-* :class:`TextNormalizer`: Unicode NFKC, typographic punctuation mapped to
-  ASCII, whitespace collapsed, then per-language options (config
-  ``tts.languages``): ``lowercase``, ``space_before_punct`` (French
-  typography keeps a space before ``; : ! ?``), ``strip_punct``.
 * :func:`train_tokenizer`: the real SentencePiece trainer (BPE) on the corpus'
   normalised transcripts (rule ``tts_tokenizer``: :func:`train_normalized_tokenizer`,
-  on the spoken forms of :mod:`.spoken`).
+  on the spoken forms of :mod:`.normalize`).
 * :func:`run_text` (rule ``tts_text``): int32 ids of each accepted segment's
   ``text_normalized`` (the spoken form when ``tts.normalize`` is on).
 """
@@ -15,83 +11,21 @@ from __future__ import annotations
 
 import logging
 import os
-import re
-import unicodedata
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ..errors import UsageError
-from ..jsonio import read_jsonl, write_jsonl
-from ..names import file_stem
-from ..npyio import PACKED, check_layout, pack_npy, save_npy
+from ..core.artifacts import Kind, Scratch
+from ..core.errors import UsageError
+from ..core.jsonio import read_jsonl
+from ..core.npyio import check_layout
+from ..core.shardjob import Accepted, Rejected, ShardJob
+from .params import TextIdsParams
 
 log = logging.getLogger("speechprep.tts")
-
-PUNCT_MAP = str.maketrans(
-    {
-        "\u2018": "'",
-        "\u2019": "'",
-        "\u201a": "'",
-        "\u2032": "'",
-        "\u00b4": "'",
-        "\u201c": '"',
-        "\u201d": '"',
-        "\u201e": '"',
-        "\u00ab": '"',
-        "\u00bb": '"',
-        "\u2013": "-",
-        "\u2014": "-",
-        "\u2212": "-",
-        "\u2026": "...",
-        "\u00a0": " ",
-        "\u202f": " ",
-        "\u2009": " ",
-        "\u200b": "",
-    }
-)
-_SPACE_BEFORE = re.compile(r"\s+([,.!?;:])")
-_REPEAT = re.compile(r"([,!?;:])\1+")
-_PUNCT = re.compile(r"[^\w\s']", re.UNICODE)
-
-# Defaults per language (base code); anything else gets DEFAULT.
-DEFAULT = {"lowercase": False, "space_before_punct": False, "strip_punct": False}
-LANGUAGE_DEFAULTS = {"fr": {"space_before_punct": True}}
-
-
-def base_language(language: str | None) -> str:
-    return (language or "").split("-")[0].split("_")[0].lower()
-
-
-@dataclass
-class TextNormalizer:
-    languages: dict[str, dict[str, Any]] = field(default_factory=dict)  # config tts.languages
-
-    def options(self, language: str | None) -> dict[str, Any]:
-        lang = base_language(language)
-        return {**DEFAULT, **LANGUAGE_DEFAULTS.get(lang, {}), **self.languages.get(lang, {})}
-
-    @staticmethod
-    def clean(text: str) -> str:
-        """The language-independent part: NFKC, ASCII punctuation, whitespace."""
-        t = unicodedata.normalize("NFKC", text).translate(PUNCT_MAP)
-        t = "".join(c for c in t if unicodedata.category(c)[0] != "C" or c in "\t\n")
-        t = re.sub(r"\s+", " ", t).strip()
-        return _REPEAT.sub(r"\1", t)
-
-    def __call__(self, text: str, language: str | None = None) -> str:
-        o = self.options(language)
-        t = self.clean(text)
-        if o["strip_punct"]:
-            t = re.sub(r"\s+", " ", _PUNCT.sub(" ", t)).strip()
-        elif not o["space_before_punct"]:
-            t = _SPACE_BEFORE.sub(r"\1", t)
-        if o["lowercase"]:
-            t = t.lower()
-        return t
+STAGE = "tts"
 
 
 def train_tokenizer(
@@ -150,51 +84,44 @@ def run_text(
     index_path: str,
     tokenizer: str,
     index_out: str,
+    rejects_out: str,
     ids_dir: str,
+    p: TextIdsParams,
     normalized: Iterable[str] = (),
-    layout: str = "files",
-) -> int:
-    """int32 SentencePiece ids of every accepted segment's ``text_normalized``: from the
-    shard's normalised text (``normalized``, rule ``tts_normalize``), else its ``text``;
-    ``ids_dir/<id>.npy`` each (``layout`` ``files``) or all in ``ids_dir/packed.npy``."""
-    check_layout(layout)
+) -> dict[str, Any]:
+    """int32 SentencePiece ids of every segment of a shard's features index, of its
+    ``text_normalized``: from the shard's normalised text (``normalized``, rule
+    ``tts_normalize``), else its ``text``; ``ids_dir/<id>.npy`` each or all in
+    ``ids_dir/packed.npy`` (``p.layout``). A segment the tokenizer gives no ids for is
+    rejected ``no_text_ids`` (``rejects_out``)."""
+    check_layout(p.layout)
     sp = load_tokenizer(tokenizer)
     normalized = list(normalized)
     spoken = {n["id"]: n for path in normalized for n in read_jsonl(path)}
-    out = Path(ids_dir).resolve()
-    out.mkdir(parents=True, exist_ok=True)
-    lines, arrays = [], []
-    for seg in read_jsonl(index_path):
-        n = spoken.get(seg["id"]) if normalized else {"text_normalized": seg["text"], "text_normalization": "off"}
-        if n is None:
-            raise UsageError(f"{seg['id']}: no normalised text in {', '.join(normalized)}: rerun tts_normalize")
-        said = n["text_normalized"]
-        ids = text_ids(sp, said)
-        if len(ids) == 0:
-            raise UsageError(f"{seg['id']}: tokenizer {tokenizer} gives no ids for {said!r}")
-        dest = None  # packed below
-        if layout == "files":
-            dest = str(out / f"{file_stem(seg['id'])}.npy")
-            save_npy(dest, ids)
-        else:
-            arrays.append(ids)
-        lines.append(
-            {
-                "id": seg["id"],
-                "text_normalized": said,
-                "text_normalization": n["text_normalization"],
-                "text_ids": dest,
-                "text_ids_len": len(ids),
-            }
-        )
-    if layout == "packed":
-        for line, where in zip(lines, pack_npy(out / f"{PACKED}.npy", arrays, np.int32)):
-            line["text_ids"] = where
-    write_jsonl(index_out, lines)
-    log.info(
-        "text ids: %d segments from %s with %s (%d pieces)", len(lines), index_path, tokenizer, sp.get_piece_size()
-    )
-    return len(lines)
+    job = ShardJob(STAGE, index_path, None, {"tokenizer": tokenizer, "layout": p.layout}, "1")
+    scratch = Scratch(Path(ids_dir).parent / f".{job.name}.text_ids", [Kind("text_ids", "int32")])
+    lengths: dict[str, int] = {}
+    with job.running(job.todo()):
+        for seg in job.items:
+            n = spoken.get(seg["id"]) if normalized else {"text_normalized": seg["text"], "text_normalization": "off"}
+            if n is None:
+                raise UsageError(f"{seg['id']}: no normalised text in {', '.join(normalized)}: rerun tts_normalize")
+            ids = text_ids(sp, n["text_normalized"])
+            if len(ids) == 0:
+                why = f"tokenizer {tokenizer} gives no ids for {n['text_normalized']!r}"
+                job.emit(seg, Rejected("no_text_ids", why))
+                continue
+            scratch.save("text_ids", seg["id"], ids)
+            lengths[seg["id"]] = len(ids)
+            job.emit(seg, Accepted({k: n[k] for k in ("text_normalized", "text_normalization")}))
+    lines = [
+        {"id": seg["id"], **data, "text_ids": None, "text_ids_len": lengths[seg["id"]]} for seg, data in job.accepted()
+    ]
+    scratch.place(lines, {"text_ids": ids_dir}, p.layout)
+    log.info("text ids of %d segments of %s (%s, %d pieces)", len(lines), index_path, tokenizer, sp.get_piece_size())
+    counts = job.commit({index_out: lines}, rejects_out)
+    scratch.clear()
+    return counts
 
 
 def train_normalized_tokenizer(normalized: list[str], vocab_size: int, model_out: str) -> None:

@@ -4,7 +4,7 @@ Test support, shared by any test that needs a real ``.nemo`` file: each model
 is a real NeMo class with random weights (a one-layer Conformer encoder with
 depthwise-striding subsampling), its tokenizers trained here with the real
 SentencePiece trainer on a few sentences, and saved with NeMo's own
-``save_to``. They load through ``speechprep.asr.load_model`` and transcribe
+``save_to``. They load through ``speechprep.asr.stage.load_model`` and transcribe
 through NeMo's ``transcribe()``; their output text is meaningless.
 
     CTC       EncDecCTCModelBPE

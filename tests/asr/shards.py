@@ -1,8 +1,14 @@
 """Test support: demo-corpus segments written as a shard, and one shard run through the stage."""
 
-from speechprep.asr import AsrParams, transcribe_shard
-from speechprep.jsonio import read_jsonl, write_jsonl
+from dataclasses import replace
+
+from speechprep.asr.params import AsrParams
+from speechprep.asr.stage import AsrStage
+from speechprep.core import modelstage
+from speechprep.core.jsonio import read_jsonl, write_jsonl
+from speechprep.core.modelstage import ShardFiles
 from tests.support import DEMO, REPO, TRUTH, demo_segments  # noqa: F401 (the ASR tests import them from here)
+from tests.support import params as config_params
 
 
 def clean_segments(n=None):
@@ -12,7 +18,7 @@ def clean_segments(n=None):
 
 def params(**kw):
     """ASR parameters from config/config.yaml, with ``kw``."""
-    return AsrParams.defaults(**{"model": "demo", **kw})
+    return config_params(AsrParams, **{"model": "demo", "device": "cpu", **kw})
 
 
 def shard(tmp_path, segs, name="shard-0000"):
@@ -22,19 +28,12 @@ def shard(tmp_path, segs, name="shard-0000"):
 
 
 def run(tmp_path, segs, loaded, budget=120.0, transcribe=None, p=None, tag="out"):
-    """``transcribe_shard`` over ``segs``: (counts, transcripts, rejects)."""
-    tx, sr, ident = loaded
+    """The stage over ``segs`` with a loaded transcriber (``loaded``: transcriber, sample rate,
+    model path), ``budget`` padded seconds a batch: (counts, transcripts, rejects)."""
+    tx, sr, model = loaded
     path = shard(tmp_path, segs)
     out, rej = tmp_path / f"{tag}.jsonl", tmp_path / f"{tag}.rejects.jsonl"
-    counts = transcribe_shard(
-        str(path),
-        str(out),
-        str(rej),
-        p or params(),
-        str(tmp_path / "scratch" / f"{tag}.jsonl"),
-        transcribe or tx,
-        sr,
-        ident,
-        budget,
-    )
+    p = replace(p or params(model=str(model)), cpu_batch_seconds=budget)
+    files = ShardFiles(str(path), str(out), str(rej), str(tmp_path / "scratch" / f"{tag}.jsonl"))
+    counts = modelstage.run(AsrStage(p, transcribe or tx, sr), files)
     return counts, list(read_jsonl(out)), list(read_jsonl(rej))

@@ -10,15 +10,16 @@ import pytest
 import torch
 from shards import DEMO, REPO, clean_segments, params, run, shard
 
-from speechprep import asr
-from speechprep.errors import UsageError
-from speechprep.failures import SystematicFailure
+from speechprep.asr import stage as asr
+from speechprep.asr.words import NemoTranscriber
+from speechprep.core.errors import UsageError
+from speechprep.core.failures import SystematicFailure
 
 
 @pytest.fixture(scope="session")
 def loaded(model_path):
     model = asr.load_model(str(model_path), "cpu")
-    return asr.nemo_transcriber(model), asr.model_sample_rate(model), asr.model_identity(str(model_path))
+    return NemoTranscriber(model), asr.model_sample_rate(model), model_path
 
 
 def test_transcripts_carry_text_and_model_identity(tmp_path, loaded, model_path):
@@ -147,13 +148,15 @@ def test_empty_transcripts_are_kept_and_counted(tmp_path, loaded):
 
 WATCHDOG_SCRIPT = """
 import sys, time, io
-from speechprep import logs
-from speechprep.asr import AsrParams, transcribe_shard
+sys.path.insert(0, {repo!r})
+from speechprep.core import logs, modelstage
+from speechprep.asr.stage import AsrStage
+from tests.asr.shards import params
 logs.setup("asr")
 def hang(audios, language):
     time.sleep(3600)
-transcribe_shard({segs!r}, {out!r}, {rej!r}, AsrParams.defaults(model="x", batch_timeout=2),
-                 {scratch!r}, hang, 16000, {{"asr_model": "x"}}, 120.0)
+files = modelstage.ShardFiles({segs!r}, {out!r}, {rej!r}, {scratch!r})
+modelstage.run(AsrStage(params(model="x", batch_timeout=2), hang, 16000), files)
 """
 
 
@@ -181,18 +184,22 @@ def test_watchdog_fails_the_job_with_a_stack_dump(tmp_path):
 
 RESUMABLE_SCRIPT = """
 import sys, time, json
-from speechprep import asr, logs
-from speechprep.asr import AsrParams, transcribe_shard
+sys.path.insert(0, {repo!r})
+from speechprep.asr import stage as asr
+from speechprep.asr.words import NemoTranscriber
+from speechprep.core import logs, modelstage
+from tests.asr.shards import params
 logs.setup("asr")
 model = asr.load_model({model!r}, "cpu")
-tx = asr.nemo_transcriber(model)
+tx = NemoTranscriber(model)
 def slow(audios, language):
     with open({calls!r}, "a", encoding="utf-8") as f:
         f.write(json.dumps(len(audios)) + "\\n")
     time.sleep({delay})
     return tx(audios, language)
-transcribe_shard({segs!r}, {out!r}, {rej!r}, AsrParams.defaults(model={model!r}), {scratch!r}, slow,
-                 asr.model_sample_rate(model), asr.model_identity({model!r}), 3.0)
+files = modelstage.ShardFiles({segs!r}, {out!r}, {rej!r}, {scratch!r})
+stage = asr.AsrStage(params(model={model!r}, cpu_batch_seconds=3.0), slow, asr.model_sample_rate(model))
+modelstage.run(stage, files)
 """
 
 

@@ -17,8 +17,10 @@ import pytest
 from nemo_models import KINDS
 from shards import clean_segments, params, run, shard
 
-from speechprep import asr
-from speechprep.modelfiles import sha256_file
+from speechprep.asr import stage as asr
+from speechprep.asr.words import NemoTranscriber
+from speechprep.core.errors import ModelFileError
+from speechprep.core.modelfiles import sha256_file
 
 CLASSES = {
     "ctc": "EncDecCTCModelBPE",
@@ -33,7 +35,7 @@ CLASSES = {
 
 def stage_inputs(model, path):
     """What ``asr.run`` hands ``transcribe_shard``: (transcriber, sample rate, identity)."""
-    return asr.nemo_transcriber(model), asr.model_sample_rate(model), asr.model_identity(str(path))
+    return NemoTranscriber(model), asr.model_sample_rate(model), path
 
 
 def cli(tmp_path, segs, **kw):
@@ -178,7 +180,7 @@ def broken(nemo_model_file, tmp_path_factory):
 @pytest.mark.parametrize("name", ["truncated", "weights_only", "text", "empty", "bad_weights"])
 def test_a_broken_model_file_is_reported_by_path_and_reason(broken, name):
     path, reason = broken[name]
-    with pytest.raises(asr.ModelFileError) as e:
+    with pytest.raises(ModelFileError) as e:
         asr.load_model(str(path), "cpu")
     msg = str(e.value)
     assert msg.startswith(f"asr.model: {path} is not a valid .nemo file (") and msg.endswith(")")
@@ -194,7 +196,7 @@ def test_cli_exits_2_with_one_line_on_a_broken_model(tmp_path, broken):
 
 
 def test_missing_local_model_says_so(tmp_path):
-    with pytest.raises(asr.ModelFileError, match="no such file"):
+    with pytest.raises(ModelFileError, match="no such file"):
         asr.load_model(str(tmp_path / "nope.nemo"), "cpu")
 
 

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from speechprep.batching import BatchRunner, is_oom, seconds_budget
+from speechprep.core.batching import BatchRunner, is_oom, seconds_budget
 
 
 def items(durations):

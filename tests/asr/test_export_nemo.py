@@ -8,12 +8,11 @@ import json
 
 import numpy as np
 
-from speechprep import export
-from speechprep.config import defaults
-from speechprep.jsonio import read_jsonl, write_jsonl
-from tests.support import demo_segments
+from speechprep.core.jsonio import read_jsonl, write_jsonl
+from speechprep.export import stage as export
+from tests.support import config, demo_segments
 
-SR = defaults()["export"]["sample_rate"]
+SR = config()["export"]["sample_rate"]
 
 
 def test_nemo_tarred_reads_back(tmp_path):

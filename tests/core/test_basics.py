@@ -8,10 +8,10 @@ from dataclasses import dataclass
 
 import pytest
 
-from speechprep.config import ConfigError, StageParams, defaults
-from speechprep.modelfiles import sha256_cached, sha256_file
-from speechprep.names import MAX_STEM_BYTES, file_stem
-from tests.support import REPO
+from speechprep.core.config import ConfigError, StageParams
+from speechprep.core.modelfiles import sha256_cached, sha256_file
+from speechprep.core.names import MAX_STEM_BYTES, file_stem
+from tests.support import REPO, config, params
 
 
 def test_file_stem_keeps_ordinary_ids_and_shortens_long_ones():
@@ -37,7 +37,7 @@ def test_stage_params_refuse_unknown_and_missing_keys():
     assert _Params.from_dict({"threshold": 0.5, "pad": 0.1, "threads": 4}) == _Params(0.5, 0.1)
     with pytest.raises(ConfigError, match="vad settings: unknown treshold; missing threshold"):
         _Params.from_dict({"treshold": 0.5, "pad": 0.1})
-    assert _Params.defaults().threshold == defaults()["vad"]["threshold"]
+    assert params(_Params).threshold == config()["vad"]["threshold"]
 
 
 def test_model_digest_is_cached_per_file_version(tmp_path):
@@ -75,40 +75,14 @@ def test_cli_flag_kinds():
         ["vad", "merge", "--stats", "a", "b", "--rejects", "r", "--segments", "s", "--csv", "c", "--summary", "j"]
     )
     assert a.stats == ["a", "b"] and a.csv == "c"  # one or more
-    base = [
-        "--val-ratio",
-        "0.1",
-        "--config-sha256",
-        "x",
-        "--tokenizer",
-        "t",
-        "--features",
-        "f",
-        "--texts",
-        "t",
-        "--rejects",
-        "r",
-        "--asr",
-        "a",
-        "--units",
-        "u",
-        "--encoders",
-        "{}",
-        "--train",
-        "tr",
-        "--val",
-        "v",
-        "--stats",
-        "s",
-        "--dataset-name",
-        "d",
-    ]
+    base = ["--params", "{}", "--tokenizer", "t", "--features", "f", "--texts", "t", "--rejects", "r"]
+    base += ["--asr", "a", "--units", "u", "--train", "tr", "--val", "v", "--stats", "s"]
     assert parser().parse_args(["tts", "manifest", *base]).kept is None  # optional list
     assert parser().parse_args(["tts", "manifest", *base, "--kept", "k1", "k2"]).kept == ["k1", "k2"]
 
 
 def test_slurm_status_shims_go_first_on_path_once(monkeypatch, tmp_path):
-    from speechprep.slurm import use_status_shims
+    from speechprep.core.slurm import use_status_shims
 
     monkeypatch.setenv("PATH", "/usr/bin:/bin")
     use_status_shims(tmp_path)
@@ -120,9 +94,9 @@ def test_slurm_status_shims_go_first_on_path_once(monkeypatch, tmp_path):
 
 
 def test_a_demo_model_on_another_corpus_is_said_before_the_run(tmp_path):
-    from speechprep.config import defaults, demo_model_warnings
+    from speechprep.core.config import demo_model_warnings
 
-    cfg = defaults()
+    cfg = config()
     assert demo_model_warnings(cfg, REPO) == []  # the demo corpus with the demo models
     cfg["datasets"] = {**cfg["datasets"], "lab": {"audio_dir": str(tmp_path)}}
     lines = demo_model_warnings(cfg, REPO)

@@ -4,16 +4,19 @@ import importlib.metadata
 
 import pytest
 
-from speechprep import envspec
+from speechprep.core import envspec
+from tests.support import REPO
+
+ENVS = REPO / "envs"
 
 
 def test_every_env_file_pins_exactly():
-    stages = sorted(p.stem for p in envspec.ENVS_DIR.glob("*.yaml"))
+    stages = sorted(p.stem for p in ENVS.glob("*.yaml"))
     assert {"ingest", "vad", "workflow"} <= set(stages)
     for stage in stages:
-        pins = envspec.pinned_packages(envspec.env_file(stage))
+        pins = envspec.pinned_packages(ENVS / f"{stage}.yaml")
         assert pins and all(v[0].isdigit() for v in pins.values())
-    assert envspec.pinned_packages(envspec.env_file("vad"))["ten-vad"] == "1.0.6.9"
+    assert envspec.pinned_packages(ENVS / "vad.yaml")["ten-vad"] == "1.0.6.9"
 
 
 def test_parser_reads_only_the_pip_list(tmp_path):
@@ -30,15 +33,15 @@ def test_parser_reads_only_the_pip_list(tmp_path):
 
 
 def test_check_passes_in_own_env_and_names_what_is_wrong_elsewhere():
-    assert envspec.check_stage_env("workflow") == []
-    problems = envspec.check_stage_env("vad")
+    assert envspec.check_stage_env(ENVS / "workflow.yaml") == []
+    problems = envspec.check_stage_env(ENVS / "vad.yaml")
     assert "ten-vad==1.0.6.9 is not installed" in problems
     assert importlib.metadata.version("numpy") == "2.4.6"  # shared pins are fine
 
 
 def test_require_refuses_outside_its_env_with_exit_3():
-    from speechprep.errors import EnvironmentMismatch
+    from speechprep.core.errors import EnvironmentMismatch
 
     with pytest.raises(EnvironmentMismatch, match="running outside its environment") as e:
-        envspec.require_stage_env("vad")
+        envspec.require_stage_env("vad", ENVS / "vad.yaml")
     assert e.value.exit_code == 3 and "ten-vad==1.0.6.9 is not installed" in str(e.value)

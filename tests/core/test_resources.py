@@ -2,8 +2,8 @@
 
 import os
 
-from speechprep.jsonio import write_jsonl
-from speechprep.resources import (
+from speechprep.core.jsonio import write_jsonl
+from speechprep.core.resources import (
     FIXED_MB,
     HUB_MODEL_MB,
     JOB_MB,

@@ -3,9 +3,9 @@ input order, the failure rule, atomic outputs (no stage, no model)."""
 
 import pytest
 
-from speechprep.failures import FailureRule, SystematicFailure
-from speechprep.jsonio import read_jsonl, write_jsonl
-from speechprep.shardjob import Accepted, Rejected, ShardJob
+from speechprep.core.failures import FailureRule, SystematicFailure
+from speechprep.core.jsonio import read_jsonl, write_jsonl
+from speechprep.core.shardjob import Accepted, Rejected, ShardJob
 
 RULE = FailureRule(first_errors=3, max_error_share=0.5)
 

@@ -11,22 +11,22 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from speechprep.audio import read_segment
-from speechprep.config import defaults
-from speechprep.curate import params as P
-from speechprep.curate import stage
+from speechprep.core.audio import read_segment
+from speechprep.core.jsonio import read_jsonl, write_jsonl
+from speechprep.core.modelstage import ShardFiles
+from speechprep.curate import measure, stage
 from speechprep.demo import damage
-from speechprep.jsonio import read_jsonl, write_jsonl
-from tests.support import DEMO, REPO, TRUTH, demo_file, demo_segments
+from speechprep.jobs import JOBS
+from tests.support import DEMO, REPO, TRUTH, config, demo_file, demo_segments
 
 warnings.simplefilter("ignore")
 
-_CFG = defaults()
+_CFG = config()
 
 
 def params(job, **overrides):
-    """A job's parameters: the config defaults with ``overrides``."""
-    return P.JOBS[job].from_dict({**P.job_section(job, _CFG), **overrides})
+    """A curation job's parameters: the config defaults with ``overrides``."""
+    return JOBS[f"curate {job}"].params.from_config(_CFG, **{"hash_cache": None, **overrides})
 
 
 def measure_params(**kw):
@@ -36,7 +36,7 @@ def measure_params(**kw):
 @pytest.fixture(scope="session")
 def models():
     """DNSMOS + Resemblyzer, loaded once."""
-    return stage.Models(measure_params(), "cpu", threads=2)
+    return measure.Models(measure_params(), "cpu", threads=2)
 
 
 def asr_lines(n=None):
@@ -126,30 +126,28 @@ class Run:
 
     def measure(self, p=None, models=None, names=None):
         for name in names or self.names:
-            stage.run_measure(
+            files = ShardFiles(
                 str(self.root / "asr" / f"{name}.jsonl"),
-                str(self.root / "s2s" / f"{name}.units.jsonl"),
                 str(self.f(name, "measures.jsonl")),
-                str(self.f(name, "embeddings.npy")),
-                str(self.f(name, "minhash.npy")),
                 str(self.f(name, "measure_rejects.jsonl")),
-                p or measure_params(),
                 str(self.root / "curate" / ".partial" / f"{name}.jsonl"),
-                threads=2,
-                models=models,
             )
+            units = str(self.root / "s2s" / f"{name}.units.jsonl")
+            emb, mh = str(self.f(name, "embeddings.npy")), str(self.f(name, "minhash.npy"))
+            measure.run(files, p or measure_params(), units, emb, mh, threads=2, models=models)
 
     def speakers(self, p=None):
-        return stage.run_speakers(
+        files = stage.SpeakerFiles(
             [self.root.name],
             [len(self.names)],
             [str(self.f(n, "measures.jsonl")) for n in self.names],
             [str(self.f(n, "embeddings.npy")) for n in self.names],
             [str(self.f(n, "speakers.jsonl")) for n in self.names],
             [str(self.root / "curate" / "speaker_clusters.json")],
-            str(self.root / "curate" / "speakers"),
-            str(self.root / "run_speaker_clusters.json"),
-            p or params("speakers"),
+        )
+        centroids = str(self.root / "curate" / "speakers")
+        return stage.run_speakers(
+            files, centroids, str(self.root / "run_speaker_clusters.json"), p or params("speakers")
         )
 
     def duplicates(self, p=None):

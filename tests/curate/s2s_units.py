@@ -8,7 +8,7 @@ Builds the demo HuBERT exactly as ``speechprep.demo.s2s_models.build_demo``
 does (``tiny_hubert``, seed 0), fits its k-means the same way on the demo
 corpus' layer-2 features, and writes each clip's units (nearest k-means
 centre of each 50 Hz frame), keyed as in CLIPS_NPZ. Features come from
-fairseq's own ``extract_features`` (what ``speechprep.s2s.dense_features``
+fairseq's own ``extract_features`` (what ``speechprep.s2s.models.dense_features``
 equals) and units from the fitted k-means' ``predict`` (what textlesslib's
 quantizer computes).
 """

@@ -5,7 +5,7 @@ import pytest
 from conftest import asr_lines, whole_clips
 from speechmos import dnsmos as reference
 
-from speechprep.audio import read_segment
+from speechprep.core.audio import read_segment
 from speechprep.curate.dnsmos import Dnsmos, windows
 from speechprep.demo import damage
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from conftest import asr_lines, damage, params, s2s_units
 
-from speechprep.audio import read_segment
+from speechprep.core.audio import read_segment
 from speechprep.curate.duplicates import Candidate, find_duplicates, jaccard, minhash_signature
 from speechprep.curate.measures import pcm_sha256
 

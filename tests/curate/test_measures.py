@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from conftest import asr_lines
 
-from speechprep.audio import read_segment
+from speechprep.core.audio import read_segment
 from speechprep.curate import measures as M
 from speechprep.demo import damage
 

@@ -5,13 +5,13 @@ import json
 import re
 import subprocess
 import sys
+from dataclasses import asdict
 
 import numpy as np
 import pytest
-from conftest import _CFG, asr_lines
+from conftest import asr_lines, measure_params
 
-from speechprep.curate import params as P
-from speechprep.jsonio import read_jsonl, write_jsonl
+from speechprep.core.jsonio import read_jsonl, write_jsonl
 from tests.support import REPO, kill_when_checkpointed
 
 PATHS = ("embedding_file", "minhash_file")
@@ -71,7 +71,7 @@ def outputs(root):
 @pytest.mark.slow
 def test_sigkilled_measure_job_resumes(tmp_path):
     segs = asr_lines(16)
-    params = {**P.job_section("measure", _CFG), "device": "cpu", "batch_seconds": 3.0}
+    params = asdict(measure_params(batch_seconds=3.0))
     killed, clean = tmp_path / "killed", tmp_path / "clean"
     for root in (killed, clean):
         setup(root, segs)

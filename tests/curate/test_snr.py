@@ -19,7 +19,7 @@ import soundfile as sf
 from conftest import measure_params
 from scipy.signal import butter, sosfilt
 
-from speechprep.audio import read_segment
+from speechprep.core.audio import read_segment
 from speechprep.curate import measures as M
 from speechprep.curate.nonspeech import NonSpeech
 from tests import real_speech as R

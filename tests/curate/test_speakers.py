@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 from conftest import Run, params, whole_clips
 
+from speechprep.core.jsonio import read_jsonl, write_jsonl
 from speechprep.curate import stage
 from speechprep.curate.speakers import CLUSTER_PREFIX, assign_speakers, assign_speakers_by_file, cluster_sample, purity
-from speechprep.jsonio import read_jsonl, write_jsonl
 from tests import real_speech
 
 
@@ -234,17 +234,16 @@ def test_one_voice_in_two_datasets_is_one_speaker(tmp_path, real_voices):
         names = real_speech.as_files(sub, 5)
         files = [f"f{sorted(set(names)).index(f)}" for f in names]  # f0, f1, ... in both datasets
         segs.append(_dataset(tmp_path, name, sub, x[idx], files))
-    report = stage.run_speakers(
+    files = stage.SpeakerFiles(
         ["a", "b"],
         [1, 1],
         [str(tmp_path / d / "shard-0000.measures.jsonl") for d in "ab"],
         [str(tmp_path / d / "shard-0000.embeddings.npy") for d in "ab"],
         [str(tmp_path / d / "assign" / "shard-0000.jsonl") for d in "ab"],
         [str(tmp_path / d / "speaker_clusters.json") for d in "ab"],
-        str(tmp_path / "all" / "speakers"),
-        str(tmp_path / "all" / "speaker_clusters.json"),
-        params("speakers"),
     )
+    centroids, clusters = str(tmp_path / "all" / "speakers"), str(tmp_path / "all" / "speaker_clusters.json")
+    report = stage.run_speakers(files, centroids, clusters, params("speakers"))
     got = {}
     for d, lines in zip("ab", segs, strict=True):
         assign = {a["id"]: a["speaker"] for a in read_jsonl(tmp_path / d / "assign" / "shard-0000.jsonl")}

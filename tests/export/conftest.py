@@ -11,15 +11,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from speechprep import export
-from speechprep.config import defaults
-from speechprep.jsonio import write_jsonl
-from speechprep.npyio import pack_npy, save_npy
-from tests.support import demo_segments
+from speechprep.core.jsonio import write_jsonl
+from speechprep.core.npyio import pack_npy, save_npy
+from speechprep.export import stage as export
+from tests.support import config, demo_segments
 
 warnings.simplefilter("ignore")
 
-CFG = defaults()["export"]
+CFG = config()["export"]
 # Ids a file name or a webdataset key cannot take as they are: a dot, non-ASCII, long.
 ODD_IDS = {1: "spk.one/ünïcode_0001", 2: "x" * 300}
 

@@ -8,21 +8,19 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from speechprep import ingest
-from speechprep.config import defaults
-from speechprep.errors import UsageError
-from speechprep.jsonio import read_jsonl
-from tests.support import DEMO, TRUTH
-
-INGEST = {k: v for k, v in defaults()["ingest"].items() if k != "threads"}
+from speechprep.core.errors import UsageError
+from speechprep.core.jsonio import read_jsonl
+from speechprep.ingest import stage as ingest
+from speechprep.ingest.params import IngestParams
+from tests.support import DEMO, TRUTH, config
 
 
 def run(tmp_path, ds, name="t"):
-    """Ingest ``ds`` (its keys over the ingest defaults, as the workflow merges them)."""
+    """Ingest ``ds`` (its keys over the ingest defaults, as a rule selects them)."""
     out = tmp_path / "out"
-    summary = ingest.run(
-        name, {**INGEST, **ds}, str(out / "manifest.jsonl"), str(out / "rejects.jsonl"), str(out / "shards"), threads=2
-    )
+    cfg = {**config(), "datasets": {name: ds}}
+    p = IngestParams.from_config(cfg, name, name=name)
+    summary = ingest.run(p, str(out / "manifest.jsonl"), str(out / "rejects.jsonl"), str(out / "shards"), threads=2)
     manifest = list(read_jsonl(out / "manifest.jsonl"))
     rejects = list(read_jsonl(out / "rejects.jsonl"))
     shards = {p.stem: list(read_jsonl(p)) for p in sorted((out / "shards").glob("*.jsonl"))}

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from speechprep import curation_report as cr
+from speechprep.report import curation as cr
 
 THRESHOLDS = {"min_dnsmos_ovrl": 1.7, "min_snr_db": 12, "max_clipping_ratio": 0.001, "tier_standard": 2.8}
 

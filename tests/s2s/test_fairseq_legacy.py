@@ -16,9 +16,9 @@ from fairseq import checkpoint_utils
 from omegaconf.errors import ValidationError
 from s2s_helpers import Hostile, checkpoint_naming
 
-from speechprep import fairseq_legacy as legacy
-from speechprep import safe_pickle
+from speechprep.core import safe_pickle
 from speechprep.demo.s2s_models import LEGACY_PROBLEMS, checkpoint_state, save_checkpoint, tiny_hubert
+from speechprep.s2s import fairseq_legacy as legacy
 
 warnings.simplefilter("ignore")
 REPO = Path(__file__).resolve().parents[2]

@@ -4,7 +4,7 @@ import json
 import subprocess
 import sys
 import warnings
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import numpy as np
@@ -13,13 +13,17 @@ import soundfile as sf
 import torch
 from s2s_helpers import Hostile
 
-from speechprep import fairseq_legacy as legacy
-from speechprep import s2s
+from speechprep.core.artifacts import read_wav
+from speechprep.core.errors import UsageError
+from speechprep.core.jsonio import read_jsonl, write_jsonl
+from speechprep.core.modelstage import ShardFiles
 from speechprep.demo import demo_audio
 from speechprep.demo.s2s_models import build_demo, tiny_hubert, tiny_vocoder
-from speechprep.errors import UsageError
-from speechprep.jsonio import read_jsonl, write_jsonl
+from speechprep.s2s import fairseq_legacy as legacy
+from speechprep.s2s import models as s2s
+from speechprep.s2s import stage
 from tests.support import DEMO, demo_segments
+from tests.support import params as config_params
 
 warnings.simplefilter("ignore")
 
@@ -38,7 +42,7 @@ def models(demo_models):
 def params(demo_models, **kw):
     """The demo models with the config defaults (layer 2: the demo HuBERT has two);
     PyTorch features unless ``runtime`` says otherwise."""
-    return s2s.S2sParams.defaults(**{**demo_models[1], "layer": 2, "runtime": "torch", **kw})
+    return config_params(s2s.S2sParams, **{**demo_models[1], "layer": 2, "runtime": "torch", "device": "cpu", **kw})
 
 
 def segments(n=None, extra=()):
@@ -69,7 +73,7 @@ def test_quantizer_labels_identical_to_sklearn(demo_models, models):
 
 def test_kmeans_loads_without_sklearn(demo_models):
     code = (
-        "import sys; from speechprep.s2s import load_kmeans_centers; "
+        "import sys; from speechprep.s2s.models import load_kmeans_centers; "
         f"c = load_kmeans_centers({demo_models[1]['kmeans']!r}); "
         "assert not any(m.split('.')[0] == 'sklearn' for m in sys.modules), 'sklearn imported'; "
         "print(c.shape)"
@@ -216,16 +220,9 @@ def run(tmp_path, segs, p, tag="o", models=None, layout="files"):
     shard = tmp_path / f"{tag}.segments.jsonl"
     write_jsonl(shard, segs)
     out = {"units": tmp_path / f"{tag}.units.jsonl", "wavs": tmp_path / tag, "rej": tmp_path / f"{tag}.rej.jsonl"}
-    counts = s2s.run_shard(
-        str(shard),
-        str(out["units"]),
-        str(out["wavs"]),
-        str(out["rej"]),
-        p,
-        str(tmp_path / ".partial" / f"{tag}.jsonl"),
-        models=models,
-        layout=layout,
-    )
+    resume = str(tmp_path / ".partial" / f"{tag}.jsonl")
+    files = ShardFiles(str(shard), str(out["units"]), str(out["rej"]), resume, {"wav": str(out["wavs"])}, layout)
+    counts = stage.run(files, replace(p, layout=layout), models=models)
     return counts, list(read_jsonl(out["units"])), list(read_jsonl(out["rej"])), out
 
 
@@ -270,7 +267,7 @@ def test_packed_layout_one_wav_per_shard_same_audio(tmp_path, demo_models, model
     for f, p in zip(files, packed, strict=True):
         assert p["wav"] == f"{out_p['wavs'] / 'packed.wav'}#{start}:{p['wav_samples']}"
         start += p["wav_samples"]
-        assert np.array_equal(s2s.read_wav(p["wav"]), s2s.read_wav(f["wav"]))  # sample for sample
+        assert np.array_equal(read_wav(p["wav"]), read_wav(f["wav"]))  # sample for sample
         assert {k: v for k, v in p.items() if k != "wav"} == {k: v for k, v in f.items() if k != "wav"}
     assert not (tmp_path / ".partial" / "p").exists()
 
@@ -288,7 +285,7 @@ def test_units_from_legacy_checkpoint_and_its_modern_copy_are_identical(tmp_path
 def test_killed_shard_resumes_with_identical_outputs(tmp_path, demo_models, models, caplog):
     import shutil
 
-    from speechprep.resume import fingerprint
+    from speechprep.core.resume import fingerprint
 
     p = params(demo_models)
     segs = segments(6)
@@ -300,13 +297,14 @@ def test_killed_shard_resumes_with_identical_outputs(tmp_path, demo_models, mode
     shard = b / "o.segments.jsonl"
     write_jsonl(shard, segs)
     ck = b / ".partial" / "o.jsonl"
-    (b / ".partial" / "o").mkdir(parents=True)
-    fp_params = {k: v for k, v in asdict(p).items() if k not in ("model_failure", "hash_cache")}
-    fp = fingerprint(str(shard), {**fp_params, **s2s.identity(p)}, s2s.ALGORITHM_VERSION)
+    (b / ".partial" / "o" / "wav").mkdir(parents=True)
+    job = stage.S2sStage(p, models=models)
+    fp = fingerprint(str(shard), job.fingerprint(), job.version)
     lines = [json.dumps({"fingerprint": fp})]
     for x in full[:3]:
-        lines.append(json.dumps({"id": x["id"], "units": x["units"], "wav_samples": x["wav_samples"]}))
-        shutil.copy(out_a["wavs"] / f"{x['id']}.wav", b / ".partial" / "o" / f"{x['id']}.wav")
+        saved = {k: x[k] for k in ("units", "frame_rate", "wav_samples")}
+        lines.append(json.dumps({"id": x["id"], **saved}))
+        shutil.copy(out_a["wavs"] / f"{x['id']}.wav", b / ".partial" / "o" / "wav" / f"{x['id']}.wav")
     ck.write_text("\n".join(lines) + "\n", encoding="utf-8")
     caplog.set_level("INFO")
     _, resumed, _, out_b = run(b, segs, p, models=models)
@@ -337,7 +335,7 @@ class _FailOn:
 
 
 def _samples(seg):
-    from speechprep.audio import read_segment
+    from speechprep.core.audio import read_segment
 
     return len(read_segment(seg, 16000, 0.1, "s2s.min_duration"))
 
@@ -361,7 +359,7 @@ def test_model_error_on_one_segment_rejects_only_that_one(tmp_path, demo_models,
     ],
 )
 def test_systematic_model_failure_fails_the_job(tmp_path, demo_models, models, failing, rule, what):
-    from speechprep.failures import SystematicFailure
+    from speechprep.core.failures import SystematicFailure
 
     segs = segments(6)
     lengths = None if failing == "all" else {_samples(s) for s in segs[:4]}
@@ -377,7 +375,7 @@ def test_systematic_model_failure_fails_the_job(tmp_path, demo_models, models, f
 def test_cli_exits_with_the_failure_code_on_a_systematic_failure(tmp_path, demo_models):
     import joblib
 
-    from speechprep.failures import EXIT_CODE
+    from speechprep.core.failures import EXIT_CODE
 
     km, _ = _fitted_kmeans()  # 12-dim centres: a k-means for another model than this 64-dim HuBERT
     joblib.dump(km, tmp_path / "other_km.bin")
@@ -405,7 +403,7 @@ def test_cli_exits_with_the_failure_code_on_a_systematic_failure(tmp_path, demo_
             json.dumps(p_json),
             "--resume",
             str(tmp_path / ".partial" / "o.jsonl"),
-            "--units",
+            "--out",
             str(tmp_path / "o.units.jsonl"),
             "--wav-dir",
             str(tmp_path / "o"),
@@ -424,7 +422,7 @@ def test_cli_exits_with_the_failure_code_on_a_systematic_failure(tmp_path, demo_
 
 
 def test_long_utf8_ids_get_safe_file_names(tmp_path, demo_models, models):
-    from speechprep.names import file_stem
+    from speechprep.core.names import file_stem
 
     segs = segments(3)
     long_id = "é" * 160 + "_0000"
@@ -439,7 +437,7 @@ def test_long_utf8_ids_get_safe_file_names(tmp_path, demo_models, models):
 
 
 def test_atomic_open_takes_a_target_name_near_the_limit(tmp_path):
-    from speechprep.jsonio import atomic_open
+    from speechprep.core.jsonio import atomic_open
 
     target = tmp_path / ("é" * 123 + ".wav")  # 250 bytes
     assert len(target.name.encode("utf-8")) == 250
@@ -449,7 +447,7 @@ def test_atomic_open_takes_a_target_name_near_the_limit(tmp_path):
 
 
 def test_model_hashes_come_from_the_cache(tmp_path, demo_models, models):
-    from speechprep.modelfiles import sha256_file
+    from speechprep.core.modelfiles import sha256_file
 
     cache = tmp_path / "cache"
     p = params(demo_models, hash_cache=str(cache), model_failure={"first_errors": 5, "max_error_share": 0.2})
@@ -463,7 +461,7 @@ def test_model_hashes_come_from_the_cache(tmp_path, demo_models, models):
 def test_the_stage_through_onnx_runtime_gives_the_same_units(tmp_path, demo_models, models):
     """s2s.runtime onnxruntime: the checked export of the demo HuBERT, the same units and WAVs."""
     pytest.importorskip("onnxruntime")
-    from speechprep import s2s_runtime
+    from speechprep.s2s import runtime as s2s_runtime
 
     export = tmp_path / "hubert.onnx"
     s2s_runtime.build_export(demo_models[1]["hubert"], 2, export)

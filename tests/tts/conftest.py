@@ -3,17 +3,21 @@ English text-normalisation grammars (built once per session)."""
 
 import time
 import warnings
+from dataclasses import replace
 
 import pytest
 
-from speechprep.audio import read_segment
-from speechprep.jsonio import read_jsonl, write_jsonl
-from speechprep.tts import encoders as enc
-from speechprep.tts import features, spoken
+from speechprep import encoders as enc
+from speechprep.core.audio import read_segment
+from speechprep.core.jsonio import read_jsonl, write_jsonl
+from speechprep.core.modelstage import ShardFiles
+from speechprep.text import spoken
+from speechprep.tts import features
 from tests.support import demo_segments as _segments
+from tests.support import params
 
 warnings.simplefilter("ignore")
-P = features.TtsParams.defaults(device="cpu")
+P = params(features.TtsParams, device="cpu")
 
 
 def demo_segments():
@@ -37,19 +41,19 @@ def shard(tmp_path, segs, units=None, s2s_rejects=()):
     return asr, u, r
 
 
-def run(tmp_path, asr, units, s2s_rejects, p=P, **kw):
+def run(tmp_path, asr, units, s2s_rejects, p=P, layout="files", **kw):
+    """The features job of a shard (its arrays in ``tts/shard-0000/<kind>/``, ``layout``)."""
     out = tmp_path / "tts"
-    counts = features.run_features(
+    arrays = {k: str(out / "shard-0000" / k) for k in features.FEATURES}
+    files = ShardFiles(
         str(asr),
-        str(units),
-        str(s2s_rejects),
         str(out / "shard-0000.features.jsonl"),
         str(out / "shard-0000.rejects.jsonl"),
-        str(out / "shard-0000"),
-        p,
         str(out / ".partial" / "shard-0000.jsonl"),
-        **kw,
+        arrays,
+        layout,
     )
+    counts = features.run(files, replace(p, layout=layout), str(units), str(s2s_rejects), **kw)
     return (
         counts,
         list(read_jsonl(out / "shard-0000.features.jsonl")),
@@ -86,3 +90,14 @@ def grammars(tmp_path_factory):
 @pytest.fixture(scope="session")
 def spoken_en(grammars):
     return spoken.SpokenNormalizer({"en": str(grammars[0])})
+
+
+def text_ids(index, tokenizer, out, ids_dir, normalized=(), layout="files"):
+    """The text-ids job over a features index (its rejects beside ``out``); its counts."""
+    from pathlib import Path
+
+    from speechprep.tts import text
+    from speechprep.tts.params import TextIdsParams
+
+    rejects = str(Path(out).with_suffix(".rejects.jsonl"))
+    return text.run_text(str(index), str(tokenizer), str(out), rejects, str(ids_dir), TextIdsParams(layout), normalized)

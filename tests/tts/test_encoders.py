@@ -4,10 +4,11 @@ import numpy as np
 import torch
 from conftest import demo_segments, run, shard
 
-from speechprep.audio import read_segment
-from speechprep.npyio import load_npy
-from speechprep.tts import encoders as enc
+from speechprep import encoders as enc
+from speechprep.core.audio import read_segment
+from speechprep.core.npyio import load_npy
 from speechprep.tts import features
+from tests.support import params
 
 
 def test_batched_resemblyzer_equals_embed_utterance(encoders, clips):
@@ -62,7 +63,7 @@ def test_torchscript_encoders_replace_both(tmp_path):
     torch.jit.script(Stats()).save(str(one))
     torch.jit.script(BatchedStats()).save(str(batched))
     segs = [{k: v for k, v in s.items() if k != "voice"} for s in demo_segments()[:5]]
-    p = features.TtsParams.defaults(device="cpu", condition=f"torchscript:{one}", emotion=f"torchscript:{batched}")
+    p = params(features.TtsParams, device="cpu", condition=f"torchscript:{one}", emotion=f"torchscript:{batched}")
     counts, lines, rejects = run(tmp_path, *shard(tmp_path, segs), p=p)
     assert counts["ok"] == 5 and not rejects
     for s, line in zip(segs, lines):

@@ -6,13 +6,14 @@ import numpy as np
 import pytest
 import soundfile as sf
 import torch
-from conftest import demo_segments, fake_units, run, shard
+from conftest import demo_segments, fake_units, run, shard, text_ids
 
-from speechprep.audio import read_segment
-from speechprep.jsonio import read_jsonl
-from speechprep.npyio import load_npy, load_ref
+from speechprep.core.audio import read_segment
+from speechprep.core.jsonio import read_jsonl
+from speechprep.core.npyio import load_npy, load_ref
+from speechprep.encoders import Encoders
 from speechprep.tts import features, text
-from speechprep.tts.encoders import Encoders
+from tests.support import params
 
 
 def test_shard_features_rejects_and_accounting(tmp_path, encoders):
@@ -46,7 +47,7 @@ def test_shard_features_rejects_and_accounting(tmp_path, encoders):
     assert all(r["stage"] == "tts" and r["detail"] for r in rejects)
     # every input id in exactly one of the index or the rejects
     assert sorted([x["id"] for x in lines] + list(reasons)) == sorted(s["id"] for s in all_segs)
-    assert counts == {"segments": len(all_segs), "ok": len(lines), "rejected": len(rejects)}
+    assert (counts["segments"], counts["ok"], counts["rejected"]) == (len(all_segs), len(lines), len(rejects))
     for s, line in zip(segs, lines):
         assert line["text"] == s["text"] and line["offset"] == s["offset"]
         codes = load_npy(line["codes"], np.int32, 1)
@@ -100,7 +101,7 @@ def test_encoder_failure_on_one_clip_rejects_only_it(tmp_path, encoders):
 def test_killed_job_resumes_and_recomputes_a_truncated_array(tmp_path, encoders):
     segs = [{k: v for k, v in s.items() if k != "voice"} for s in demo_segments()[:8]]
     paths = shard(tmp_path, segs)
-    p = features.TtsParams.defaults(device="cpu", cpu_batch_seconds=3.0)  # about two segments a batch
+    p = params(features.TtsParams, device="cpu", cpu_batch_seconds=3.0)  # about two segments a batch
     first = Flaky(encoders, max_batch=99, stop_after=4)
     with pytest.raises(KeyboardInterrupt):
         run(tmp_path, *paths, p=p, encoders=first)
@@ -123,7 +124,7 @@ def test_killed_job_resumes_and_recomputes_a_truncated_array(tmp_path, encoders)
 
 
 def test_encoder_failing_on_everything_fails_the_job(tmp_path, encoders):
-    from speechprep.failures import SystematicFailure
+    from speechprep.core.failures import SystematicFailure
 
     segs = [{k: v for k, v in s.items() if k != "voice"} for s in demo_segments()[:12]]
     calls = []
@@ -132,7 +133,7 @@ def test_encoder_failing_on_everything_fails_the_job(tmp_path, encoders):
         calls.append(len(clips))
         raise RuntimeError("Expected all tensors to be on the same device (injected)")
 
-    p = features.TtsParams.defaults(device="cpu", model_failure={"first_errors": 5, "max_error_share": 0.5})
+    p = params(features.TtsParams, device="cpu", model_failure={"first_errors": 5, "max_error_share": 0.5})
     with pytest.raises(
         SystematicFailure,
         match=r"resemblyzer \+ egemaps fails systematically: the first 5 "
@@ -144,7 +145,7 @@ def test_encoder_failing_on_everything_fails_the_job(tmp_path, encoders):
 
 
 def test_mostly_failing_encoder_fails_at_the_end_by_share(tmp_path, encoders):
-    from speechprep.failures import SystematicFailure
+    from speechprep.core.failures import SystematicFailure
 
     segs = [{k: v for k, v in s.items() if k != "voice"} for s in demo_segments()[:6]]
     good = len(read_segment(segs[0]))
@@ -174,12 +175,7 @@ def test_ids_longer_than_a_file_name_get_a_safe_name(tmp_path, encoders):
         assert load_npy(line[kind]) is not None
     tok = tmp_path / "tok.model"
     text.train_tokenizer([s["text"] for s in demo_segments()], tok, 64)
-    text.run_text(
-        str(tmp_path / "tts" / "shard-0000.features.jsonl"),
-        str(tok),
-        str(tmp_path / "text.jsonl"),
-        str(tmp_path / "text_ids"),
-    )
+    text_ids(tmp_path / "tts" / "shard-0000.features.jsonl", tok, tmp_path / "text.jsonl", tmp_path / "text_ids")
     ids = {x["id"]: x for x in read_jsonl(tmp_path / "text.jsonl")}
     assert len(Path(ids[long_id]["text_ids"]).name.encode("utf-8")) <= 200
 

@@ -4,13 +4,22 @@ import json
 
 import numpy as np
 import pytest
-from conftest import demo_segments, run, shard
+from conftest import demo_segments, run, shard, text_ids
 
-from speechprep.config import digest
-from speechprep.jsonio import read_jsonl, write_jsonl
-from speechprep.npyio import load_ref
-from speechprep.tts import manifests, spoken, text
+from speechprep.core.config import digest
+from speechprep.core.jsonio import read_jsonl, write_jsonl
+from speechprep.core.npyio import load_ref
+from speechprep.text.normalize import TextNormalizer
+from speechprep.tts import manifests, normalize, text
+from speechprep.tts.params import ManifestParams, TextParams
 from speechprep.tts.text import load_tokenizer
+from tests.support import REPO, params
+
+OUTPUTS = ("train.jsonl", "val.jsonl", "stats.json")
+
+
+def manifest_params(**kw):
+    return params(ManifestParams, **{"hash_cache": None, **kw})
 
 
 @pytest.mark.parametrize("layout", ["files", "packed"])
@@ -19,19 +28,12 @@ def test_text_ids_decode_to_the_normalised_text(tmp_path, layout):
     m = tmp_path / "asr.jsonl"
     write_jsonl(m, [{**s, "text": f"\u201c{s['text']}\u201d \u2014 ok !"} for s in segs])
     normalized = str(tmp_path / "normalized.jsonl")
-    spoken.run_normalize(str(m), normalized, spoken.TextParams.defaults(normalize=False))
+    normalize.run_normalize(str(m), normalized, params(TextParams, normalize=False))
     text.train_normalized_tokenizer([normalized], 64, str(tmp_path / "tok.model"))
     index = tmp_path / "features.jsonl"
-    norm = text.TextNormalizer()
+    norm = TextNormalizer()
     write_jsonl(index, [{"id": s["id"], "text": norm(f"\u201c{s['text']}\u201d \u2014 ok !")} for s in segs])
-    n = text.run_text(
-        str(index),
-        str(tmp_path / "tok.model"),
-        str(tmp_path / "text.jsonl"),
-        str(tmp_path / "ids"),
-        [normalized],
-        layout,
-    )
+    n = text_ids(index, tmp_path / "tok.model", tmp_path / "text.jsonl", tmp_path / "ids", [normalized], layout)["ok"]
     sp = load_tokenizer(tmp_path / "tok.model")
     assert n == len(segs)
     for line, ref in zip(read_jsonl(tmp_path / "text.jsonl"), read_jsonl(index)):
@@ -58,15 +60,13 @@ def test_manifests_stats_and_combined_agree(tmp_path, encoders):
     counts, lines, rejects = run(tmp_path, *shard(tmp_path, segs), encoders=encoders)
     out = tmp_path / "tts"
     normalized = str(out / "shard-0000.normalized.jsonl")
-    spoken.run_normalize(
-        str(tmp_path / "asr" / "shard-0000.jsonl"), normalized, spoken.TextParams.defaults(normalize=False)
-    )
+    normalize.run_normalize(str(tmp_path / "asr" / "shard-0000.jsonl"), normalized, params(TextParams, normalize=False))
     text.train_normalized_tokenizer([normalized], 48, str(out / "tok.model"))
-    text.run_text(
-        str(out / "shard-0000.features.jsonl"),
-        str(out / "tok.model"),
-        str(out / "shard-0000.text.jsonl"),
-        str(out / "shard-0000" / "text_ids"),
+    text_ids(
+        out / "shard-0000.features.jsonl",
+        out / "tok.model",
+        out / "shard-0000.text.jsonl",
+        out / "shard-0000" / "text_ids",
         [normalized],
     )
     # upstream lines as ASR and S2S wrote them: the models' identity is read from there
@@ -76,22 +76,17 @@ def test_manifests_stats_and_combined_agree(tmp_path, encoders):
     s2s_ident.update({f"{k}_sha256": f"{i:064d}" for i, k in enumerate(manifests.S2S_MODELS)})
     write_jsonl(units_lines, [{"id": segs[0]["id"], "units": [1, 2], **s2s_ident}])
     cfg = {"tts": {"val_ratio": 0.4, "condition": "resemblyzer", "emotion": "egemaps", "threads": 2}}
-    stats = manifests.build_manifests(
-        "demo",
+    inputs = manifests.Inputs(
         [str(out / "shard-0000.features.jsonl")],
         [str(out / "shard-0000.text.jsonl")],
-        [str(out / "shard-0000.rejects.jsonl")],
+        [str(out / "shard-0000.rejects.jsonl"), str(out / "shard-0000.text.rejects.jsonl")],
         [str(asr_lines)],
         [str(units_lines)],
         str(out / "tok.model"),
-        {"condition": "resemblyzer", "emotion": "egemaps"},
-        None,
-        0.4,
-        digest(cfg),
-        str(out / "train.jsonl"),
-        str(out / "val.jsonl"),
-        str(out / "stats.json"),
+        pins=[str(REPO / "envs" / f"{e}.yaml") for e in ("vad", "asr", "s2s")],
     )
+    p = manifest_params(name="demo", val_ratio=0.4, config_sha256=digest(cfg))
+    stats = manifests.build_manifests(p, inputs, manifests.Outputs(*(str(out / n) for n in OUTPUTS)))
     train, val = list(read_jsonl(out / "train.jsonl")), list(read_jsonl(out / "val.jsonl"))
     assert stats["counts"] == {"train": len(train), "val": len(val), "rejected": 1, "curated_out": 0}
     assert len(train) + len(val) == 6
@@ -165,23 +160,9 @@ def test_split_by_speaker_puts_no_speaker_in_both(tmp_path):
     text.train_tokenizer(["hi there"] * 10, tmp_path / "tok.model", 16)
     for by_speaker in (False, True):
         out = tmp_path / str(by_speaker)
-        manifests.build_manifests(
-            "d",
-            [str(feats)],
-            [str(texts)],
-            [],
-            [],
-            [],
-            str(tmp_path / "tok.model"),
-            {"condition": "resemblyzer", "emotion": "egemaps"},
-            None,
-            0.3,
-            "x",
-            str(out / "train.jsonl"),
-            str(out / "val.jsonl"),
-            str(out / "stats.json"),
-            split_by_speaker=by_speaker,
-        )
+        inputs = manifests.Inputs([str(feats)], [str(texts)], [], [], [], str(tmp_path / "tok.model"))
+        p = manifest_params(name="d", val_ratio=0.3, config_sha256="x", split_by_speaker=by_speaker)
+        manifests.build_manifests(p, inputs, manifests.Outputs(*(str(out / n) for n in OUTPUTS)))
         train = {x["speaker"] for x in read_jsonl(out / "train.jsonl")}
         val = {x["speaker"] for x in read_jsonl(out / "val.jsonl")}
         assert val and train

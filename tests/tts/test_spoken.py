@@ -4,12 +4,16 @@ import time
 
 import numpy as np
 import pytest
-from conftest import demo_segments
+from conftest import demo_segments, text_ids
 
-from speechprep.errors import UsageError
-from speechprep.jsonio import read_jsonl, write_jsonl
-from speechprep.npyio import load_npy
-from speechprep.tts import manifests, spoken, text
+from speechprep.core.errors import UsageError
+from speechprep.core.jsonio import read_jsonl, write_jsonl
+from speechprep.core.npyio import load_npy
+from speechprep.text import spoken
+from speechprep.text.normalize import TextNormalizer
+from speechprep.tts import manifests, normalize, text
+from speechprep.tts.params import TextParams
+from tests.support import params
 
 # written form -> what NeMo's English grammars (deterministic, cased) say
 WRITTEN_SPOKEN = [
@@ -69,11 +73,9 @@ def test_unsupported_language_passes_through_and_is_counted(tmp_path, grammars):
         {"id": "empty", "text": " "},
     ]
     write_jsonl(tmp_path / "asr.jsonl", segs)
-    p = spoken.TextParams.defaults()
+    p = params(TextParams)
     assert p.normalize and p.normalize_languages == ["en"]  # config/config.yaml
-    counts = spoken.run_normalize(
-        str(tmp_path / "asr.jsonl"), str(tmp_path / "n.jsonl"), p, [str(grammars[0])], None, "en"
-    )
+    counts = normalize.run_normalize(str(tmp_path / "asr.jsonl"), str(tmp_path / "n.jsonl"), p, [str(grammars[0])])
     lines = {x["id"]: x for x in read_jsonl(tmp_path / "n.jsonl")}
     assert set(lines) == {"en1", "fr1", "de1", "fr2"}  # no text: left to the features' no_text
     assert lines["en1"]["text_normalized"] == "We walked three kilometers."
@@ -87,8 +89,8 @@ def test_unsupported_language_passes_through_and_is_counted(tmp_path, grammars):
     assert stats["passed_through"] == 3 and stats["spoken"] == 1
     assert stats["passed_through_by_language"] == {"de-AT": 1, "fr": 2}
 
-    off = spoken.TextParams.defaults(normalize=False)
-    assert spoken.run_normalize(str(tmp_path / "asr.jsonl"), str(tmp_path / "off.jsonl"), off) == {"off": 4}
+    off = params(TextParams, normalize=False)
+    assert normalize.run_normalize(str(tmp_path / "asr.jsonl"), str(tmp_path / "off.jsonl"), off) == {"off": 4}
     assert all(x["text_normalized"] == x["text"] for x in read_jsonl(tmp_path / "off.jsonl"))
 
 
@@ -97,8 +99,8 @@ def test_text_ids_are_the_sentencepiece_ids_of_the_normalised_text(tmp_path, gra
     segs += [{"id": f"num{i}", "text": w} for i, (w, _) in enumerate(WRITTEN_SPOKEN)]
     write_jsonl(tmp_path / "asr.jsonl", segs)
     normalized = str(tmp_path / "shard.normalized.jsonl")
-    spoken.run_normalize(
-        str(tmp_path / "asr.jsonl"), normalized, spoken.TextParams.defaults(), [str(grammars[0])], "en"
+    normalize.run_normalize(
+        str(tmp_path / "asr.jsonl"), normalized, params(TextParams, dataset_language="en"), [str(grammars[0])]
     )
     tok = str(tmp_path / "tok.model")
     text.train_normalized_tokenizer([normalized], 96, tok)
@@ -106,8 +108,8 @@ def test_text_ids_are_the_sentencepiece_ids_of_the_normalised_text(tmp_path, gra
     pieces = [sp.id_to_piece(i) for i in range(sp.get_piece_size())]
     assert not any(c.isdigit() or c in "$%" for piece in pieces for c in piece)  # trained on spoken forms
     index = tmp_path / "features.jsonl"  # the features job's lines: id, (cleaned) text
-    write_jsonl(index, [{"id": s["id"], "text": text.TextNormalizer()(s["text"])} for s in segs])
-    text.run_text(str(index), tok, str(tmp_path / "text.jsonl"), str(tmp_path / "ids"), [normalized])
+    write_jsonl(index, [{"id": s["id"], "text": TextNormalizer()(s["text"])} for s in segs])
+    text_ids(index, tok, tmp_path / "text.jsonl", tmp_path / "ids", [normalized])
     said = {x["id"]: x["text_normalized"] for x in read_jsonl(normalized)}
     lines = list(read_jsonl(tmp_path / "text.jsonl"))
     assert len(lines) == len(segs)
@@ -145,8 +147,8 @@ def test_the_segments_the_features_keep_all_have_normalised_text(tmp_path, gramm
     """The features job cleans with the segment's or the dataset's language only; asr.language
     (the grammars' last resort) must not make the normalise job drop a segment they keep."""
     write_jsonl(tmp_path / "asr.jsonl", [{"id": "p", "text": "?!"}, {"id": "q", "text": "Take 2."}])
-    p = spoken.TextParams.defaults(languages={"en": {"strip_punct": True}})
-    spoken.run_normalize(str(tmp_path / "asr.jsonl"), str(tmp_path / "n.jsonl"), p, [str(grammars[0])], None, "en")
+    p = params(TextParams, languages={"en": {"strip_punct": True}})
+    normalize.run_normalize(str(tmp_path / "asr.jsonl"), str(tmp_path / "n.jsonl"), p, [str(grammars[0])])
     lines = {x["id"]: x for x in read_jsonl(tmp_path / "n.jsonl")}
     assert set(lines) == {"p", "q"} and lines["p"]["text"] == "?!" and lines["p"]["text_normalized"]
     assert lines["q"]["text"] == "Take 2." and lines["q"]["text_normalized"] == "Take two"  # options after NeMo

@@ -3,8 +3,9 @@
 import numpy as np
 import pytest
 
-from speechprep.npyio import load_npy, save_npy
-from speechprep.tts.text import TextNormalizer, load_tokenizer, text_ids, train_tokenizer
+from speechprep.core.npyio import load_npy, save_npy
+from speechprep.text.normalize import TextNormalizer
+from speechprep.tts.text import load_tokenizer, text_ids, train_tokenizer
 from tests.support import TRUTH
 
 

@@ -5,7 +5,8 @@ import itertools
 import numpy as np
 import pytest
 
-from speechprep.vad import VadParams, file_stats, make_segments, speech_runs
+from speechprep.vad.stage import VadParams, file_stats, make_segments, speech_runs
+from tests.support import params
 
 HOP = 256 / 16000  # 16 ms
 
@@ -21,7 +22,7 @@ def flags_from(intervals, duration):
 def segs(intervals, duration, **kw):
     f = flags_from(intervals, duration)
     probs = f.astype(np.float32) * 0.9
-    return make_segments(f, probs, duration, VadParams.defaults(**kw))
+    return make_segments(f, probs, duration, params(VadParams, **kw))
 
 
 def test_speech_runs():
@@ -103,7 +104,7 @@ def test_forced_cut_in_continuous_speech_respects_min_speech():
     f[int(0.55 / HOP)] = 0  # a 16 ms gap 50 ms after the start
     probs = f.astype(np.float32) * 0.9
     probs[int(0.55 / HOP)] = 0.0  # and the least speech-like frame of all
-    p = VadParams.defaults(pad=0.0, min_speech=0.25, max_segment=30.0)
+    p = params(VadParams, pad=0.0, min_speech=0.25, max_segment=30.0)
     notes = []
     out = make_segments(f, probs, duration, p, notes)
     assert all(e - s >= p.min_speech for s, e in out), out
@@ -114,7 +115,7 @@ def test_forced_cut_in_continuous_speech_respects_min_speech():
 
 def test_no_admissible_cut_keeps_both_parts_longest_and_says_so():
     # max_segment below twice min_speech: no cut can leave min_speech on both sides
-    p = VadParams.defaults(pad=0.0, min_speech=1.0, max_segment=1.5)
+    p = params(VadParams, pad=0.0, min_speech=1.0, max_segment=1.5)
     notes = []
     f = flags_from([(1.0, 2.8)], 4.0)
     out = make_segments(f, f.astype(np.float32), 4.0, p, notes)

@@ -11,15 +11,15 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from speechprep import vad
-from speechprep.errors import WorkerKilled
-from speechprep.jsonio import read_jsonl, write_jsonl
-from speechprep.resume import ResumeFile, fingerprint
-from speechprep.shardjob import Accepted, Rejected, outcome_line
-from speechprep.vad import VadParams, analyze_file, run_shard
-from tests.support import DEMO, TRUTH, demo_file
+from speechprep.core.errors import WorkerKilled
+from speechprep.core.jsonio import read_jsonl, write_jsonl
+from speechprep.core.resume import ResumeFile, fingerprint
+from speechprep.core.shardjob import Accepted, Rejected, outcome_line
+from speechprep.vad import stage as vad
+from speechprep.vad.stage import VadParams, analyze_file, run_shard
+from tests.support import DEMO, TRUTH, demo_file, params
 
-P = VadParams.defaults()
+P = params(VadParams)
 
 
 @pytest.mark.parametrize("rel,info", [(k, v) for k, v in TRUTH["files"].items() if v["expect"] != "ok"])
@@ -70,7 +70,7 @@ def three_minute_file(path):
 def test_max_segment_honoured_on_three_minute_file(tmp_path):
     path = tmp_path / "long.flac"
     spans, pauses = three_minute_file(path)
-    p = VadParams.defaults(max_segment=30.0, pad=0.03)
+    p = params(VadParams, max_segment=30.0, pad=0.03)
     r = analyze_file({"id": "long", "audio_filepath": str(path)}, p).data
     segs = [(s["offset"], s["offset"] + s["duration"]) for s in r["segments"]]
     assert r["stats"]["duration"] > 180

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from conftest import REPO, demo_models, jobs_run, read_jsonl, snakemake, write_config
 
-from speechprep.npyio import load_ref
-from speechprep.s2s import read_wav
+from speechprep.core.artifacts import read_wav
+from speechprep.core.npyio import load_ref
 
 pytestmark = pytest.mark.slow  # real snakemake runs
 

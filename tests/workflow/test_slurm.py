@@ -167,10 +167,10 @@ def test_every_stage_ran_as_slurm_jobs(cluster, slurm_demo):
 
 
 def test_every_shard_job_fit_its_first_memory_request(cluster, slurm_demo, demo):
-    """The shard rules ask for what their job will hold (speechprep.resources: the shard's
+    """The shard rules ask for what their job will hold (speechprep.core.resources: the shard's
     lines and longest segment, the models, the batch): under enforced memory, every demo
     shard job ran once and COMPLETED with the request computed from its own shard."""
-    from speechprep.resources import memory_mb, shard_content
+    from speechprep.core.resources import memory_mb, shard_content
 
     memory_enforcement(cluster)
     work, out = slurm_demo

@@ -23,18 +23,11 @@ import re
 import sys
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-ENVS_DIR = REPO_ROOT / "envs"
-
 _PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(\[[^\]]*\])?==([^\s;#]+)$")
 
 
 class EnvSpecError(ValueError):
     pass
-
-
-def env_file(stage: str) -> Path:
-    return ENVS_DIR / f"{stage}.yaml"
 
 
 def pip_requirements(path: Path) -> list[str]:
@@ -108,10 +101,10 @@ def _public_version(v: str) -> str:
     return v.split("+", 1)[0]
 
 
-def check_stage_env(stage: str) -> list[str]:
-    """Problems that make this interpreter the wrong one for ``stage`` (empty if none)."""
+def check_stage_env(env_file: str | os.PathLike) -> list[str]:
+    """Problems that make this interpreter the wrong one for the env file's pins (empty if none)."""
     problems = []
-    for name, want in pinned_packages(env_file(stage)).items():
+    for name, want in pinned_packages(Path(env_file)).items():
         try:
             have = importlib.metadata.version(name)
         except importlib.metadata.PackageNotFoundError:
@@ -122,15 +115,16 @@ def check_stage_env(stage: str) -> list[str]:
     return problems
 
 
-def require_stage_env(stage: str) -> None:
-    """Raise :class:`EnvironmentMismatch` (exit 3) unless we run in ``stage``'s env."""
+def require_stage_env(stage: str, env_file: str | os.PathLike) -> None:
+    """Raise :class:`EnvironmentMismatch` (exit 3) unless we run in ``stage``'s env (the pins of
+    its ``env_file``, ``envs/<stage>.yaml`` of the checkout the rule runs from)."""
     from .errors import EnvironmentMismatch
 
-    problems = check_stage_env(stage)
+    problems = check_stage_env(env_file)
     if problems:
         raise EnvironmentMismatch(
             f"the '{stage}' stage is running outside its environment "
-            f"(interpreter {sys.executable}, prefix {sys.prefix}); it needs the pins of {env_file(stage)}: "
+            f"(interpreter {sys.executable}, prefix {sys.prefix}); it needs the pins of {env_file}: "
             + "; ".join(problems)
             + f". With env-modules: run scripts/setup.sh and check that `module load speechprep/{stage}` "
             "works in a job's shell. With conda: run snakemake with --sdm conda."
@@ -141,7 +135,7 @@ def require_stage_env(stage: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m speechprep.envspec STAGE|PATH [--plain|--setup]``.
+    """``python -m speechprep.core.envspec PATH [--plain|--setup]`` (PATH: ``envs/<stage>.yaml``).
 
     Prints the stage's pip list, one requirement a line; ``--plain`` only the
     lines without a ``# setup:`` annotation, ``--setup`` only the annotated
@@ -149,9 +143,9 @@ def main(argv: list[str] | None = None) -> int:
     """
     args = sys.argv[1:] if argv is None else argv
     if len(args) not in (1, 2) or (len(args) == 2 and args[1] not in ("--plain", "--setup")):
-        print("usage: python -m speechprep.envspec STAGE|PATH [--plain|--setup]", file=sys.stderr)
+        print("usage: python -m speechprep.core.envspec PATH [--plain|--setup]", file=sys.stderr)
         return 2
-    path = Path(args[0]) if args[0].endswith(".yaml") else env_file(args[0])
+    path = Path(args[0])
     special = setup_options(path)
     for req in pip_requirements(path):
         if len(args) == 1 or (args[1] == "--plain" and req not in special):

@@ -31,9 +31,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from .errors import EnvironmentMismatch, ModelFileError, UsageError
-from .jsonio import write_json
-from .modelfiles import sha256_file
+from ..core.errors import EnvironmentMismatch, ModelFileError, UsageError
+from ..core.jsonio import write_json
+from ..core.modelfiles import sha256_file
 
 log = logging.getLogger("speechprep.s2s")
 
@@ -244,6 +244,34 @@ def _export(module, example, path: Path, exporter: str) -> None:
         )
 
 
+def _receptive_field(model) -> tuple[int, int]:
+    """``(min_samples, hop)`` of the conv feature extractor: the fewest samples that give a
+    frame, and the samples per frame."""
+    convs = [block[0] for block in model.feature_extractor.conv_layers]
+    min_samples, hop = 1, 1
+    for c in reversed(convs):
+        min_samples = (min_samples - 1) * c.stride[0] + c.kernel_size[0]
+    for c in convs:
+        hop *= c.stride[0]
+    return min_samples, hop
+
+
+def _check_export(path: Path, model, checkpoint, layer: int, normalize: bool, meta: dict, threads: int) -> float:
+    """The export's largest |difference| from eager PyTorch over the check waveforms; a
+    shape mismatch is refused."""
+    enc = OnnxEncoder(path, meta, threads, arena=False)
+    diff = 0.0
+    for w in check_waveforms():
+        ref, got = _eager(model, w, layer, normalize), enc(w)
+        if ref.shape != got.shape:
+            raise ModelFileError(
+                f"{checkpoint}: the ONNX export gives {got.shape} features for {len(w)} "
+                f"samples, eager PyTorch {ref.shape}; refused"
+            )
+        diff = max(diff, float(abs(ref - got).max()))
+    return diff
+
+
 def build_export(
     checkpoint: str | os.PathLike,
     layer: int,
@@ -264,65 +292,30 @@ def build_export(
     if not 1 <= layer <= n_layers:
         raise UsageError(f"s2s.layer is {layer}, but the HuBERT checkpoint has layers 1..{n_layers}")
     normalize = bool(getattr(task.cfg, "normalize", False))
-    convs = [block[0] for block in model.feature_extractor.conv_layers]
-    min_samples, hop = 1, 1
-    for c in reversed(convs):
-        min_samples = (min_samples - 1) * c.stride[0] + c.kernel_size[0]
-    for c in convs:
-        hop *= c.stride[0]
+    min_samples, hop = _receptive_field(model)
     tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
     out.parent.mkdir(parents=True, exist_ok=True)
     wavs = check_waveforms()
     try:
         _export(_encoder_module(model, layer, normalize), torch.from_numpy(wavs[0])[None], tmp, exporter)
         meta = {"layer": layer, "dim": model.encoder.embedding_dim, "min_samples": min_samples}
-        enc = OnnxEncoder(tmp, meta, threads, arena=False)
-        diff = 0.0
-        for w in wavs:
-            ref, got = _eager(model, w, layer, normalize), enc(w)
-            if ref.shape != got.shape:
-                raise ModelFileError(
-                    f"{checkpoint}: the ONNX export gives {got.shape} features for {len(w)} "
-                    f"samples, eager PyTorch {ref.shape}; refused"
-                )
-            diff = max(diff, float(abs(ref - got).max()))
+        diff = _check_export(tmp, model, checkpoint, layer, normalize, meta, threads)
         if not diff <= tolerance:
             raise ModelFileError(
                 f"{checkpoint}: the ONNX export of layer {layer} differs from eager PyTorch by "
                 f"{diff:.3g} (> {tolerance:g}) on the check waveforms; refused"
             )
-        del enc
         Path(f"{out}.json").unlink(missing_ok=True)
         os.replace(tmp, out)
     finally:
         tmp.unlink(missing_ok=True)
-    meta = {
-        "format": FORMAT,
-        "checkpoint": os.path.abspath(checkpoint),
-        "checkpoint_sha256": sha,
-        "layer": layer,
-        "normalize": normalize,
-        "dim": model.encoder.embedding_dim,
-        "min_samples": min_samples,
-        "frame_rate": 16000 / hop,
-        "onnx_sha256": sha256_file(out),
-        "max_abs_diff": diff,
-        "tolerance": tolerance,
-        "check_samples": [len(w) for w in wavs],
-        "opset": OPSET,
-        "exporter": exporter,
-        "versions": versions,
-    }
+    meta.update(format=FORMAT, checkpoint=os.path.abspath(checkpoint), checkpoint_sha256=sha, normalize=normalize)
+    meta.update(frame_rate=16000 / hop, onnx_sha256=sha256_file(out), max_abs_diff=diff, tolerance=tolerance)
+    meta.update(check_samples=[len(w) for w in wavs], opset=OPSET, exporter=exporter, versions=versions)
     write_json(f"{out}.json", meta)
-    log.info(
-        "s2s: exported layer %d of %s to %s (%.0f MB); max |export - eager| %.2e on %d check waveforms",
-        layer,
-        checkpoint,
-        out,
-        out.stat().st_size / 1e6,
-        diff,
-        len(wavs),
-    )
+    size = out.stat().st_size / 1e6
+    log.info("s2s: exported layer %d of %s to %s (%.0f MB); max |export - eager| %.2e on %d check waveforms",
+             layer, checkpoint, out, size, diff, len(wavs))  # fmt: skip
     return meta
 
 

@@ -1,4 +1,5 @@
-"""Condition and emotion encoders: a list of 16 kHz float32 clips -> one float32 vector each.
+"""Speaker and emotion encoders (TTS conditioning, curation's speakers, diarization):
+a list of 16 kHz float32 clips -> one float32 vector each.
 
 Every encoder is an :class:`Encoder` made by :func:`make_encoder` from its
 config spec (``tts.condition``, ``tts.emotion``):
@@ -8,7 +9,7 @@ config spec (``tts.condition``, ``tts.emotion``):
 * ``egemaps``: openSMILE eGeMAPSv02 functionals (88 values), clips in a thread pool;
 * ``torchscript:<path>``: a lab's own scripted module.
 
-An encoder may return an :class:`~speechprep.audio.AudioError` in place of a
+An encoder may return an :class:`~speechprep.core.audio.AudioError` in place of a
 vector for a clip it finds unusable (no speech in it).
 """
 
@@ -24,11 +25,11 @@ from typing import Protocol
 
 import numpy as np
 
-from ..audio import SAMPLE_RATE, AudioError
-from ..errors import UsageError
-from ..modelfiles import sha256_cached
+from .core.audio import SAMPLE_RATE, AudioError
+from .core.errors import UsageError
+from .core.modelfiles import sha256_cached
 
-log = logging.getLogger("speechprep.tts")
+log = logging.getLogger("speechprep.encoders")
 
 
 class Encoder(Protocol):
@@ -48,6 +49,7 @@ class ResemblyzerEncoder:
     partial embeddings are averaged and L2-normalised (equal to the per-clip call)."""
 
     package = "resemblyzer"
+    dim = 256  # the speaker vector's size
     rate, min_coverage = 1.3, 0.75
 
     @staticmethod

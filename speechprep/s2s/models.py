@@ -1,9 +1,9 @@
-"""S2S stage: HuBERT units (legacy fairseq checkpoints) and unit HiFi-GAN resynthesis.
+"""The S2S models: HuBERT units (legacy fairseq checkpoints) and unit HiFi-GAN resynthesis.
 
 textlesslib's dense model -> quantizer -> vocoder chain, on fairseq directly:
 
 * dense features from layer ``s2s.layer`` of a HuBERT checkpoint loaded through
-  :mod:`speechprep.fairseq_legacy`, audio normalised when the checkpoint's task
+  :mod:`speechprep.s2s.fairseq_legacy`, audio normalised when the checkpoint's task
   says so, long segments chunked as fairseq's feature reader does, segments
   batched with padding masks; :func:`dense_features` gives the same features as
   one segment at a time;
@@ -20,53 +20,18 @@ from __future__ import annotations
 import json
 import logging
 import os
-import shutil
 import time
-from collections.abc import Callable
-from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
-from . import safe_pickle
-from .audio import SAMPLE_RATE, AudioError, read_segment
-from .batching import BatchRunner, isolate, resolve_device
-from .config import StageParams
-from .errors import ModelFileError, UsageError
-from .failures import FailureRule
-from .jsonio import atomic_open
-from .modelfiles import sha256_cached
-from .names import file_stem
-from .npyio import PACKED, check_layout, parse_ref, ref
-from .shardjob import Accepted, Outcome, Rejected, ShardJob, model_rejected
+from ..core import safe_pickle
+from ..core.audio import SAMPLE_RATE
+from ..core.errors import ModelFileError, UsageError
+from ..core.modelfiles import sha256_cached
+from .params import S2sParams
 
 log = logging.getLogger("speechprep.s2s")
-STAGE = "s2s"
-ALGORITHM_VERSION = "1"
-MODEL_FILES = ("hubert", "kmeans", "vocoder", "vocoder_config")
-
-
-@dataclass(frozen=True)
-class S2sParams(StageParams):
-    """``s2s`` in config/config.yaml (what each means is written there), with the
-    shared ``model_failure`` rule and the model-digest cache."""
-
-    SECTION = "s2s"
-    hubert: str
-    kmeans: str
-    vocoder: str
-    vocoder_config: str
-    layer: int
-    device: str
-    batch_seconds: float
-    max_chunk_seconds: float
-    min_duration: float
-    max_duration: float
-    dur_prediction: str
-    runtime: str
-    model_failure: dict
-    hash_cache: str | None
 
 
 # ---------------------------------------------------------------------------
@@ -156,7 +121,7 @@ def load_kmeans_centers(path: str | os.PathLike) -> np.ndarray:
             if not safe_pickle.allowed(KMEANS_ALLOWED, module, name):
                 raise KmeansError(
                     f"refusing to load {path}: its pickle names {module}.{name}, which "
-                    "speechprep.s2s.KMEANS_ALLOWED does not allow (nothing of it was run)"
+                    "speechprep.s2s.stage.KMEANS_ALLOWED does not allow (nothing of it was run)"
                 )
             if module.startswith("sklearn."):
                 return _Estimator
@@ -257,7 +222,8 @@ class Models:
     def __init__(self, p: S2sParams, device: str, export: str | None = None, threads: int = 1):
         import torch
 
-        from . import fairseq_legacy, s2s_runtime
+        from . import fairseq_legacy
+        from . import runtime as s2s_runtime
 
         t = time.monotonic()
         self.device = device
@@ -305,16 +271,6 @@ class Models:
         torch.set_grad_enabled(False)
 
 
-def identity(p: S2sParams) -> dict[str, str]:
-    """Each model file's absolute path and sha256 (cached per file version)."""
-    out = {}
-    for key in MODEL_FILES:
-        path = getattr(p, key)
-        out[key] = os.path.abspath(path)
-        out[f"{key}_sha256"] = sha256_cached(path, p.hash_cache)
-    return out
-
-
 def units_for_batch(models: Models, audios: list[np.ndarray], max_chunk: int) -> list[list[int]]:
     """Units per segment; segments longer than ``max_chunk`` samples go in chunks, as fairseq does."""
     pieces, owner = [], []
@@ -330,158 +286,3 @@ def units_for_batch(models: Models, audios: list[np.ndarray], max_chunk: int) ->
     for i, f in zip(owner, feats):
         units[i].extend(models.quantizer(f).tolist())
     return units
-
-
-class SegmentBatcher:
-    """``infer`` for :class:`BatchRunner`: read each segment, then units and a WAV for
-    each; a model exception on a batch (OOM aside) isolates the guilty segment
-    (:func:`~speechprep.batching.isolate`). One result per segment: an
-    ``AudioError``, the model's exception, or ``(units, wav)``."""
-
-    def __init__(self, models: Models, p: S2sParams, on_failure: Callable[[dict, Exception], None]):
-        self.models, self.p, self.on_failure = models, p, on_failure
-        self.max_chunk = int(p.max_chunk_seconds * SAMPLE_RATE)
-
-    def __call__(self, batch: list[dict]) -> list:
-        results: list[Any] = []
-        for s in batch:
-            try:
-                results.append(read_segment(s, SAMPLE_RATE, self.p.min_duration, "s2s.min_duration"))
-            except AudioError as e:
-                results.append(e)
-        good = [i for i, r in enumerate(results) if not isinstance(r, AudioError)]
-        failed = lambda k, e: self.on_failure(batch[good[k]], e)
-        for i, r in zip(good, isolate(self._run, [results[i] for i in good], "s2s model", failed)):
-            results[i] = r
-        return results
-
-    def _run(self, audios: list[np.ndarray]) -> list[tuple[list[int], np.ndarray]]:
-        m = self.models
-        return [
-            (u, synthesize(m.vocoder, u, m.dur_prediction, m.device))
-            for u in units_for_batch(m, audios, self.max_chunk)
-        ]
-
-
-def place_wavs(lines: list[dict], scratch: Path, out: Path, layout: str) -> None:
-    """Move each line's WAV from ``scratch/<stem>.wav`` into ``out``: one file per segment
-    (``files``) or every segment end to end in ``out/packed.wav`` (``packed``, 16-bit PCM;
-    RF64 past 4 GB), the line's ``wav`` then ``<file>#<first sample>:<samples>``."""
-    import soundfile as sf
-
-    check_layout(layout)
-    out.mkdir(parents=True, exist_ok=True)
-    scratched = [scratch / f"{file_stem(line['id'])}.wav" for line in lines]
-    if layout == "files":
-        for line, src in zip(lines, scratched):
-            line["wav"] = str(out / src.name)
-            os.replace(src, line["wav"])
-        return
-    path = out / f"{PACKED}.wav"
-    fmt = "RF64" if 2 * sum(line["wav_samples"] for line in lines) > 2**32 - 2**16 else "WAV"
-    start = 0
-    with atomic_open(path, "wb") as f, sf.SoundFile(f, "w", SAMPLE_RATE, 1, "PCM_16", format=fmt) as w:
-        for line, src in zip(lines, scratched):
-            x, _ = sf.read(src, dtype="int16")
-            w.write(x)
-            line["wav"] = ref(path, start, len(x))
-            start += len(x)
-
-
-def read_wav(where: str) -> np.ndarray:
-    """The float32 samples a line's ``wav`` names: a WAV file, or a packed ``<file>#<start>:<n>``."""
-    import soundfile as sf
-
-    packed = parse_ref(where)
-    if packed is None:
-        return sf.read(where, dtype="float32")[0]
-    path, start, n = packed
-    return sf.read(path, start=start, frames=n, dtype="float32")[0]
-
-
-def run_shard(
-    segments_path: str,
-    units_out: str,
-    wav_dir: str,
-    rejects_out: str,
-    p: S2sParams,
-    resume: str,
-    models: Models | None = None,
-    export: str | None = None,
-    threads: int = 1,
-    layout: str = "files",
-) -> dict[str, Any]:
-    """Units and resynthesised WAVs for every segment of a shard (resumable); the WAVs
-    one per segment in ``wav_dir`` or packed into ``wav_dir/packed.wav`` (``layout``).
-
-    Raises :class:`~speechprep.failures.SystematicFailure` when the models fail on
-    too many segments (config ``model_failure``); the resume file is kept, as on
-    any exception."""
-    import soundfile as sf
-
-    models = models or Models(p, resolve_device(p.device), export, threads)
-    ident = identity(p)
-    scratch = Path(resume).with_suffix("")  # WAVs wait here until the shard is done
-    fp = {k: v for k, v in asdict(p).items() if k not in ("model_failure", "hash_cache")}
-    fp["runtime"] = models.runtime  # as resolved: a resumed job does not mix runtimes
-    job = ShardJob(
-        STAGE,
-        segments_path,
-        resume,
-        {**fp, **ident},
-        ALGORITHM_VERSION,
-        failure_rule=FailureRule.from_dict(p.model_failure),
-        model=f"{p.hubert} (k-means {p.kmeans}, vocoder {p.vocoder})",
-    )
-
-    def screen(s: dict) -> Rejected | None:
-        d = float(s["duration"])
-        if d > p.max_duration:
-            return Rejected("too_long", f"{d:.2f} s exceeds s2s.max_duration ({p.max_duration} s)")
-        return None
-
-    def keep(s: dict, saved: Outcome) -> bool:
-        return isinstance(saved, Rejected) or (scratch / f"{file_stem(s['id'])}.wav").exists()
-
-    def outcome(s: dict, result: Any, oom: bool) -> Outcome:
-        if oom:
-            return Rejected("oom", f"does not fit in device memory even alone ({s['duration']} s)")
-        if isinstance(result, AudioError):
-            return Rejected(result.reason, result.detail)
-        if isinstance(result, Exception):
-            return model_rejected(result)
-        units, wav = result
-        with atomic_open(scratch / f"{file_stem(s['id'])}.wav", "wb") as f:
-            sf.write(f, wav, SAMPLE_RATE, format="WAV", subtype="PCM_16")
-        return Accepted({"units": units, "wav_samples": len(wav)})
-
-    todo = job.todo(screen, keep)
-    scratch.mkdir(parents=True, exist_ok=True)
-    with job.running(todo):
-        runner = BatchRunner(
-            budget=p.batch_seconds,
-            duration=lambda s: float(s["duration"]),
-            infer=SegmentBatcher(models, p, lambda s, e: job.model_error(s, e)),
-        )
-        for o in runner.run(todo):
-            job.emit(o.item, outcome(o.item, o.result, o.oom))
-
-    lines = []
-    for s, r in job.accepted():
-        dd, durs = dedup(r["units"])
-        lines.append(
-            {
-                "id": s["id"],
-                "units": r["units"],
-                "frame_rate": models.frame_rate,
-                "dedup_units": dd,
-                "durations": durs,
-                "wav": None,  # placed below
-                "wav_samples": r["wav_samples"],
-                **ident,
-            }
-        )
-    place_wavs(lines, scratch, Path(wav_dir).resolve(), layout)
-    counts = job.commit({units_out: lines}, rejects_out)
-    shutil.rmtree(scratch, ignore_errors=True)
-    return counts

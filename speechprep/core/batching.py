@@ -80,6 +80,9 @@ def free_device_cache() -> None:
 
 
 def resolve_device(device: str) -> str:
+    """``auto``: CUDA when torch sees a GPU, else CPU (a stage without torch runs on ``cpu``)."""
+    if device == "cpu":
+        return device
     import torch
 
     if device == "auto":

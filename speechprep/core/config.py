@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, fields
+import os
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, ClassVar, Self
 
@@ -80,7 +81,7 @@ def demo_model_warnings(config: dict[str, Any], repo: Path) -> list[str]:
     )
     if not others:
         return []
-    base, stages = defaults(), config.get("stages") or []
+    base, stages = defaults(repo / "config" / "config.yaml"), config.get("stages") or []
     lines = []
     for (section, key), (stage, effect) in DEMO_MODELS.items():
         model = (config.get(section) or {}).get(key)
@@ -109,14 +110,12 @@ def digest(cfg: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(_without_resources(cfg), sort_keys=True).encode("utf-8")).hexdigest()
 
 
-DEFAULTS_FILE = Path(__file__).resolve().parent.parent / "config" / "config.yaml"
-
-
-def defaults() -> dict[str, Any]:
-    """``config/config.yaml``: the one place every default is written."""
+def defaults(path: str | os.PathLike) -> dict[str, Any]:
+    """The defaults file, ``config/config.yaml`` of the checkout: the one place every default is
+    written (the Snakefile and the tests give its path; jobs get their parameters from the rules)."""
     import yaml
 
-    with open(DEFAULTS_FILE, encoding="utf-8") as f:
+    with open(path, encoding="utf-8") as f:
         return yaml.safe_load(f)
 
 
@@ -127,13 +126,13 @@ def _merge(base: dict, over: dict) -> dict:
     return out
 
 
-def effective(cfg: dict[str, Any], command_line_files: list[str]) -> dict[str, Any]:
+def effective(cfg: dict[str, Any], command_line_files: list[str], defaults_file: str | os.PathLike) -> dict[str, Any]:
     """The config a run uses: ``cfg`` (what Snakemake loaded: config/config.yaml,
     ``--configfile`` files, ``--config`` values) over the defaults, except that a
     ``--configfile`` file that lists ``datasets`` runs those datasets alone."""
     import yaml
 
-    out = _merge(defaults(), cfg)
+    out = _merge(defaults(defaults_file), cfg)
     listed = None
     for path in command_line_files:
         with open(path, encoding="utf-8") as f:
@@ -145,12 +144,53 @@ def effective(cfg: dict[str, Any], command_line_files: list[str]) -> dict[str, A
     return out
 
 
+def from_config(key: str | None) -> Any:
+    """A parameter taken from config key ``key`` (dotted: ``tts.layout``, ``model_failure``)
+    rather than from its class's section; ``None``: given by the rule (:meth:`StageParams.select`)."""
+    return field(metadata={"key": key})
+
+
+def from_dataset(key: str, fallback: str | None = None) -> Any:
+    """A parameter taken from the dataset's own ``key`` when it sets one, else from config key
+    ``fallback`` (dotted), else None."""
+    return field(metadata={"dataset": key, "key": fallback})
+
+
+def _lookup(config: dict[str, Any], key: str) -> Any:
+    node: Any = config
+    for part in key.split("."):
+        if not isinstance(node, dict) or part not in node:
+            raise ConfigError(f"the config has no {key!r}")
+        node = node[part]
+    return node
+
+
 @dataclass(frozen=True)
 class StageParams:
-    """Base of each stage's parameters: a dataclass without defaults, built from its
-    config section (:meth:`from_dict` refuses unknown and missing keys)."""
+    """Base of each job's parameters: a dataclass without defaults. A job selects its own
+    parameters from the run's config (:meth:`select`): each field from its class's config
+    section (``SECTION``), unless the field says otherwise (:func:`from_config`,
+    :func:`from_dataset`). :meth:`from_dict` refuses unknown and missing keys."""
 
     SECTION: ClassVar[str] = ""
+
+    @classmethod
+    def select(cls, config: dict[str, Any], dataset: str | None = None, **given: Any) -> dict[str, Any]:
+        """This job's parameters from ``config`` (the run's, every default in it) for
+        ``dataset``: what a rule passes as ``--params``. ``given``: fields the rule decides
+        (say, a directory of the run)."""
+        out = {}
+        for f in fields(cls):
+            meta = f.metadata
+            if f.name in given:
+                out[f.name] = given[f.name]
+            elif "dataset" in meta and dataset is not None and meta["dataset"] in config["datasets"][dataset]:
+                out[f.name] = config["datasets"][dataset][meta["dataset"]]
+            elif "key" in meta:
+                out[f.name] = None if meta["key"] is None else _lookup(config, meta["key"])
+            else:
+                out[f.name] = _lookup(config, f"{cls.SECTION}.{f.name}")
+        return out
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Self:
@@ -159,7 +199,7 @@ class StageParams:
         missing = [n for n in names if n not in d]
         if unknown or missing:
             raise ConfigError(
-                f"{cls.SECTION} settings: "
+                f"{cls.SECTION or cls.__name__} settings: "
                 + "; ".join(
                     ([f"unknown {', '.join(unknown)}"] if unknown else [])
                     + ([f"missing {', '.join(missing)}"] if missing else [])
@@ -168,15 +208,7 @@ class StageParams:
         return cls(**{n: d[n] for n in names})
 
     @classmethod
-    def defaults(cls, **overrides: Any) -> Self:
-        """The parameters of ``config/config.yaml`` with ``overrides`` (tests, benchmarks)."""
-        cfg = defaults()
-        d = {
-            **cfg[cls.SECTION],
-            "model_failure": cfg["model_failure"],
-            "hash_cache": None,
-            "dataset_language": None,
-            **overrides,
-        }
-        names = {f.name for f in fields(cls)}
-        return cls.from_dict({k: v for k, v in d.items() if k in names or k in overrides})
+    def from_config(cls, config: dict[str, Any], dataset: str | None = None, **overrides: Any) -> Self:
+        """The parameters :meth:`select` picks from ``config``, with ``overrides`` (tests, benchmarks)."""
+        given = {f.name: None for f in fields(cls) if f.metadata.get("key", "") is None and "dataset" not in f.metadata}
+        return cls.from_dict({**cls.select(config, dataset, **given), **overrides})

@@ -23,10 +23,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from .errors import UsageError
-from .inventory import walk_audio
-from .jsonio import dumps, write_jsonl, write_text_if_changed
-from .rejects import reject
+from ..core.errors import UsageError
+from ..core.inventory import walk_audio
+from ..core.jsonio import dumps, write_jsonl, write_text_if_changed
+from ..core.rejects import reject
+from .params import IngestParams
 
 log = logging.getLogger("speechprep.ingest")
 STAGE = "ingest"
@@ -239,7 +240,7 @@ class Ingest:
 
     # -- probing -----------------------------------------------------------------
     def probe(self, threads: int) -> None:
-        from .audio import AudioError, probe
+        from ..core.audio import AudioError, probe
 
         def one(e):
             try:
@@ -305,21 +306,21 @@ def public(e: dict) -> dict:
     return out
 
 
-def run(name: str, ds: dict, manifest_out: str, rejects_out: str, shards_dir: str, threads: int = 1) -> dict:
-    """Ingest dataset ``name`` (its config ``ds``); returns a summary."""
-    ing = Ingest(name)
-    if ds.get("audio_dir"):
-        ing.scan_dir(ds["audio_dir"], ds["extensions"])
+def run(p: IngestParams, manifest_out: str, rejects_out: str, shards_dir: str, threads: int = 1) -> dict:
+    """Ingest dataset ``p.name``; returns a summary."""
+    ing = Ingest(p.name)
+    if p.audio_dir:
+        ing.scan_dir(p.audio_dir, p.extensions)
     else:
-        ing.read_manifest(ds["manifest"])
+        ing.read_manifest(p.manifest)
     n_inputs = len(ing.entries) + len(ing.rejects)
     ing.resolve_ids()
-    if ds["probe"]:
+    if p.probe:
         ing.probe(threads)
     else:
         ing.drop_missing_unprobed()
     entries = sorted(ing.entries, key=lambda e: e["id"])
-    n = shard_count(entries, ds.get("shards"), ds.get("shard_hours"))
+    n = shard_count(entries, p.shards, p.shard_hours)
     buckets: list[list[str]] = [[] for _ in range(n)]
     lines = []
     for e in entries:
@@ -334,7 +335,7 @@ def run(name: str, ds: dict, manifest_out: str, rejects_out: str, shards_dir: st
     write_jsonl(rejects_out, ing.rejects)
     hours = sum(e.get("duration") or 0.0 for e in entries) / 3600.0
     summary = {
-        "dataset": name,
+        "dataset": p.name,
         "inputs": n_inputs,
         "accepted": len(entries),
         "rejected": len(ing.rejects),

@@ -6,12 +6,12 @@ the items (calling :meth:`ShardJob.emit` with one :class:`Accepted` or
 :class:`Rejected` per item, in any order), and the lines it writes. The job
 owns the rest:
 
-* the resume file (:mod:`speechprep.resume`): outcomes are appended as they
+* the resume file (:mod:`speechprep.core.resume`): outcomes are appended as they
   complete, so a job killed even with SIGKILL restarts with only the
   unfinished items; a resume file of another input or other parameters is
   ignored;
 * progress lines with rate and ETA, and the closing counts;
-* the systematic-failure rule (:mod:`speechprep.failures`) over the
+* the systematic-failure rule (:mod:`speechprep.core.failures`) over the
   outcomes a stage marks ``model_error`` (those are not saved for resume: a
   resumed job retries them);
 * results in input order, every item either accepted or rejected (the
@@ -34,7 +34,7 @@ from .failures import FailureRule, ModelFailures
 from .jsonio import read_jsonl, write_jsonl
 from .progress import Progress
 from .rejects import reject
-from .resume import ResumeFile, fingerprint
+from .resume import NoResume, ResumeFile, fingerprint
 
 log = logging.getLogger("speechprep.shardjob")
 
@@ -90,7 +90,7 @@ class ShardJob:
         self,
         stage: str,
         items_path: str | os.PathLike,
-        resume_path: str | os.PathLike,
+        resume_path: str | os.PathLike | None,
         params: Any,
         version: str,
         unit: str = "segments",
@@ -101,11 +101,13 @@ class ShardJob:
         """``items``: the shard's items when a stage selects them itself (say, the
         lines of ``items_path`` that another file keeps); ``params`` must then
         hold whatever decides them, as the resume fingerprint covers only
-        ``items_path``, ``params`` and ``version``."""
+        ``items_path``, ``params`` and ``version``. ``resume_path`` None: a job too cheap
+        to resume (it starts over)."""
         self.stage, self.unit = stage, unit
         self.name = shard_name(items_path)
         self.items = list(read_jsonl(items_path)) if items is None else items
-        self.resume = ResumeFile(resume_path, fingerprint(items_path, params, version))
+        fp = fingerprint(items_path, params, version)
+        self.resume = ResumeFile(resume_path, fp) if resume_path is not None else NoResume(fp)
         ids = {item["id"] for item in self.items}
         self.outcomes: dict[str, Outcome] = {k: outcome_from_line(v) for k, v in self.resume.load().items() if k in ids}
         self.failures = ModelFailures(stage, model or "?", failure_rule) if failure_rule else None
@@ -201,11 +203,17 @@ class ShardJob:
         return out
 
     def commit(
-        self, outputs: dict[str | os.PathLike, Iterable[dict]], rejects_path: str | os.PathLike, **counts: Any
+        self,
+        outputs: dict[str | os.PathLike, Iterable[dict]],
+        rejects_path: str | os.PathLike,
+        passed: Iterable[dict] = (),
+        **counts: Any,
     ) -> dict[str, Any]:
-        """Write ``outputs`` and the rejects atomically, drop the resume file, log the counts."""
+        """Write ``outputs`` and the rejects atomically (``passed``: an earlier job's rejects
+        lines of the same stage, written first), drop the resume file, log the counts."""
         written = {Path(p).name: write_jsonl(p, lines) for p, lines in outputs.items()}
-        rejected = write_jsonl(rejects_path, self.reject_lines())
+        passed = list(passed)
+        rejected = write_jsonl(rejects_path, passed + self.reject_lines()) - len(passed)
         self.resume.close(remove=True)
         summary = {self.unit: len(self.items), "ok": len(self.items) - rejected, "rejected": rejected, **counts}
         log.info("done %s; wrote %s", summary, written)

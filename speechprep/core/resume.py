@@ -74,3 +74,22 @@ class ResumeFile:
             self._f = None
         if remove:
             self.path.unlink(missing_ok=True)
+
+
+class NoResume(ResumeFile):
+    """For a job too cheap to resume: it saves nothing and finds nothing saved."""
+
+    def __init__(self, fingerprint: str = ""):
+        super().__init__(os.devnull, fingerprint)
+
+    def load(self) -> dict[str, dict]:
+        return {}
+
+    def start(self, lines: Iterable[dict]) -> None:
+        pass
+
+    def append(self, line: dict) -> None:
+        pass
+
+    def close(self, remove: bool) -> None:
+        pass

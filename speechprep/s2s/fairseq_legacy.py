@@ -48,9 +48,9 @@ from typing import Any
 
 import torch
 
-from . import safe_pickle
-from .errors import ModelFileError, describe
-from .safe_pickle import Allowlist
+from ..core import safe_pickle
+from ..core.errors import ModelFileError, describe
+from ..core.safe_pickle import Allowlist
 
 # module -> classes allowed from it, by name (and numpy's reconstruction functions)
 ALLOWED: Allowlist = {
@@ -192,7 +192,7 @@ def safe_load(path: str | os.PathLike) -> tuple[dict, list[str]]:
     if refused:
         raise LegacyCheckpointError(
             f"refusing to load {path}: its pickle names {', '.join(refused)}, which "
-            "speechprep.fairseq_legacy.ALLOWED does not allow (nothing was unpickled)"
+            "speechprep.s2s.fairseq_legacy.ALLOWED does not allow (nothing was unpickled)"
         )
     # keyed by the name as the pickle spells it: torch matches (object, name) pairs by
     # that name, while a bare object goes by its real module, which for
@@ -492,7 +492,7 @@ def write_modern(path: str | os.PathLike, out: str | os.PathLike) -> Report:
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
     from omegaconf import OmegaConf
 
-    from .jsonio import atomic_open
+    from ..core.jsonio import atomic_open
 
     state, rep = load_state(path)
     if state.get("args") is not None:

@@ -77,8 +77,6 @@ def stream_mono(
     calls ``on_damage(seconds decoded, detail)`` and ends; it still raises
     ``unreadable`` when nothing decodes.
     """
-    import soxr
-
     try:
         f = sf.SoundFile(path)
     except Exception as e:  # noqa: BLE001 (as above)
@@ -90,30 +88,16 @@ def stream_mono(
         stop = f.frames if duration is None else min(f.frames, start + int(round(duration * sr)))
         if start:
             f.seek(min(start, f.frames))
-        resampler = None if sr == target_sr else soxr.ResampleStream(sr, target_sr, 1, dtype="float32")
+        resampler = None if sr == target_sr else _resampler(sr, target_sr)
         block = max(1, int(block_seconds * sr))
-        pos = start
-        damage = None
-        flushed = False
+        pos, damage, flushed = start, None, False
         while pos < stop:
-            try:
-                x = f.read(min(block, stop - pos), dtype="float32", always_2d=True)
-            except Exception as e:  # noqa: BLE001 (any decoder error: the damage)
-                error = f"decode failed at {pos / sr:.3f} s ({type(e).__name__}: {e})"
-                if on_damage is None:
-                    raise AudioError("unreadable", error) from None
-                x = _decodable_part(path, start, pos, stop)  # what the failed block held before the damage
-                if pos == start and len(x) == 0:
-                    raise AudioError("unreadable", error) from None
-                damage = f"{type(e).__name__}: {e}"
+            x, damage = _read_block(f, path, (start, pos, stop), block, on_damage is not None)
             if len(x) == 0:
                 if damage is None and on_damage is not None and duration is None:
                     damage = f"the file ends there; its header says {f.frames / sr:.3f} s"
                 break  # header promised more frames than the file holds
-            finite = np.isfinite(x)
-            if not finite.all():
-                bad = int(np.flatnonzero(~finite.all(axis=1))[0])
-                raise AudioError("non_finite", f"NaN/Inf sample at {(pos + bad) / sr:.3f} s")
+            _check_finite(x, pos, sr)
             pos += len(x)
             mono = x[:, 0] if x.shape[1] == 1 else x.mean(axis=1, dtype=np.float32)
             if resampler is not None:
@@ -129,6 +113,39 @@ def stream_mono(
                 yield tail
         if damage is not None:
             on_damage((pos - start) / sr, f"decodes up to {pos / sr:.3f} s, then {damage}")
+
+
+def _resampler(sr: int, target_sr: int):
+    import soxr
+
+    return soxr.ResampleStream(sr, target_sr, 1, dtype="float32")
+
+
+def _read_block(
+    f, path: str, span: tuple[int, int, int], block: int, keep_damaged: bool
+) -> tuple[np.ndarray, str | None]:
+    """The next block of ``f`` (``span``: the stream's start, this block's position, its
+    stop) and, when the decoder fails on it, what the damage is: with ``keep_damaged``
+    the frames before the damage come back with it (``unreadable`` when the stream's first
+    block has none), else ``unreadable`` at once."""
+    start, pos, stop = span
+    try:
+        return f.read(min(block, stop - pos), dtype="float32", always_2d=True), None
+    except Exception as e:  # noqa: BLE001 (any decoder error: the damage)
+        error = f"decode failed at {pos / f.samplerate:.3f} s ({type(e).__name__}: {e})"
+        if not keep_damaged:
+            raise AudioError("unreadable", error) from None
+        x = _decodable_part(path, start, pos, stop)  # what the failed block held before the damage
+        if pos == start and len(x) == 0:
+            raise AudioError("unreadable", error) from None
+        return x, f"{type(e).__name__}: {e}"
+
+
+def _check_finite(x: np.ndarray, pos: int, sr: int) -> None:
+    finite = np.isfinite(x)
+    if not finite.all():
+        bad = int(np.flatnonzero(~finite.all(axis=1))[0])
+        raise AudioError("non_finite", f"NaN/Inf sample at {(pos + bad) / sr:.3f} s")
 
 
 def _decodable_part(path: str, start: int, pos: int, stop: int, step: int = 1024) -> np.ndarray:

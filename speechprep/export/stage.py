@@ -33,18 +33,18 @@ import logging
 import shutil
 import tarfile
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from .audio import AudioError, read_segment
-from .errors import describe
-from .jsonio import atomic_open, read_jsonl, write_json, write_jsonl
-from .names import file_stem
-from .npyio import load_ref
-from .shardjob import Accepted, Rejected, ShardJob
+from ..core.audio import AudioError, read_segment
+from ..core.errors import describe
+from ..core.jsonio import atomic_open, read_jsonl, write_json, write_jsonl
+from ..core.names import file_stem
+from ..core.npyio import load_ref
+from ..core.shardjob import Accepted, Rejected, ShardJob
+from .params import BucketParams, ExportParams
 
 log = logging.getLogger("speechprep.export")
 
@@ -54,21 +54,10 @@ FORMATS = ("webdataset", "parquet", "lhotse_shar", "nemo_tarred")
 FEATURES = ("text_ids", "codes", "condition", "emo_vec")
 
 
-@dataclass(frozen=True)
-class ExportParams:
-    formats: tuple[str, ...]
-    sample_rate: int
-    lufs: float | None
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> ExportParams:
-        return cls(tuple(d["formats"]), int(d["sample_rate"]), d["lufs"])
-
-
 def member_key(id_: str) -> str:
     """A webdataset-safe key: webdataset splits a member name at its first dot, so
     an id with a dot (or one too long or unsafe as a file name, see
-    :func:`speechprep.names.file_stem`) becomes a readable prefix plus a hash."""
+    :func:`speechprep.core.names.file_stem`) becomes a readable prefix plus a hash."""
     stem = file_stem(id_)
     if "." not in stem:
         return stem
@@ -334,9 +323,9 @@ def bucket_edges(durations: list[float], edges: list[float] | None, buckets: int
     return [round(float(q), 3) for q in qs]
 
 
-def run_summary(indexes: list[str], index_out: str, stats_out: str, edges: list[float] | None, buckets: int) -> None:
+def run_summary(indexes: list[str], index_out: str, stats_out: str, p: BucketParams) -> None:
     """Join a format's per-shard indexes into ``index.jsonl`` and write ``stats.json``."""
-    lines = [line for p in indexes for line in read_jsonl(p)]
+    lines = [line for path in indexes for line in read_jsonl(path)]
     write_jsonl(index_out, lines)
     durations = [line["duration"] for line in lines]
     write_json(
@@ -344,6 +333,6 @@ def run_summary(indexes: list[str], index_out: str, stats_out: str, edges: list[
         {
             "segments": len(lines),
             "hours": round(sum(durations) / 3600, 4),
-            "bucket_edges": bucket_edges(durations, edges, buckets),
+            "bucket_edges": bucket_edges(durations, p.bucket_edges, p.buckets),
         },
     )

@@ -3,7 +3,7 @@
 The pure parts (:func:`speech_runs`, :func:`make_segments`, :func:`file_stats`)
 work on frame flags and are unit-tested without audio. :func:`analyze_file`
 runs one file; :func:`run_shard` runs a shard's files in a process pool on a
-:class:`~speechprep.shardjob.ShardJob` (resumable per file).
+:class:`~speechprep.core.shardjob.ShardJob` (resumable per file).
 """
 
 from __future__ import annotations
@@ -20,12 +20,12 @@ from typing import Any
 
 import numpy as np
 
-from .audio import SAMPLE_RATE, AudioError, stream_mono, to_int16
-from .config import StageParams
-from .errors import UsageError, WorkerKilled
-from .jsonio import atomic_open, read_jsonl, write_json
-from .rejects import count_reasons
-from .shardjob import Accepted, Outcome, Rejected, ShardJob
+from ..core.audio import SAMPLE_RATE, AudioError, stream_mono, to_int16
+from ..core.errors import UsageError, WorkerKilled
+from ..core.jsonio import atomic_open, read_jsonl, write_json
+from ..core.rejects import count_reasons
+from ..core.shardjob import Accepted, Outcome, Rejected, ShardJob
+from .params import VadParams
 
 log = logging.getLogger("speechprep.vad")
 STAGE = "vad"
@@ -44,27 +44,6 @@ STATS_FIELDS = (
     "avg_silence",
 )
 PASSTHROUGH = ("speaker", "language")
-
-
-@dataclass(frozen=True)
-class VadParams(StageParams):
-    """``vad`` in config/config.yaml (what each means is written there)."""
-
-    SECTION = "vad"
-    threshold: float
-    hop_size: int
-    min_silence: float
-    min_speech: float
-    pad: float
-    max_segment: float
-    block_seconds: float
-    narrowband_rate: int
-    narrowband_threshold: float
-    narrowband_release: float
-
-    @property
-    def hop_s(self) -> float:
-        return self.hop_size / SAMPLE_RATE
 
 
 # --------------------------------------------------------------------------

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from .jsonio import atomic_open, read_jsonl
+from ..core.jsonio import atomic_open, read_jsonl
 
 EXAMPLES = 3  # segments played per tier and per drop reason
 TIERS = ("premium", "standard", "basic")
@@ -149,7 +149,7 @@ def flac_data_uri(seg: dict) -> str:
     """The segment as curation read it (16 kHz mono), as a FLAC ``data:`` URI."""
     import soundfile as sf
 
-    from .audio import SAMPLE_RATE, read_segment
+    from ..core.audio import SAMPLE_RATE, read_segment
 
     buf = io.BytesIO()
     sf.write(buf, read_segment(seg), SAMPLE_RATE, format="FLAC", subtype="PCM_16")
@@ -226,7 +226,7 @@ def _table_html(rows: list[dict], columns: list[str], cls: str) -> str:
 
 
 def _example_html(r: dict) -> str:
-    from .audio import AudioError
+    from ..core.audio import AudioError
 
     try:
         audio = (

@@ -1,4 +1,4 @@
-"""Spoken-form text normalisation for TTS (``tts.normalize``), with nemo-text-processing.
+"""Spoken-form text normalisation (``tts.normalize``), with nemo-text-processing.
 
 Written forms (numbers, years, money, units, ordinals, times, dates,
 abbreviations) become what a speaker says ("3 km" -> "three kilometers")
@@ -10,15 +10,10 @@ the same spoken form every time.
   once into ``resources/text_normalization/<lang>/`` (NeMo's ``.far`` cache).
 * :class:`SpokenNormalizer`: loads them from there (never builds: a missing
   cache is an error, so a shard job does not spend half a minute compiling)
-  and normalises a segment by its language. Languages not in
-  ``tts.normalize_languages`` pass through unchanged, counted per language;
-  a segment whose normalisation raises (or gives nothing) keeps its text, counted
-  as ``failed`` and logged with the exception: one odd transcript does not stop
-  the shard.
-* :func:`run_normalize` (rule ``tts_normalize``): a shard's ``text`` (the
-  light :class:`~.text.TextNormalizer` clean-up, as the features index has it)
-  and ``text_normalized`` (the spoken form, what the tokenizer is trained on and
-  the text ids are computed from).
+  and normalises a segment by its language. Languages without grammars pass
+  through unchanged, counted per language; a segment whose normalisation raises
+  (or gives nothing) keeps its text, counted as ``failed`` and logged with the
+  exception: one odd transcript does not stop the shard.
 """
 
 from __future__ import annotations
@@ -29,32 +24,20 @@ import os
 import shutil
 import time
 from collections import Counter
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..config import StageParams
-from ..errors import UsageError
-from ..jsonio import read_jsonl, write_json, write_jsonl
-from .text import TextNormalizer, base_language
+from ..core.errors import UsageError
+from ..core.jsonio import write_json
+from ..core.language import base_language
 
-log = logging.getLogger("speechprep.tts")
+log = logging.getLogger("speechprep.text")
 
 # The languages nemo-text-processing 1.2.0 has text-normalisation grammars for.
 SUPPORTED = ("ar", "de", "en", "es", "fr", "hi", "hu", "hy", "it", "ja", "ko", "pt", "ru", "rw", "sv", "vi", "zh")
 INPUT_CASE = "cased"
 INFO = "grammars.json"  # written last by build_grammars: the cache is complete
-
-
-@dataclass(frozen=True)
-class TextParams(StageParams):
-    """The text settings of ``tts`` the normalise job reads (config/config.yaml)."""
-
-    SECTION = "tts"
-    languages: dict
-    normalize: bool
-    normalize_languages: list
 
 
 def _normalizer(lang: str, cache_dir: str | os.PathLike):
@@ -143,51 +126,3 @@ class SpokenNormalizer:
             "failed": self.counts["failed"],
             "passed_through_by_language": dict(sorted(self.passed_through.items())),
         }
-
-
-def grammar_dirs(p: TextParams, dirs: Iterable[str]) -> dict[str, str]:
-    """Language -> its cache directory (named after the language), for ``tts.normalize_languages``."""
-    by_name = {Path(d).name: d for d in dirs}
-    if not p.normalize:
-        return {}
-    missing = [lang for lang in p.normalize_languages if lang not in by_name]
-    if missing:
-        raise UsageError(f"no grammar directory given for {', '.join(missing)} (tts.normalize_languages)")
-    return {lang: by_name[lang] for lang in p.normalize_languages}
-
-
-def run_normalize(
-    segments_path: str,
-    out_path: str,
-    p: TextParams,
-    grammars: Iterable[str] = (),
-    dataset_language: str | None = None,
-    default_language: str | None = None,
-) -> dict[str, Any]:
-    """A shard's normalised text: per segment with a transcript, ``id``, ``text`` (cleaned
-    as the features job cleans it: the same segments have text), ``text_normalized``,
-    ``text_normalization`` (how) and ``language``. The grammars' language is the
-    segment's, else the dataset's, else ``default_language`` (``asr.language``, as ASR
-    picks it). Returns the counts."""
-    clean = TextNormalizer(p.languages)
-    spoken = SpokenNormalizer(grammar_dirs(p, grammars))
-    lines = []
-    for s in read_jsonl(segments_path):
-        own = s.get("language") or dataset_language  # what the features job reads
-        text = clean(s.get("text") or "", own)
-        if not text:
-            continue  # the features reject it no_text
-        lang = own or default_language
-        if p.normalize:  # NeMo reads the cleaned transcript; the options (lowercase, strip_punct) come after
-            said, how = spoken(clean.clean(s["text"]), lang, s["id"])
-            said = clean(said, lang) or text
-        else:
-            said, how = text, "off"
-        line = {"id": s["id"], "text": text, "text_normalized": said, "text_normalization": how}
-        if lang:
-            line["language"] = lang
-        lines.append(line)
-    write_jsonl(out_path, lines)
-    counts = spoken.summary() if p.normalize else {"off": len(lines)}
-    log.info("text normalisation of %d segments from %s: %s", len(lines), segments_path, counts)
-    return counts

@@ -1,0 +1,131 @@
+"""Per-segment arrays of a shard job: kept in scratch while it runs, placed when the shard is done.
+
+A stage names the kinds of arrays it writes per segment (:class:`Kind`: a numpy
+dtype, or ``wav`` for 16 kHz 16-bit audio). While the job runs, an accepted
+segment's arrays wait in the job's scratch directory (``<root>/<kind>/<stem>.npy``
+or ``.wav``): Snakemake empties a directory output before it reruns the job, so
+the outputs cannot hold them. A segment counts as done only when every array of
+it loads (:meth:`Scratch.complete`; a truncated file does not). When the shard is
+done, :meth:`Scratch.place` moves them into their output directories in one of
+the layouts of ``tts.layout`` (``docs/outputs.md``):
+
+* ``files``: one file per segment, ``<dir>/<stem>.npy`` (``.wav``);
+* ``packed``: one file per kind, ``<dir>/packed.npy`` (``packed.wav``), every
+  segment's array end to end, the line naming its slice ``<file>#<offset>:<length>``;
+
+and :meth:`Scratch.stack` writes a kind as one ``(N, width)`` array in line order.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .audio import SAMPLE_RATE
+from .jsonio import atomic_open
+from .names import file_stem
+from .npyio import PACKED, check_layout, load_npy, pack_npy, parse_ref, ref, save_npy
+
+WAV = "wav"
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One kind of array a stage writes per segment; the output line's field of the same name
+    says where it is."""
+
+    name: str
+    dtype: str  # a numpy dtype name, or "wav"
+
+    @property
+    def suffix(self) -> str:
+        return ".wav" if self.dtype == WAV else ".npy"
+
+
+class Scratch:
+    """The arrays of a shard job in progress, under ``root/<kind>/``."""
+
+    def __init__(self, root: str | os.PathLike, kinds: Sequence[Kind]):
+        self.root = Path(root)
+        self.kinds = {k.name: k for k in kinds}
+
+    def path(self, kind: str, item_id: str) -> Path:
+        return self.root / kind / f"{file_stem(item_id)}{self.kinds[kind].suffix}"
+
+    def save(self, kind: str, item_id: str, array: np.ndarray) -> None:
+        k, path = self.kinds[kind], self.path(kind, item_id)
+        if k.dtype == WAV:
+            import soundfile as sf
+
+            with atomic_open(path, "wb") as f:
+                sf.write(f, array, SAMPLE_RATE, format="WAV", subtype="PCM_16")
+        else:
+            save_npy(path, np.asarray(array, dtype=k.dtype))
+
+    def complete(self, item_id: str) -> bool:
+        """Every array of the item is there and loads (a WAV is written atomically: it is there)."""
+        for k in self.kinds.values():
+            path = self.path(k.name, item_id)
+            if k.dtype == WAV:
+                if not path.is_file():
+                    return False
+            elif load_npy(path, k.dtype) is None:
+                return False
+        return True
+
+    def place(self, lines: list[dict], dirs: Mapping[str, str | os.PathLike], layout: str) -> None:
+        """Move each line's arrays into ``dirs[kind]`` (absolute paths in the lines)."""
+        check_layout(layout)
+        for kind, d in dirs.items():
+            out = Path(d).resolve()
+            out.mkdir(parents=True, exist_ok=True)
+            if layout == "files":
+                for line in lines:
+                    src = self.path(kind, line["id"])
+                    line[kind] = str(out / src.name)
+                    os.replace(src, line[kind])
+            elif self.kinds[kind].dtype == WAV:
+                self._pack_wavs(kind, lines, out / f"{PACKED}.wav")
+            else:
+                arrays = [np.load(self.path(kind, line["id"]), allow_pickle=False) for line in lines]
+                for line, where in zip(lines, pack_npy(out / f"{PACKED}.npy", arrays, self.kinds[kind].dtype)):
+                    line[kind] = where
+
+    def _pack_wavs(self, kind: str, lines: list[dict], path: Path) -> None:
+        """Every line's WAV end to end in one 16-bit file (RF64 past 4 GB)."""
+        import soundfile as sf
+
+        infos = [sf.info(self.path(kind, line["id"])) for line in lines]
+        fmt = "RF64" if 2 * sum(i.frames for i in infos) > 2**32 - 2**16 else "WAV"
+        start = 0
+        with atomic_open(path, "wb") as f, sf.SoundFile(f, "w", SAMPLE_RATE, 1, "PCM_16", format=fmt) as w:
+            for line in lines:
+                x, _ = sf.read(self.path(kind, line["id"]), dtype="int16")
+                w.write(x)
+                line[kind] = ref(path, start, len(x))
+                start += len(x)
+
+    def stack(self, kind: str, lines: list[dict], path: str | os.PathLike, width: int) -> None:
+        """The lines' arrays as rows of one ``(len(lines), width)`` array file, in line order."""
+        dtype = self.kinds[kind].dtype
+        rows = [np.load(self.path(kind, line["id"]), allow_pickle=False) for line in lines]
+        save_npy(path, np.stack(rows).astype(dtype) if rows else np.zeros((0, width), dtype))
+
+    def clear(self) -> None:
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+def read_wav(where: str) -> np.ndarray:
+    """The float32 samples a line's WAV field names: a WAV file, or a packed ``<file>#<start>:<n>``."""
+    import soundfile as sf
+
+    packed = parse_ref(where)
+    if packed is None:
+        return sf.read(where, dtype="float32")[0]
+    path, start, n = packed
+    return sf.read(path, start=start, frames=n, dtype="float32")[0]

@@ -1,0 +1,242 @@
+"""The model-batch runner: what every model stage (ASR, S2S, TTS features, curation
+measures) runs on.
+
+A model stage is a :class:`ModelStage` that supplies only what is its own: how to
+load its models (:meth:`~ModelStage.load`), how to run them over a batch of
+prepared inputs (:meth:`~ModelStage.infer`), what an accepted segment keeps
+(:meth:`~ModelStage.accept`) and its output line (:meth:`~ModelStage.line`).
+:func:`run` owns the rest, on a :class:`~speechprep.core.shardjob.ShardJob`:
+
+* the job: a resume file keyed to the stage's parameters and model identity,
+  progress, the systematic-failure rule (``model_failure``), accounting and the
+  atomic commit of the outputs;
+* what is left to do: segments screened out from the manifest alone
+  (:meth:`~ModelStage.screen`), saved outcomes kept while their arrays load;
+* the models are loaded only when something is left to do, on the stage's device;
+* batches of duration-sorted segments of one group within a seconds budget,
+  halved on out of memory (:class:`~speechprep.core.batching.BatchRunner`);
+* reading each segment's audio (:meth:`~ModelStage.prepare`): a segment that
+  cannot be read is rejected for its reason and never reaches a model; a model
+  exception on a batch reruns it one segment at a time, so only the guilty
+  segment is rejected (:func:`~speechprep.core.batching.isolate`);
+* the mapping of a result to an outcome: ``oom``, the audio's reason, the
+  model's error (``error_reason``), or what :meth:`~ModelStage.accept` says;
+* per-segment arrays in scratch and their placement, a file each or packed
+  (:mod:`speechprep.core.artifacts`);
+* a watchdog over each batch where the stage sets ``batch_timeout``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections.abc import Hashable
+from dataclasses import asdict, dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any, ClassVar
+
+from .artifacts import Kind, Scratch
+from .audio import SAMPLE_RATE, AudioError, read_segment
+from .batching import BatchRunner, isolate, resolve_device
+from .failures import FailureRule
+from .shardjob import Accepted, Outcome, Rejected, ShardJob, model_rejected
+from .watchdog import Watchdog
+
+log = logging.getLogger("speechprep.modelstage")
+
+# parameters that say how a job runs, not what it writes: not in the resume fingerprint
+RUN_ONLY = ("model_failure", "hash_cache", "batch_timeout")
+
+
+@dataclass(frozen=True)
+class ShardFiles:
+    """A model job's files: its segments, its outputs, its resume file, and where the
+    per-segment arrays go (``arrays``: kind -> directory, laid out by ``layout``)."""
+
+    items: str
+    out: str
+    rejects: str
+    resume: str
+    arrays: dict[str, str] = field(default_factory=dict)
+    layout: str = "files"
+
+
+class ModelStage:
+    """What a model stage supplies to :func:`run`; ``p`` is its parameters object."""
+
+    stage: ClassVar[str]  # the stage name (rejects' ``stage``, config section, log)
+    version: ClassVar[str]  # bump when outputs change for the same inputs (stale resume files)
+    kinds: ClassVar[tuple[Kind, ...]] = ()  # per-segment arrays it writes through the scratch
+    error_reason: ClassVar[str] = "model_error"  # reason of a segment the model raised on alone
+    reject_fields: ClassVar[tuple[str, ...]] = ()  # segment fields every reject line carries
+    sample_rate: int = SAMPLE_RATE  # the rate :meth:`prepare` reads audio at
+
+    def __init__(self, p: Any):
+        self.p = p
+
+    # -- what the outputs depend on ---------------------------------------------------
+    @cached_property
+    def identity(self) -> dict[str, Any]:
+        """What the outputs depend on besides the parameters (model files' digests, packages)."""
+        return {}
+
+    def fingerprint(self) -> dict[str, Any]:
+        params = {k: v for k, v in asdict(self.p).items() if k not in RUN_ONLY}
+        return {**params, **self.identity}
+
+    def model_name(self) -> str:
+        """How error messages name the models."""
+        return self.stage
+
+    @property
+    def batch_timeout(self) -> float | None:
+        """Seconds a batch may make no progress before the job fails (None: no watchdog)."""
+        return None
+
+    # -- per segment, before any model ---------------------------------------------------
+    def screen(self, item: dict) -> Rejected | None:
+        """A reject decided from the manifest line alone (no audio read), or None."""
+        return None
+
+    def prepare(self, item: dict) -> Any:
+        """The model input of one segment (raises :class:`AudioError` for unusable audio)."""
+        return read_segment(item, self.sample_rate, self.p.min_duration, f"{self.stage}.min_duration")
+
+    # -- the models ---------------------------------------------------------------------
+    def load(self, device: str, threads: int) -> None:
+        raise NotImplementedError
+
+    def budget(self, device: str) -> float:
+        """Padded audio seconds per batch."""
+        return float(self.p.batch_seconds)
+
+    def group(self, item: dict) -> Hashable:
+        """Segments of one group go in a batch together (e.g. a language)."""
+        return None
+
+    def infer(self, inputs: list) -> list:
+        """One result per prepared input; raising makes the runner isolate the guilty one."""
+        raise NotImplementedError
+
+    # -- after the models ------------------------------------------------------------------
+    def accept(self, item: dict, prepared: Any, result: Any, scratch: Scratch) -> Outcome:
+        """The outcome of a segment the models ran on: its data (JSON, kept for resume), its
+        arrays saved in ``scratch``; or a reject."""
+        raise NotImplementedError
+
+    def line(self, item: dict, data: dict) -> dict:
+        """The output line of an accepted segment (fields of ``kinds`` are placed afterwards)."""
+        return {**item, **data}
+
+    def finish(self, lines: list[dict], scratch: Scratch) -> dict[str, Any]:
+        """Last work on the shard's lines before the commit; extra counts for the log."""
+        return {}
+
+
+def _with_fields(stage: ModelStage, item: dict, o: Outcome | None) -> Outcome | None:
+    """A reject carrying the segment fields the stage wants on every reject line."""
+    if isinstance(o, Rejected) and stage.reject_fields:
+        extra = {k: item[k] for k in stage.reject_fields if k in item}
+        return Rejected(o.reason, o.detail, o.model_error, {**o.extra, **extra})
+    return o
+
+
+def _infer(stage: ModelStage, job: ShardJob, batch: list[dict]) -> list:
+    """Per segment: its AudioError, the model's exception, or ``(prepared, result)``."""
+    prepared: list[Any] = []
+    for item in batch:
+        try:
+            prepared.append(stage.prepare(item))
+        except AudioError as e:
+            prepared.append(e)
+    good = [i for i, x in enumerate(prepared) if not isinstance(x, AudioError)]
+    results: list[Any] = list(prepared)
+    if good:
+        failed = lambda k, e: job.model_error(batch[good[k]], e)
+        outs = isolate(stage.infer, [prepared[i] for i in good], f"{stage.stage} model", failed)
+        for i, r in zip(good, outs, strict=True):
+            results[i] = r if isinstance(r, Exception) else (prepared[i], r)
+    return results
+
+
+def _outcome(stage: ModelStage, item: dict, result: Any, oom: bool, scratch: Scratch) -> Outcome:
+    if oom:
+        return Rejected("oom", f"does not fit in device memory even alone ({float(item['duration']):.1f} s)")
+    if isinstance(result, AudioError):
+        return Rejected(result.reason, result.detail)
+    if isinstance(result, Exception):
+        return model_rejected(result, stage.error_reason)
+    return stage.accept(item, result[0], result[1], scratch)
+
+
+def _describe(batch: list[dict]) -> str:
+    ids = ", ".join(s["id"] for s in batch[:20]) + (" ..." if len(batch) > 20 else "")
+    return f"of {len(batch)} segments ({sum(float(s['duration']) for s in batch):.1f} s): {ids}"
+
+
+def _process(stage: ModelStage, job: ShardJob, todo: list[dict], scratch: Scratch, threads: int) -> dict[str, Any]:
+    """Run the models over ``todo``, emitting every segment's outcome; counts for the log."""
+    t0 = time.monotonic()
+    ooms = 0
+    watchdog = Watchdog(stage.batch_timeout) if stage.batch_timeout else contextlib.nullcontext()
+    with job.running(todo), watchdog as wd:
+        if todo:
+            device = resolve_device(stage.p.device)
+            t = time.monotonic()
+            stage.load(device, threads)
+            budget = stage.budget(device)
+            log.info("%s loaded on %s in %.1f s; batch budget %.1f padded s", stage.model_name(), device,
+                     time.monotonic() - t, budget)  # fmt: skip
+            runner = BatchRunner(
+                budget=budget,
+                duration=lambda s: float(s["duration"]),
+                infer=lambda batch: _infer(stage, job, batch),
+                group=stage.group,
+            )
+            if wd is not None:
+                runner.on_batch_start = lambda batch: wd.batch(_describe(batch))
+            for o in runner.run(todo):
+                job.emit(o.item, _with_fields(stage, o.item, _outcome(stage, o.item, o.result, o.oom, scratch)))
+            ooms = runner.ooms
+        if wd is not None:
+            wd.done()
+    wall = time.monotonic() - t0
+    audio = sum(float(s["duration"]) for s in todo)
+    return {
+        "ooms": ooms,
+        "audio_seconds": round(audio, 2),
+        "wall_seconds": round(wall, 2),
+        "audio_seconds_per_second": round(audio / wall, 1) if wall > 0 and audio else None,
+    }
+
+
+def run(stage: ModelStage, files: ShardFiles, threads: int = 1) -> dict[str, Any]:
+    """Every segment of ``files.items`` through ``stage``; each ends in ``files.out`` or
+    ``files.rejects``. Raises :class:`~speechprep.core.failures.SystematicFailure` (resume
+    file kept, no outputs) when the models fail on too many segments."""
+    scratch = Scratch(Path(files.resume).with_suffix(""), stage.kinds)
+    job = ShardJob(
+        stage.stage,
+        files.items,
+        files.resume,
+        stage.fingerprint(),
+        stage.version,
+        failure_rule=FailureRule.from_dict(stage.p.model_failure),
+        model=stage.model_name(),
+    )
+    todo = job.todo(
+        lambda item: _with_fields(stage, item, stage.screen(item)),
+        keep=lambda item, saved: isinstance(saved, Rejected) or scratch.complete(item["id"]),
+    )
+    counts = _process(stage, job, todo, scratch, threads)
+    lines = [stage.line(item, data) for item, data in job.accepted()]
+    scratch.place(lines, files.arrays, files.layout)
+    counts.update(stage.finish(lines, scratch))
+    summary = job.commit({files.out: lines}, files.rejects, **counts)
+    scratch.clear()
+    return summary
+
+
+__all__ = ["Accepted", "Kind", "ModelStage", "Rejected", "Scratch", "ShardFiles", "run"]

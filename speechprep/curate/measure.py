@@ -1,0 +1,172 @@
+"""The measure job of a shard (rule ``curate_measure``), on the model-batch runner
+(:mod:`speechprep.core.modelstage`).
+
+Per segment: DNSMOS (P.835 and P.808), loudness, peak, clipping, DC offset, SNR
+in the speech band against the file's own non-speech, bandwidth, speaking rate,
+text/unit ratio, a PCM hash, a MinHash signature of its units and a Resemblyzer
+speaker embedding. Writes ``<s>.measures.jsonl`` (one line per measured
+segment: its fields + every measure), ``<s>.embeddings.npy`` (float32 (N, 256),
+row i = line i), ``<s>.minhash.npy`` (uint64 (N, minhash_perm), row i = line i,
+zeros where ``minhash`` is false) and ``<s>.measure_rejects.jsonl`` (segments
+whose audio could not be measured; every reject carries the segment's
+``offset`` and ``duration``, as the summary counts hours).
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import logging
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..core import modelstage
+from ..core.artifacts import Kind
+from ..core.audio import SAMPLE_RATE, AudioError, read_segment
+from ..core.jsonio import read_jsonl
+from ..core.modelfiles import sha256_cached, sha256_file
+from ..core.modelstage import Accepted, ModelStage, Outcome, Rejected, ShardFiles
+from ..encoders import ResemblyzerEncoder
+from . import measures as M
+from .decide import STAGE
+from .duplicates import minhash_signature
+from .nonspeech import NonSpeech
+from .params import MeasureParams
+
+log = logging.getLogger("speechprep.curate")
+
+
+def signal_measures(
+    x: np.ndarray, seg: dict, units: list[int] | None, p: MeasureParams, noise: list[np.ndarray]
+) -> dict[str, Any]:
+    """Every model-free measure of one decoded segment (16 kHz float32); ``noise``:
+    pieces of its file's non-speech (:class:`~speechprep.curate.nonspeech.NonSpeech`), for the SNR."""
+    duration = len(x) / SAMPLE_RATE
+    cps, wps = M.speaking_rate(seg.get("text"), duration)
+    return {
+        "lufs": M.lufs(x, SAMPLE_RATE),
+        "peak_dbfs": M.peak_dbfs(x),
+        "clipping_ratio": M.clipping_ratio(x, p.clip_level),
+        "dc_offset": M.dc_offset(x),
+        "snr_db": M.snr_db(x, noise, SAMPLE_RATE, tuple(p.snr_band_hz)),
+        "bandwidth_hz": M.bandwidth_hz(x, SAMPLE_RATE, p.bandwidth_floor_db),
+        "chars_per_s": cps,
+        "words_per_s": wps,
+        "text_unit_ratio": M.text_unit_ratio(seg.get("text"), units),
+        "n_units": len(units) if units is not None else None,
+        "pcm_sha256": M.pcm_sha256(x),
+    }
+
+
+class Models:
+    """DNSMOS and the Resemblyzer speaker encoder over a batch of clips:
+    ``models(clips) -> [(dnsmos scores, embedding or AudioError)]``."""
+
+    def __init__(self, p: MeasureParams, device: str, threads: int):
+        from .dnsmos import Dnsmos
+
+        self.dnsmos = Dnsmos(p.dnsmos_personalized, threads)
+        self.speaker = ResemblyzerEncoder(device, threads)
+
+    def __call__(self, clips: list[np.ndarray]) -> list[tuple[dict, np.ndarray | AudioError]]:
+        return list(zip(self.dnsmos(clips), self.speaker(clips), strict=True))
+
+
+def model_identity(p: MeasureParams) -> dict[str, Any]:
+    """What the measurements depend on beyond the parameters: model files and packages."""
+    from .dnsmos import model_files
+
+    files = {
+        **{f"dnsmos_{k}": v for k, v in model_files(p.dnsmos_personalized).items()},
+        "resemblyzer": ResemblyzerEncoder.model_file(),
+    }
+    ident = {k: {"path": str(v), "sha256": sha256_cached(v, p.hash_cache)} for k, v in files.items()}
+    ident["packages"] = {
+        n: importlib.metadata.version(n)
+        for n in ("speechmos", "onnxruntime", "resemblyzer", "pyloudnorm", "datasketch", "librosa")
+    }
+    return ident
+
+
+class MeasureStage(ModelStage):
+    """Every measure of a shard's segments (``segments_path``: their file, whose pauses
+    give each segment's noise). ``units_path``: the shard's S2S units;
+    ``embeddings_out``/``minhash_out``: the shard's stacked vectors; ``models``: loaded
+    models (tests)."""
+
+    stage = STAGE
+    version = "2"
+    kinds = (Kind("embedding", "float32"), Kind("minhash", "uint64"))
+    error_reason = "encoder_error"
+    reject_fields = ("offset", "duration")
+
+    def __init__(
+        self, p: MeasureParams, segments_path: str, units_path: str, embeddings_out: str, minhash_out: str, models=None
+    ):
+        super().__init__(p)
+        self.non_speech = NonSpeech(read_jsonl(segments_path), p.snr_noise_seconds)
+        self.units_path = units_path
+        self.units = {u["id"]: u["units"] for u in read_jsonl(units_path)}
+        self.out = {"embedding": str(Path(embeddings_out).resolve()), "minhash": str(Path(minhash_out).resolve())}
+        self.models = models
+
+    @cached_property
+    def identity(self) -> dict[str, Any]:
+        return {"models": model_identity(self.p), "units": sha256_file(self.units_path)}
+
+    def model_name(self) -> str:
+        return "DNSMOS + Resemblyzer"
+
+    def screen(self, s: dict) -> Rejected | None:
+        d = s.get("duration")
+        if d is not None and float(d) < self.p.min_duration:
+            return Rejected("too_short", f"{float(d):.3f} s is below curate.min_duration ({self.p.min_duration} s)")
+        return None
+
+    def load(self, device: str, threads: int) -> None:
+        if self.models is None:
+            self.models = Models(self.p, device, threads)
+
+    def prepare(self, s: dict) -> tuple:
+        x = read_segment(s, SAMPLE_RATE, self.p.min_duration, "curate.min_duration")
+        u, p = self.units.get(s["id"]), self.p
+        measured = signal_measures(x, s, u, p, self.non_speech.read(s))
+        return x, measured, minhash_signature(u, p.minhash_ngram, p.minhash_perm)
+
+    def infer(self, inputs: list) -> list:
+        return self.models([x for x, _, _ in inputs])
+
+    def accept(self, s: dict, prepared: Any, result: Any, scratch) -> Outcome:
+        (scores, emb), (_, measured, sig) = result, prepared
+        if isinstance(emb, AudioError):  # Resemblyzer finds no voice in it
+            return Rejected(emb.reason, f"speaker encoder: {emb.detail}")
+        dnsmos = [scores["sig"], scores["bak"], scores["ovrl"], scores["p808"]]
+        if emb.size != ResemblyzerEncoder.dim or not np.isfinite(emb).all() or not np.isfinite(dnsmos).all():
+            return Rejected("non_finite", "a model returned NaN/Inf or a vector of another size", model_error=True)
+        scratch.save("embedding", s["id"], emb)
+        scratch.save("minhash", s["id"], sig if sig is not None else np.zeros(self.p.minhash_perm, np.uint64))
+        names = ("dnsmos_sig", "dnsmos_bak", "dnsmos_ovrl", "dnsmos_p808")
+        return Accepted({**dict(zip(names, dnsmos)), **measured, "minhash": sig is not None})
+
+    def line(self, s: dict, data: dict) -> dict:
+        return {
+            **s,
+            **data,
+            "embedding_file": self.out["embedding"],
+            "embedding_row": None,  # below
+            "minhash_file": self.out["minhash"],
+        }
+
+    def finish(self, lines: list[dict], scratch) -> dict[str, Any]:
+        for row, line in enumerate(lines):
+            line["embedding_row"] = row
+        scratch.stack("embedding", lines, self.out["embedding"], ResemblyzerEncoder.dim)
+        scratch.stack("minhash", lines, self.out["minhash"], self.p.minhash_perm)
+        return {}
+
+
+def run(files: ShardFiles, p: MeasureParams, units: str, embeddings: str, minhash: str, threads=1, models=None):
+    """Measure every segment of a shard (resumable per segment)."""
+    return modelstage.run(MeasureStage(p, files.items, units, embeddings, minhash, models), files, threads)

@@ -1,0 +1,21 @@
+"""The ingest job's parameters (standard library only: the Snakefile selects them)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..core.config import StageParams, from_config, from_dataset
+
+
+@dataclass(frozen=True)
+class IngestParams(StageParams):
+    """A dataset's input and sharding: its own keys over the ``ingest`` defaults."""
+
+    SECTION = "ingest"
+    name: str = from_config(None)  # the dataset's name (the rule gives it)
+    audio_dir: str | None = from_dataset("audio_dir")
+    manifest: str | None = from_dataset("manifest")
+    probe: bool = from_dataset("probe", "ingest.probe")
+    shards: int | None = from_dataset("shards")
+    shard_hours: float = from_dataset("shard_hours", "ingest.shard_hours")
+    extensions: list = from_dataset("extensions", "ingest.extensions")

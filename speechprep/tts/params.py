@@ -1,0 +1,71 @@
+"""The TTS jobs' parameters (standard library only: the Snakefile selects them). Each job
+reads only its own keys of ``tts``, so a tokenizer or split change does not rerun the
+audio features, and a normalisation change reruns only the text side."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..core.config import StageParams, from_config, from_dataset
+
+
+@dataclass(frozen=True)
+class TextParams(StageParams):
+    """The normalise job: spoken-form text of a shard's transcripts."""
+
+    SECTION = "tts"
+    languages: dict
+    normalize: bool
+    normalize_languages: list
+    dataset_language: str | None = from_dataset("language")
+    default_language: str = from_config("asr.language")
+
+
+@dataclass(frozen=True)
+class TokenizerParams(StageParams):
+    """The tokenizer job (trained when ``tts.tokenizer`` is null)."""
+
+    SECTION = "tts"
+    vocab_size: int
+
+
+@dataclass(frozen=True)
+class TtsParams(StageParams):
+    """The features job: codes, condition and emotion vectors of a shard."""
+
+    SECTION = "tts"
+    condition: str
+    emotion: str
+    device: str
+    cpu_batch_seconds: float
+    seconds_per_gib: float
+    gpu_reserve_gib: float
+    max_batch_seconds: float
+    min_duration: float
+    languages: dict
+    layout: str
+    dataset_language: str | None = from_dataset("language")
+    model_failure: dict = from_config("model_failure")
+    hash_cache: str | None = from_config(None)
+
+
+@dataclass(frozen=True)
+class TextIdsParams(StageParams):
+    """The text-ids job."""
+
+    SECTION = "tts"
+    layout: str
+
+
+@dataclass(frozen=True)
+class ManifestParams(StageParams):
+    """A dataset's train/val manifests and stats.json."""
+
+    SECTION = "tts"
+    val_ratio: float
+    split_by_speaker: bool
+    condition: str
+    emotion: str
+    name: str = from_config(None)  # the dataset's name
+    config_sha256: str = from_config(None)  # the run's config digest (speechprep.core.config.digest)
+    hash_cache: str | None = from_config(None)
