@@ -7,13 +7,13 @@ Two runs of the same config (say, before and after a refactoring, or a local and
 a SLURM run) must write the same files with the same content. Compared:
 
 * every file under both trees, by relative path (a file in one tree only is a
-  difference), except logs, Snakemake's benchmark files and state, and the
-  resume/scratch directories of jobs (``.partial``), which hold times;
+  difference, but for empty ones matching ``--new`` globs), except logs,
+  Snakemake's benchmark files and state, the resume/scratch directories of jobs
+  (``.partial``) and the report's plots of job times, which hold times;
 * JSON and JSONL (``.gz`` too) as parsed values, with each run's own root
   directory replaced by ``<ROOT>`` in strings (absolute paths differ between
   working directories) and the fields that hold times, rates or the config
-  digest left out (:data:`IGNORED_FIELDS`); a JSONL line that holds a NeMo,
-  S2S or TTS model's sha256 is compared with it;
+  digest left out (:data:`IGNORED_FIELDS`), and CSV files by their rows likewise;
 * ``.npy`` as arrays (dtype, shape and values equal);
 * tar archives member by member (names, then content as above), so that a
   member's mtime does not count;
@@ -31,6 +31,7 @@ import io
 import json
 import sys
 import tarfile
+from fnmatch import fnmatch
 from pathlib import Path
 from typing import Any
 
@@ -45,8 +46,12 @@ IGNORED_FIELDS = frozenset(
         "created",
         "time",
         "packages",
+        "file_mtime_ns",  # an input file's time
+        "job_seconds",
     }
 )
+# report files drawn from the jobs' times
+TIMED = frozenset({"throughput.png"})
 SKIPPED_DIRS = frozenset({"logs", "benchmarks", ".partial", ".snakemake", ".cache"})
 SKIPPED_SUFFIXES = (".log", ".snakemake_timestamp")
 
@@ -55,7 +60,12 @@ def files(root: Path) -> dict[str, Path]:
     out = {}
     for p in sorted(root.rglob("*")):
         rel = p.relative_to(root)
-        if not p.is_file() or SKIPPED_DIRS.intersection(rel.parts) or p.name.endswith(SKIPPED_SUFFIXES):
+        if (
+            not p.is_file()
+            or SKIPPED_DIRS.intersection(rel.parts)
+            or p.name.endswith(SKIPPED_SUFFIXES)
+            or p.name in TIMED
+        ):
             continue
         out[rel.as_posix()] = p
     return out
@@ -78,8 +88,12 @@ def _text(data: bytes, name: str) -> str:
 
 
 def parsed(data: bytes, name: str, root: str) -> Any | None:
-    """The JSON value(s) of a JSON/JSONL file, cleaned; None for other files."""
+    """The JSON value(s) of a JSON/JSONL file, or a CSV's rows, cleaned; None for other files."""
     base = name[:-3] if name.endswith(".gz") else name
+    if base.endswith(".csv"):
+        import csv
+
+        return [_clean(row, root) for row in csv.DictReader(io.StringIO(_text(data, name)))]
     if base.endswith(".json"):
         return _clean(json.loads(_text(data, name)), root)
     if base.endswith(".jsonl"):
@@ -136,11 +150,13 @@ def _same_members(ta: tarfile.TarFile, tb: tarfile.TarFile, roots: tuple[str, st
     return None
 
 
-def compare(a: Path, b: Path) -> list[str]:
+def compare(a: Path, b: Path, new: list[str] = ()) -> list[str]:
+    """The differences; an empty file only in ``b`` whose path matches a ``new`` glob is allowed."""
     fa, fb = files(a), files(b)
     roots = (str(a.resolve().parent), str(b.resolve().parent))
+    allowed = {n for n in set(fb) - set(fa) if fb[n].stat().st_size == 0 and any(fnmatch(n, g) for g in new)}
     out = [f"only in {a}: {n}" for n in sorted(set(fa) - set(fb))]
-    out += [f"only in {b}: {n}" for n in sorted(set(fb) - set(fa))]
+    out += [f"only in {b}: {n}" for n in sorted(set(fb) - set(fa) - allowed)]
     for name in sorted(set(fa) & set(fb)):
         why = same_content(fa[name].read_bytes(), fb[name].read_bytes(), name, roots)
         if why:
@@ -152,8 +168,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("a", type=Path, help="a results directory")
     ap.add_argument("b", type=Path, help="another results directory")
+    ap.add_argument("--new", action="append", default=[], help="a glob of new (empty) files B may have")
     args = ap.parse_args(argv)
-    diffs = compare(args.a, args.b)
+    diffs = compare(args.a, args.b, args.new)
     for line in diffs:
         print(line)
     n = len(files(args.a))

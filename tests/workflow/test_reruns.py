@@ -1,0 +1,91 @@
+"""A config change reruns exactly the jobs whose parameters it changes, and what reads their
+outputs: each job selects its own parameters (speechprep.jobs). Dry runs over the session's
+finished demo run; the expected rules are what the workflow reran before the jobs selected
+their own parameters (rules/common.smk's key lists, measured with the same dry runs)."""
+
+import re
+
+import pytest
+import yaml
+from conftest import snakemake
+
+DOWNSTREAM_OF_ASR = {
+    "asr_merge",
+    "curate_measure",
+    "curate_speakers",
+    "curate_duplicates",
+    "curate_decide",
+    "curate_summary",
+    "report_curation",
+    "report_plots",
+    "tts_normalize",
+    "tts_tokenizer",
+    "tts_features",
+    "tts_text",
+    "tts_manifest",
+    "tts_combined",
+}
+MEASURES_ON = {
+    "curate_measure",
+    "curate_speakers",
+    "curate_duplicates",
+    "curate_decide",
+    "curate_summary",
+    "report_curation",
+    "report_plots",
+    "tts_features",
+    "tts_text",
+    "tts_manifest",
+    "tts_combined",
+}
+DECISIONS_ON = {"curate_decide", "curate_summary", "report_curation", "report_plots", "tts_manifest", "tts_combined"}
+CHANGES = {
+    "vad.threshold": ({"vad": {"threshold": 0.45}}, {"vad", "vad_merge", "asr", "s2s"} | DOWNSTREAM_OF_ASR),
+    "vad.threads": ({"vad": {"threads": 1}}, set()),
+    "asr.trim_pad": ({"asr": {"trim_pad": 0.2}}, {"asr"} | DOWNSTREAM_OF_ASR),
+    "asr.language": ({"asr": {"language": "de"}}, {"asr"} | DOWNSTREAM_OF_ASR),
+    "datasets.demo.language": ({"datasets": {"demo": {"language": "en"}}}, {"asr"} | DOWNSTREAM_OF_ASR),
+    "model_failure": ({"model_failure": {"first_errors": 11}}, {"asr", "s2s"} | DOWNSTREAM_OF_ASR),
+    "s2s.layer": ({"s2s": {"layer": 1}}, {"s2s_export", "s2s"} | MEASURES_ON),
+    "tts.layout": ({"tts": {"layout": "packed"}}, {"s2s"} | MEASURES_ON),
+    "tts.vocab_size": ({"tts": {"vocab_size": 200}}, {"tts_tokenizer", "tts_text", "tts_manifest", "tts_combined"}),
+    "tts.normalize": (
+        {"tts": {"normalize": False}},
+        {"tts_normalize", "tts_tokenizer", "tts_text", "tts_manifest", "tts_combined"},
+    ),
+    "tts.val_ratio": ({"tts": {"val_ratio": 0.2}}, {"tts_manifest", "tts_combined"}),
+    "tts.threads": ({"tts": {"threads": 1}}, set()),
+    "curate.minhash_perm": ({"curate": {"minhash_perm": 64}}, MEASURES_ON),
+    "curate.speaker_threshold": ({"curate": {"speaker_threshold": 0.2}}, {"curate_speakers"} | DECISIONS_ON),
+    "curate.near_duplicate_jaccard": (
+        {"curate": {"near_duplicate_jaccard": 0.4}},
+        {"curate_duplicates"} | DECISIONS_ON,
+    ),
+    "curate.min_snr_db": ({"curate": {"min_snr_db": 10}}, DECISIONS_ON),
+    "export.lufs": ({"export": {"lufs": -23.0}}, set()),  # export is not among the demo's stages
+}
+
+
+def merged(a: dict, b: dict) -> dict:
+    out = dict(a)
+    for k, v in b.items():
+        out[k] = merged(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def rules_to_run(output: str) -> set[str]:
+    """The rules of a dry run's job table (without ``all``)."""
+    table = output[output.rindex("Job stats:") :] if "Job stats:" in output else ""
+    rules = set(re.findall(r"^(\w+)\s+\d+$", table, re.M)) - {"all", "total"}
+    return rules
+
+
+@pytest.mark.parametrize("key", list(CHANGES))
+def test_a_change_reruns_exactly_its_jobs(demo, tmp_path, key):
+    work, _ = demo
+    change, expected = CHANGES[key]
+    base = yaml.safe_load((work / "config.yaml").read_text(encoding="utf-8"))
+    changed = tmp_path / "changed.yaml"
+    changed.write_text(yaml.safe_dump(merged(base, change)), encoding="utf-8")
+    _, out = snakemake(work, "--dry-run", "--quiet", "rules", "--configfile", str(changed))
+    assert rules_to_run(out) == expected, out[-3000:]
