@@ -30,7 +30,18 @@ def nemo_model_file(tmp_path_factory):
     return get
 
 
+@pytest.fixture(scope="session")
+def grammars_en(tmp_path_factory):
+    """The English text-normalisation grammars (speechprep.tts.spoken), built once, as rule
+    tts_grammars builds them; ``verify`` and long-form alignment read them in this env."""
+    from speechprep.tts import spoken
+
+    d = tmp_path_factory.mktemp("text_normalization") / "en"
+    spoken.build_grammars("en", d)
+    return d
+
+
 def pytest_collection_modifyitems(items):
     from tests.support import mark_slow
 
-    mark_slow(items, {"model_path", "loaded", "nemo_model_file"})
+    mark_slow(items, {"model_path", "loaded", "nemo_model_file", "grammars_en"})
