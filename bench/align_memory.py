@@ -3,7 +3,7 @@
 Each length runs in its own process (so each peak RSS is its own): a recording
 of the demo phrases with its book text (tests/asr/longform.py: an unread
 preface and epilogue, a real voice announcing in the middle) is written first
-by a child process, then aligned (speechprep.transcripts.align.align_recording)
+by a child process, then aligned (speechprep.asr.align.align_recording)
 with the demo ASR model. Printed per length: audio hours, seconds, seconds per
 audio hour, peak RSS of the aligning process, RSS after loading the model and
 grammars, the kept log-probabilities, the largest ctc-segmentation table,
@@ -60,9 +60,9 @@ def align(wav: Path, truth: Path, model: str, grammars: str | None) -> dict:
     import numpy as np
 
     from speechprep.asr import load_model
-    from speechprep.transcripts.align import AlignParams, align_recording, split_sentences
-    from speechprep.transcripts.ctc import CtcHead
-    from speechprep.tts.spoken import SpokenNormalizer
+    from speechprep.asr.align import AlignParams, align_recording, split_sentences
+    from speechprep.asr.ctc import CtcHead
+    from speechprep.text.spoken import SpokenNormalizer
 
     t = json.loads(truth.read_text(encoding="utf-8"))
     head = CtcHead(load_model(model, "cpu"))

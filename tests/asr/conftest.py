@@ -32,9 +32,9 @@ def nemo_model_file(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def grammars_en(tmp_path_factory):
-    """The English text-normalisation grammars (speechprep.tts.spoken), built once, as rule
+    """The English text-normalisation grammars (speechprep.text.spoken), built once, as rule
     tts_grammars builds them; ``verify`` and long-form alignment read them in this env."""
-    from speechprep.tts import spoken
+    from speechprep.text import spoken
 
     d = tmp_path_factory.mktemp("text_normalization") / "en"
     spoken.build_grammars("en", d)

@@ -1,4 +1,4 @@
-"""Long-form alignment (speechprep.transcripts.align, .ctc) with the demo ASR model.
+"""Long-form alignment (speechprep.asr.align, .ctc) with the demo ASR model.
 
 The demo model knows only the demo phrases, so the recording is built from them
 (tests/asr/longform.py: ten minutes of the 32 phrases in shuffled order, their
@@ -16,10 +16,10 @@ import numpy as np
 import pytest
 import soundfile as sf
 
+from speechprep.asr import align as al
+from speechprep.asr.ctc import CtcHead, _windows
 from speechprep.errors import UsageError
-from speechprep.transcripts import align as al
-from speechprep.transcripts.ctc import CtcHead, _windows
-from speechprep.tts.spoken import SpokenNormalizer
+from speechprep.text.spoken import SpokenNormalizer
 from tests import real_speech as rs
 
 sys.path.insert(0, str(Path(__file__).parent))

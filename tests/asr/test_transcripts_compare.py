@@ -1,4 +1,4 @@
-"""``text: verify``'s comparison (speechprep.transcripts.compare) on real transcripts.
+"""``text: verify``'s comparison (speechprep.asr.compare) on real transcripts.
 
 The texts are real: the LibriVox reader's five Sense and Sensibility sentences
 (pocketsphinx-testdata ``librivox/transcription``) with the hypotheses a real
@@ -14,7 +14,7 @@ import re
 import editdistance
 import pytest
 
-from speechprep.transcripts.compare import (
+from speechprep.asr.compare import (
     CompareNormalizer,
     compare,
     levenshtein_table,

@@ -24,7 +24,8 @@ def config_keys() -> set[str]:
 
 def documented() -> set[str]:
     sections = {k.split(".")[0] for k in config_keys() if "." in k} - {"datasets"}
-    pattern = re.compile(r"`((?:%s)\.[a-z_]+|datasets\.<name>\.[a-z_]+)`" % "|".join(sorted(sections)))
+    names = "|".join(sorted(sections))
+    pattern = re.compile(rf"`((?:{names})\.[a-z_]+|datasets\.<name>\.[a-z_]+)`")
     return {m for p in DOCS.glob("*.md") for m in pattern.findall(p.read_text(encoding="utf-8"))}
 
 

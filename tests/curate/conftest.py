@@ -26,7 +26,7 @@ _CFG = config()
 
 def params(job, **overrides):
     """A curation job's parameters: the config defaults with ``overrides``."""
-    return JOBS[f"curate {job}"].params.from_config(_CFG, **{"hash_cache": None, **overrides})
+    return JOBS[f"curate {job}"].params.from_config(_CFG, **overrides)
 
 
 def measure_params(**kw):

@@ -25,10 +25,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..audio import SAMPLE_RATE, stream_mono
-from ..errors import UsageError
+from ..core.audio import SAMPLE_RATE, stream_mono
+from ..core.errors import UsageError
 
-log = logging.getLogger("speechprep.transcripts")
+log = logging.getLogger("speechprep.asr")
 
 
 @dataclass

@@ -9,7 +9,7 @@ Both texts are normalised the same way before they are compared
    "mister" compare equal. A text holding nothing the grammars rewrite (no
    digit, symbol, abbreviation-like token or capitalised acronym: most
    transcripts) skips them, as the grammars would give it back unchanged
-   (tests/transcripts/test_compare.py checks that on real transcripts);
+   (tests/asr/test_transcripts_compare.py checks that on real transcripts);
    identical texts are normalised once (the ASR text often equals the given one);
 2. Unicode NFKC and ASCII punctuation (``TextNormalizer.clean``), case folded,
    punctuation and hyphens become spaces (an apostrophe inside a word stays:
@@ -42,8 +42,9 @@ from typing import Any
 
 import numpy as np
 
-from ..tts.spoken import SpokenNormalizer
-from ..tts.text import TextNormalizer, base_language
+from ..core.language import base_language
+from ..text.normalize import TextNormalizer
+from ..text.spoken import SpokenNormalizer
 
 # what the TTS grammars rewrite: digits, symbols, a short word with a period inside the text
 # ("Mr.", "a.m.", "St."; a sentence's final period is not one), capitalised acronyms and

@@ -60,12 +60,13 @@ from typing import Any
 
 import numpy as np
 
-from ..config import StageParams
-from ..tts.spoken import SpokenNormalizer
-from ..tts.text import TextNormalizer, base_language
+from ..core.config import StageParams
+from ..core.language import base_language
+from ..text.normalize import TextNormalizer
+from ..text.spoken import SpokenNormalizer
 from .ctc import CtcHead, LogProbs
 
-log = logging.getLogger("speechprep.transcripts")
+log = logging.getLogger("speechprep.asr")
 
 MIN_CLAUSE_WORDS = 3
 _SENTENCE_END = re.compile(r"(?<=[.!?…])[\"'”’)\]]*\s+")
