@@ -17,6 +17,8 @@ def model_identity(spec: str, hash_cache: str | None = None) -> dict[str, str]:
     """What each output line records about the model: path + sha256 (cached in ``hash_cache``), or the name."""
     if is_local_model(spec):
         path = os.path.abspath(spec)
+        if not os.path.isfile(path):
+            raise ModelFileError(f"asr.model: no such file {path!r}")
         return {"asr_model": path, "asr_model_sha256": sha256_cached(path, hash_cache)}
     return {"asr_model": spec}
 

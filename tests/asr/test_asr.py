@@ -98,7 +98,10 @@ def test_model_exception_on_a_batch_rejects_only_the_guilty_segment(tmp_path, lo
     assert len(lines) == 5 and "retrying one at a time" in caplog.text
 
 
-NO_MODEL = (None, 16000, {"asr_model": "broken.nemo"})  # the transcriber is given; sample rate, identity
+def no_model(tmp_path):
+    """``loaded`` for a transcriber the test gives: sample rate and a model file never loaded."""
+    (tmp_path / "broken.nemo").write_bytes(b"not a model")
+    return None, 16000, tmp_path / "broken.nemo"
 
 
 def test_a_model_that_always_raises_fails_the_job_after_first_errors(tmp_path):
@@ -108,9 +111,10 @@ def test_a_model_that_always_raises_fails_the_job_after_first_errors(tmp_path):
         calls.append(len(audios))
         raise RuntimeError("weights are NaN\n(injected)")
 
-    p = params(model="broken.nemo", model_failure={"first_errors": 3, "max_error_share": 0.5})
+    loaded = no_model(tmp_path)
+    p = params(model=str(loaded[2]), model_failure={"first_errors": 3, "max_error_share": 0.5})
     with pytest.raises(SystematicFailure) as e:
-        run(tmp_path, clean_segments(12), NO_MODEL, transcribe=always, p=p)
+        run(tmp_path, clean_segments(12), loaded, transcribe=always, p=p)
     msg = str(e.value)
     assert "broken.nemo" in msg and "the first 3 segments all failed" in msg
     assert "RuntimeError: weights are NaN (injected)" in msg and "\n" not in msg
@@ -136,7 +140,7 @@ def test_a_mostly_failing_shard_fails_at_the_end_by_share_and_again_when_rerun(t
             match=r"6 of 8 segments failed \(75%, more than "
             r"model_failure.max_error_share = 50%\)",
         ):
-            run(tmp_path, segs, NO_MODEL, transcribe=mostly)
+            run(tmp_path, segs, no_model(tmp_path), transcribe=mostly)
         assert not (tmp_path / "out.jsonl").exists()
         assert sizes[0] == (8 if attempt == 1 else 6)  # the rerun kept the successes, retried the errors
 

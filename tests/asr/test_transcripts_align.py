@@ -18,7 +18,7 @@ import soundfile as sf
 
 from speechprep.asr import align as al
 from speechprep.asr.ctc import CtcHead, _windows
-from speechprep.errors import UsageError
+from speechprep.core.errors import UsageError
 from speechprep.text.spoken import SpokenNormalizer
 from tests import real_speech as rs
 
@@ -109,7 +109,7 @@ def test_collapse():
 # ---------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("kind", ["rnnt", "tdt", "canary"])
 def test_a_model_without_ctc_output_is_refused_naming_its_class(nemo_model_file, kind):
-    from speechprep.asr import load_model
+    from speechprep.asr.model import load_model
 
     model = load_model(str(nemo_model_file(kind)), "cpu")
     with pytest.raises(UsageError, match=type(model).__name__ + " has none"):
@@ -117,7 +117,7 @@ def test_a_model_without_ctc_output_is_refused_naming_its_class(nemo_model_file,
 
 
 def test_a_hybrid_model_gives_its_ctc_heads_log_probs(nemo_model_file, tmp_path):
-    from speechprep.asr import load_model
+    from speechprep.asr.model import load_model
 
     head = CtcHead(load_model(str(nemo_model_file("hybrid")), "cpu"))
     assert head.model_class == "EncDecHybridRNNTCTCBPEModel" and head.tokenizer is not None
@@ -133,7 +133,7 @@ def test_a_hybrid_model_gives_its_ctc_heads_log_probs(nemo_model_file, tmp_path)
 
 @pytest.fixture(scope="module")
 def demo_head(model_path):
-    from speechprep.asr import load_model
+    from speechprep.asr.model import load_model
 
     return CtcHead(load_model(str(model_path), "cpu"))
 

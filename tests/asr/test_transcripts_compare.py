@@ -23,7 +23,7 @@ from speechprep.asr.compare import (
     trailing_edits,
     verify_fields,
 )
-from speechprep.tts.spoken import SpokenNormalizer
+from speechprep.text.spoken import SpokenNormalizer
 from tests import real_speech as rs
 from tests.support import TRUTH
 
