@@ -1,0 +1,162 @@
+"""Conversations built from real and synthetic voices, with the truth written as they are built.
+
+A voice is a list of clips (16 kHz mono float32, silence trimmed, levelled): the
+real speakers of ``tests/real_speech.py`` (the LibriVox reader's sentences, the
+cards speaker, the ALSA voice, KLettres' letters and syllables per language) and
+the demo's espeak-ng voices (their phrases cut out by ``truth.json``). A turn is
+a voice's next clips, one after another with short pauses (50-150 ms, under
+VAD's ``min_silence``), until it lasts what the plan says; an overlap is another
+voice's clips added over a turn at the same RMS (0 dB). VAD segments are made
+from the true speech by the VAD stage's own :func:`speechprep.vad.make_segments`
+(merge under ``min_silence``, pad), as TEN-VAD would cut clean speech.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import soundfile as sf
+
+from speechprep.vad import VadParams, make_segments
+from tests import real_speech
+from tests.support import DEMO, TRUTH
+
+SR = 16000
+LEVEL = 0.05  # RMS every clip is levelled to (about -26 dBFS)
+
+
+def _runs(x: np.ndarray, below_peak_db: float = 35.0, bridge: float = 0.25, pad: float = 0.02) -> list[np.ndarray]:
+    """The speech runs of a recording: its 10 ms frames within ``below_peak_db`` of its loudest,
+    runs less than ``bridge`` s apart joined, each padded by ``pad`` (a KLettres clip is a letter
+    in seconds of room noise: only the letter is kept)."""
+    f = SR // 100
+    n = len(x) // f
+    if n == 0:
+        return []
+    e = 10 * np.log10(np.mean(x[: n * f].reshape(n, f) ** 2, axis=1) + 1e-12)
+    on = np.flatnonzero(e > e.max() - below_peak_db)
+    breaks = np.flatnonzero(np.diff(on) > bridge * 100)
+    out = []
+    for a, b in zip(on[np.r_[0, breaks + 1]], on[np.r_[breaks, len(on) - 1]]):
+        out.append(x[max(0, a * f - int(pad * SR)) : min(len(x), (b + 1) * f + int(pad * SR))])
+    return out
+
+
+def _level(x: np.ndarray) -> np.ndarray:
+    return (x * (LEVEL / max(float(np.sqrt(np.mean(x**2))), 1e-6))).astype(np.float32)
+
+
+def real_voice(name: str) -> list[np.ndarray]:
+    """The clips of a real speaker: ``librivox``, ``cards``, ``alsa`` or ``klettres_<lang>``."""
+    if name.startswith("klettres_"):
+        utts = real_speech.klettres_voices(name.split("_", 1)[1])
+    else:
+        utts = {"librivox": real_speech.librivox, "cards": real_speech.cards, "alsa": real_speech.alsa_voice}[name]()
+    out = []
+    for u in utts:
+        out += [_level(r) for r in _runs(real_speech.read(u.path, SR)[0]) if len(r) >= 0.2 * SR]
+    return out
+
+
+def espeak_voice(voice: str) -> list[np.ndarray]:
+    """The demo's phrases of an espeak-ng voice (``us_male``, ``us_female``, ``scottish``, ``caribbean``)."""
+    out = []
+    for rel, info in sorted(TRUTH["files"].items()):
+        if info.get("clean") and info.get("voice") == voice:
+            x, _ = sf.read(str(DEMO / "audio" / rel), dtype="float32")
+            out += [_level(x[int(s["start"] * SR) : int(s["end"] * SR)]) for s in info["speech"]]
+    return out
+
+
+def voice(name: str) -> list[np.ndarray]:
+    return espeak_voice(name[len("espeak_") :]) if name.startswith("espeak_") else real_voice(name)
+
+
+@dataclass
+class Conversation:
+    """A recording and its truth: speaker turns and overlaps, ``(start, end, speaker)`` in seconds."""
+
+    audio: np.ndarray
+    turns: list[tuple[float, float, str]] = field(default_factory=list)
+    overlaps: list[tuple[float, float, str]] = field(default_factory=list)  # the voice talking over a turn
+
+    @property
+    def duration(self) -> float:
+        return len(self.audio) / SR
+
+    def speech(self) -> list[tuple[float, float]]:
+        """The speech intervals (turns and overlaps, merged where they touch)."""
+        out: list[list[float]] = []
+        for s, e, _ in sorted([*self.turns, *self.overlaps]):
+            if out and s <= out[-1][1]:
+                out[-1][1] = max(out[-1][1], e)
+            else:
+                out.append([s, e])
+        return [(s, e) for s, e in out]
+
+    def vad_segments(self, params: VadParams | None = None) -> list[tuple[float, float]]:
+        """VAD segments of the true speech, as the VAD stage makes them from speech frames."""
+        p = params or VadParams.defaults()
+        n = int(np.ceil(self.duration / p.hop_s))
+        flags = np.zeros(n, np.uint8)
+        for s, e in self.speech():
+            flags[int(round(s / p.hop_s)) : int(round(e / p.hop_s))] = 1
+        return make_segments(flags, flags.astype(np.float32), self.duration, p)
+
+    def changes(self) -> list[float]:
+        """Times where one voice's turn gives way to another's (the middle of the pause between them)."""
+        t = self.turns
+        return [(a[1] + b[0]) / 2 for a, b in zip(t, t[1:]) if a[2] != b[2]]
+
+
+class Builder:
+    """Appends turns, pauses and overlaps of voices (each voice's clips used in turn, cycling)."""
+
+    def __init__(self, voices: dict[str, list[np.ndarray]], seed: int = 0):
+        self.voices = voices
+        self.next = dict.fromkeys(voices, 0)
+        self.rng = np.random.default_rng(seed)
+        self.parts: list[np.ndarray] = []
+        self.t = 0.0
+        self.conv = Conversation(np.zeros(0, np.float32))
+
+    def _stretch(self, name: str, seconds: float) -> np.ndarray:
+        clips, out, n = self.voices[name], [], 0
+        while n < seconds * SR:
+            if out:
+                out.append(np.zeros(int(self.rng.uniform(0.05, 0.15) * SR), np.float32))
+            out.append(clips[self.next[name] % len(clips)])
+            self.next[name] += 1
+            n = sum(len(c) for c in out)
+        return np.concatenate(out)
+
+    def pause(self, seconds: float) -> Builder:
+        self.parts.append(np.zeros(int(round(seconds * SR)), np.float32))
+        self.t += len(self.parts[-1]) / SR
+        return self
+
+    def turn(self, name: str, seconds: float) -> Builder:
+        x = self._stretch(name, seconds)
+        self.conv.turns.append((self.t, self.t + len(x) / SR, name))
+        self.parts.append(x)
+        self.t += len(x) / SR
+        return self
+
+    def overlap(self, name: str, seconds: float, at: float) -> Builder:
+        """``name`` talks over the last turn from ``at`` s into it, for about ``seconds`` (0 dB)."""
+        x = self._stretch(name, seconds)[: int(seconds * SR)]
+        turn = self.parts[-1]
+        a = int(at * SR)
+        x = x[: max(0, len(turn) - a)]
+        own = turn[a : a + len(x)]
+        gain = np.sqrt(np.mean(own**2) / max(np.mean(x**2), 1e-12))
+        turn[a : a + len(x)] += (x * gain).astype(np.float32)
+        s = self.conv.turns[-1][0] + at
+        self.conv.overlaps.append((s, s + len(x) / SR, name))
+        return self
+
+    def build(self, tail: float = 0.5) -> Conversation:
+        self.pause(tail)
+        self.conv.audio = np.concatenate(self.parts)
+        return self.conv
