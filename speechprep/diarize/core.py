@@ -120,8 +120,9 @@ def _overlap_stretches(
 ) -> list[tuple[float, float, int, int, int]]:
     """``(start, end, main speaker, other speaker, segment)`` of every overlap."""
     score, second = turns.pair_scores(win, centroids)
+    evidence = turns.mix_evidence(win, labels, score, p.overlap_db_weight)
     out = []
-    for i, j, main in turns.overlap_runs(win, labels, score, p.overlap_floor, p.overlap_peak, p.overlap_db):
+    for i, j, main in turns.overlap_runs(win, labels, evidence, p.overlap_floor, p.overlap_peak, p.overlap_windows):
         other = int(np.bincount(second[i : j + 1]).argmax())
         out.append((win.centre[i] - p.overlap_pad, win.centre[j] + p.overlap_pad, main, other, int(win.segment[i])))
         labels[i : j + 1] = main  # the mixed windows are not a turn of the other voice
@@ -133,7 +134,13 @@ def diarize_file(
 ) -> FileDiarization:
     """Diarize one file: ``audio`` 16 kHz mono float32 (the whole file), ``segments`` its VAD
     segments ``(start, end)`` in seconds, ``model`` Resemblyzer's ``VoiceEncoder``."""
-    win = window_embeddings(model, audio, segments, p.hop, p.batch)
+    return diarize_windows(audio, segments, window_embeddings(model, audio, segments, p.hop, p.batch), p)
+
+
+def diarize_windows(
+    audio: np.ndarray, segments: Sequence[tuple[float, float]], win: Windows, p: DiarizeParams
+) -> FileDiarization:
+    """:func:`diarize_file` from the file's windows, already embedded."""
     if len(win) == 0:
         return FileDiarization(np.zeros((0, 256), np.float32), np.zeros(0), [], win, np.zeros(0, np.int64))
     scores = cluster.change_scores(win, p.change_context)

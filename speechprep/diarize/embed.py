@@ -100,7 +100,7 @@ def _forward(model, mels: np.ndarray, batch: int) -> np.ndarray:
 
 
 def window_embeddings(
-    model, audio: np.ndarray, segments: Sequence[tuple[float, float]], hop: float, batch: int = 256
+    model, audio: np.ndarray, segments: Sequence[tuple[float, float]], hop: float, batch: int = 64
 ) -> Windows:
     """The windows of every segment ``(start, end)`` (seconds) of ``audio`` (16 kHz mono
     float32, the whole file), embedded by ``model`` (Resemblyzer's ``VoiceEncoder``)."""

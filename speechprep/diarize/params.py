@@ -18,7 +18,7 @@ from ..config import defaults as config_defaults
 
 PROPOSED: dict[str, Any] = {
     "device": "auto",  # Resemblyzer: auto | cpu | cuda | cuda:N
-    "batch": 256,  # windows per LSTM forward
+    "batch": 64,  # windows per LSTM forward
     "hop": 0.25,  # s between window starts (windows are Resemblyzer's 1.6 s partials)
     "change_context": 2.4,  # s of windows pooled on each side of a candidate change
     "change_threshold": 0.35,  # pooled cosine distance at a local peak that starts a new piece
@@ -28,11 +28,14 @@ PROPOSED: dict[str, Any] = {
     "snap": 0.2,  # s around an estimated change searched for a pause to cut in
     "pause_db": 15.0,  # a pause: 20 ms frames this many dB under the loud frames around
     "min_turn": 1.6,  # s: two changes closer than this in one segment: multi_speaker
-    # overlap: runs of windows whose cosine to two speakers' normalised sum, minus that to the best one,
-    # is at or above overlap_floor, peaking at overlap_peak or more, overlap_db louder than the voice around
-    "overlap_floor": -0.06,
-    "overlap_peak": -0.03,
-    "overlap_db": 1.0,
+    # overlap evidence of a window: its pair score (cosine to its two nearest speakers' normalised sum minus
+    # cosine to the nearest) above its speaker's median pair score, plus overlap_db_weight per dB it is
+    # louder than its speaker's median window; runs of windows at or above overlap_floor that peak at
+    # overlap_peak or more, with the same speaker on both sides, are overlaps
+    "overlap_db_weight": 0.015,
+    "overlap_floor": 0.04,
+    "overlap_peak": 0.08,
+    "overlap_windows": 5,  # consecutive windows (hops) an overlap's run lasts at least
     "overlap_pad": 0.3,  # s added on each side of an overlap's window centres
     "speaker_linkage": "average",  # curate.speaker_linkage
     "min_speech": 0.25,  # vad.min_speech: shorter pieces of a cut segment are dropped
@@ -55,9 +58,10 @@ class DiarizeParams(StageParams):
     snap: float
     pause_db: float
     min_turn: float
+    overlap_db_weight: float
     overlap_floor: float
     overlap_peak: float
-    overlap_db: float
+    overlap_windows: int
     overlap_pad: float
     speaker_linkage: str
     min_speech: float

@@ -102,18 +102,30 @@ def pair_scores(win: Windows, centroids: np.ndarray) -> tuple[np.ndarray, np.nda
     return score.astype(np.float32), top[:, 1]
 
 
-def overlap_runs(
-    win: Windows, labels: np.ndarray, score: np.ndarray, floor: float, peak: float, louder_db: float
-) -> list[tuple[int, int, int]]:
-    """``(i, j, main speaker)``: window runs ``[i, j]`` (within a segment) scoring at or above
-    ``floor``, peaking at or above ``peak``, whose loudest window is at least ``louder_db`` over
-    the main speaker's median window level, and whose neighbours outside the run are the same
-    speaker (the main one): a voice mixed into another's turn, not a change from one to the other."""
+def mix_evidence(win: Windows, labels: np.ndarray, score: np.ndarray, db_weight: float) -> np.ndarray:
+    """Per window: how far its pair score is above its speaker's median pair score, plus
+    ``db_weight`` per dB it is louder than its speaker's median window (two voices at 0 dB add
+    3 dB and fill each other's pauses). Relative to the speaker's own windows: a voice that sits
+    nearer the others in the encoder's space, or speaks louder, is not taken for a mix."""
     db = 20 * np.log10(np.maximum(win.rms, 1e-9))
-    level = {int(k): float(np.median(db[labels == k])) for k in np.unique(labels)}
+    base = np.zeros((int(labels.max()) + 1 if len(labels) else 0, 2))
+    finite = np.isfinite(score)
+    for k in np.unique(labels):
+        own = labels == k
+        base[k] = np.median(score[own & finite]) if (own & finite).any() else 0.0, np.median(db[own])
+    return score - base[labels, 0] + db_weight * np.maximum(0.0, db - base[labels, 1])
+
+
+def overlap_runs(
+    win: Windows, labels: np.ndarray, evidence: np.ndarray, floor: float, peak: float, min_windows: int
+) -> list[tuple[int, int, int]]:
+    """``(i, j, main speaker)``: window runs ``[i, j]`` (within a segment) whose ``evidence`` is at
+    or above ``floor`` for at least ``min_windows`` and peaks at ``peak`` or more, and whose neighbours outside the run are
+    the same speaker (the main one): a voice mixed into another's turn, not a change from one
+    to the other. A run at a segment's edge counts when all its windows are the main speaker's."""
     out = []
     for a, b in segment_ranges(win):
-        hit = np.r_[False, score[a:b] >= floor, False]
+        hit = np.r_[False, evidence[a:b] >= floor, False]
         edges = np.flatnonzero(np.diff(hit.astype(np.int8)))
         for k, j in zip(edges[::2], edges[1::2] - 1):  # run [k, j] within the segment
             left = int(labels[a + k - 1]) if k > 0 else None
@@ -124,7 +136,6 @@ def overlap_runs(
                     continue  # a change from one speaker to another
             elif left is None and right is None or inside != {left if left is not None else right}:
                 continue  # the whole segment mixed, or a change at its edge
-            main = left if left is not None else right
-            if score[a + k : a + j + 1].max() >= peak and db[a + k : a + j + 1].max() - level[main] >= louder_db:
-                out.append((a + k, a + j, main))
+            if j - k + 1 >= min_windows and evidence[a + k : a + j + 1].max() >= peak:
+                out.append((a + k, a + j, left if left is not None else right))
     return out

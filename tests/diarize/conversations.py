@@ -1,6 +1,6 @@
 """Conversations built from real and synthetic voices, with the truth written as they are built.
 
-A voice is a list of clips (16 kHz mono float32, silence trimmed, levelled): the
+A voice is a list of clips (16 kHz mono float32, its speech runs, one gain per voice): the
 real speakers of ``tests/real_speech.py`` (the LibriVox reader's sentences, the
 cards speaker, the ALSA voice, KLettres' letters and syllables per language) and
 the demo's espeak-ng voices (their phrases cut out by ``truth.json``). A turn is
@@ -23,7 +23,7 @@ from tests import real_speech
 from tests.support import DEMO, TRUTH
 
 SR = 16000
-LEVEL = 0.05  # RMS every clip is levelled to (about -26 dBFS)
+LEVEL = 0.05  # a voice's median clip RMS (about -26 dBFS)
 
 
 def _runs(x: np.ndarray, below_peak_db: float = 35.0, bridge: float = 0.25, pad: float = 0.02) -> list[np.ndarray]:
@@ -43,8 +43,11 @@ def _runs(x: np.ndarray, below_peak_db: float = 35.0, bridge: float = 0.25, pad:
     return out
 
 
-def _level(x: np.ndarray) -> np.ndarray:
-    return (x * (LEVEL / max(float(np.sqrt(np.mean(x**2))), 1e-6))).astype(np.float32)
+def _level(clips: list[np.ndarray]) -> list[np.ndarray]:
+    """A voice's clips, one gain for all: their median RMS becomes ``LEVEL`` (each clip keeps
+    its own loudness against the others, as a speaker's phrases do)."""
+    rms = float(np.median([np.sqrt(np.mean(c**2)) for c in clips])) if clips else 1.0
+    return [(c * (LEVEL / max(rms, 1e-6))).astype(np.float32) for c in clips]
 
 
 def real_voice(name: str) -> list[np.ndarray]:
@@ -55,8 +58,8 @@ def real_voice(name: str) -> list[np.ndarray]:
         utts = {"librivox": real_speech.librivox, "cards": real_speech.cards, "alsa": real_speech.alsa_voice}[name]()
     out = []
     for u in utts:
-        out += [_level(r) for r in _runs(real_speech.read(u.path, SR)[0]) if len(r) >= 0.2 * SR]
-    return out
+        out += [r for r in _runs(real_speech.read(u.path, SR)[0]) if len(r) >= 0.2 * SR]
+    return _level(out)
 
 
 def espeak_voice(voice: str) -> list[np.ndarray]:
@@ -65,8 +68,8 @@ def espeak_voice(voice: str) -> list[np.ndarray]:
     for rel, info in sorted(TRUTH["files"].items()):
         if info.get("clean") and info.get("voice") == voice:
             x, _ = sf.read(str(DEMO / "audio" / rel), dtype="float32")
-            out += [_level(x[int(s["start"] * SR) : int(s["end"] * SR)]) for s in info["speech"]]
-    return out
+            out += [x[int(s["start"] * SR) : int(s["end"] * SR)] for s in info["speech"]]
+    return _level(out)
 
 
 def voice(name: str) -> list[np.ndarray]:
