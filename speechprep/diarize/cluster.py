@@ -11,7 +11,9 @@
    is to a file what a file is to the run's ``curate speakers`` job), the pieces
    clustered with scipy's agglomerative ``linkage`` on cosine distance, cut at
    ``threshold``; a local speaker with less than ``min_speaker`` seconds of
-   windows is dissolved into the nearest other.
+   windows is dissolved into the nearest other, and two whose centroids (all
+   their windows pooled) are closer than ``speaker_threshold``, the run-wide
+   clustering's cut, are joined: the run would take them for one speaker.
 4. :func:`smooth_labels`: every window scored against every local speaker's
    centroid (cosine similarity), and a Viterbi path per VAD segment that pays
    ``switch_penalty`` per change of speaker: an isolated odd window does not
@@ -86,11 +88,12 @@ def _pooled(win: Windows, piece: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def cluster_pieces(
-    win: Windows, piece: np.ndarray, threshold: float, method: str, min_speaker: float, hop: float
+    win: Windows, piece: np.ndarray, threshold: float, method: str, min_speaker: float, hop: float, merge: float
 ) -> tuple[np.ndarray, np.ndarray]:
     """``(centroids (k, dim), label of each piece)``: the pieces' pooled embeddings clustered
-    (``method`` linkage, cosine, cut at ``threshold``), speakers ordered by how much they speak;
-    one with fewer than ``min_speaker`` seconds of windows joins the nearest bigger one."""
+    (``method`` linkage, cosine, cut at ``threshold``); a speaker with fewer than ``min_speaker``
+    seconds of windows joins the nearest bigger one, speakers whose centroids end under ``merge``
+    apart are one (:func:`merge_close`); ordered by how much they speak."""
     from scipy.cluster.hierarchy import fcluster, linkage
 
     pooled, count = _pooled(win, piece)
@@ -107,11 +110,34 @@ def cluster_pieces(
     centroids = normalise(sums[big])
     # every piece (sampled or not) to the nearest kept speaker, then centroids from what they won
     label = np.argmax(pooled @ centroids.T, axis=1)
-    won = np.bincount(label, minlength=len(centroids)) > 0
-    sums = np.zeros_like(centroids, dtype=np.float64)
+    label = merge_close(pooled, count, label, merge)
+    sums = np.zeros((int(label.max()) + 1, pooled.shape[1]), np.float64)
     np.add.at(sums, label, pooled * count[:, None])
-    centroids = normalise(np.where(won[:, None], sums, centroids))
+    centroids = normalise(sums)
     return centroids, np.argmax(pooled @ centroids.T, axis=1)
+
+
+def merge_close(pooled: np.ndarray, count: np.ndarray, label: np.ndarray, merge: float) -> np.ndarray:
+    """Labels with every two speakers whose pooled centroids are under ``merge`` apart (cosine)
+    joined, closest first, renumbered by speech: on the run's ``speaker_threshold`` the run-wide
+    clustering would take them for one speaker anyway."""
+    label = label.copy()
+    while True:
+        ids, weight = np.unique(label, return_counts=True)
+        weight = np.array([count[label == k].sum() for k in ids])
+        sums = np.stack([(pooled[label == k] * count[label == k, None]).sum(axis=0) for k in ids])
+        c = normalise(sums)
+        d = 1.0 - c @ c.T
+        np.fill_diagonal(d, np.inf)
+        i, j = np.unravel_index(np.argmin(d), d.shape)
+        if len(ids) < 2 or d[i, j] >= merge:
+            break
+        keep, gone = (ids[i], ids[j]) if weight[i] >= weight[j] else (ids[j], ids[i])
+        label[label == gone] = keep
+    order = ids[np.argsort(-weight, kind="stable")]
+    remap = np.zeros(int(label.max()) + 1, np.int64)
+    remap[order] = np.arange(len(order))
+    return remap[label]
 
 
 def viterbi(score: np.ndarray, penalty: float) -> np.ndarray:

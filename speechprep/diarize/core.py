@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from itertools import pairwise
 
 import numpy as np
 
@@ -88,21 +89,26 @@ def _changes(
 
 
 def decide_segment(
-    index: int, span: tuple[float, float], cuts: list[float], labels_at, overlaps: list[tuple[float, float, int, int]], p
+    index: int,
+    span: tuple[float, float],
+    cuts: list[float],
+    labels_at,
+    overlaps: list[tuple[float, float, int, int]],
+    p: DiarizeParams,
 ) -> SegmentDecision:
     """The pieces of one segment: cut at ``cuts`` (sorted change times), ``overlaps``
     (``start, end, main, other``) as pieces of their own; ``labels_at(t0, t1)`` gives the local
     speaker of a stretch."""
     s, e = span
     d = SegmentDecision(index, s, e)
-    close = [round(y - x, 2) for x, y in zip(cuts, cuts[1:]) if y - x < p.min_turn]
+    close = [round(y - x, 2) for x, y in pairwise(cuts) if y - x < p.min_turn]
     if close:
         d.reason, d.detail = "multi_speaker", f"speaker changes {close} s apart (a turn shorter than {p.min_turn} s)"
         return d
     bounds = sorted({s, e, *[c for c in cuts if s < c < e]})
     for ov in overlaps:
         bounds = sorted({*bounds, max(s, ov[0]), min(e, ov[1])})
-    for x, y in zip(bounds, bounds[1:]):
+    for x, y in pairwise(bounds):
         ov = next((o for o in overlaps if o[0] <= (x + y) / 2 <= o[1]), None)
         if ov is not None:
             d.pieces.append(Piece(x, y, ov[2], True, ov[3]))
@@ -121,6 +127,10 @@ def _overlap_stretches(
     """``(start, end, main speaker, other speaker, segment)`` of every overlap."""
     score, second = turns.pair_scores(win, centroids)
     evidence = turns.mix_evidence(win, labels, score, p.overlap_db_weight)
+    for i, j in turns.excursions(win, labels, int(round(p.overlap_max / p.hop))):
+        # shorter than a window: two voices in every window; longer: when it looks mixed
+        if (j - i + 1) * p.hop < p.min_turn or evidence[i : j + 1].mean() >= p.overlap_floor:
+            evidence[i : j + 1] = np.inf
     out = []
     for i, j, main in turns.overlap_runs(win, labels, evidence, p.overlap_floor, p.overlap_peak, p.overlap_windows):
         other = int(np.bincount(second[i : j + 1]).argmax())
@@ -145,7 +155,9 @@ def diarize_windows(
         return FileDiarization(np.zeros((0, 256), np.float32), np.zeros(0), [], win, np.zeros(0, np.int64))
     scores = cluster.change_scores(win, p.change_context)
     piece = cluster.split_pieces(win, scores, p.change_threshold, p.change_context, p.hop)
-    centroids, _ = cluster.cluster_pieces(win, piece, p.threshold, p.speaker_linkage, p.min_speaker, p.hop)
+    centroids, _ = cluster.cluster_pieces(
+        win, piece, p.threshold, p.speaker_linkage, p.min_speaker, p.hop, p.speaker_threshold
+    )
     labels = cluster.smooth_labels(win, centroids, p.switch_penalty)
     overlaps = _overlap_stretches(win, labels, centroids, p)
 

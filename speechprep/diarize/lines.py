@@ -51,16 +51,31 @@ def segment_lines(
         line = lines[d.index]
         if d.reason is not None:
             rejected.append(
-                reject(line["id"], line.get("audio_filepath"), STAGE, d.reason, d.detail, offset=line.get("offset"),
-                       duration=line.get("duration"))
+                reject(
+                    line["id"],
+                    line.get("audio_filepath"),
+                    STAGE,
+                    d.reason,
+                    d.detail,
+                    offset=line.get("offset"),
+                    duration=line.get("duration"),
+                )
             )
             continue
         for new in _piece_lines(line, d):
             if tts and new.get("overlap"):
                 detail = f"two voices at once ({new['diarize_speaker']} and {new.get('overlap_speaker', '?')})"
                 rejected.append(
-                    reject(new["id"], new.get("audio_filepath"), STAGE, "overlap", detail, offset=new["offset"],
-                           duration=new["duration"], diarize_source=line["id"])
+                    reject(
+                        new["id"],
+                        new.get("audio_filepath"),
+                        STAGE,
+                        "overlap",
+                        detail,
+                        offset=new["offset"],
+                        duration=new["duration"],
+                        diarize_source=line["id"],
+                    )
                 )
             else:
                 kept.append(new)
@@ -70,7 +85,9 @@ def segment_lines(
 def rttm_turns(file_id: str, result: FileDiarization, names: Sequence[str] | None = None) -> list[RttmTurn]:
     """The file's turns for RTTM, its speakers named ``names[k]`` (the run's ids, phase 2) or ``spk<k>``."""
     return [
-        RttmTurn(file_id, round(t.start, 3), round(t.end - t.start, 3), names[t.speaker] if names else local_name(t.speaker))
+        RttmTurn(
+            file_id, round(t.start, 3), round(t.end - t.start, 3), names[t.speaker] if names else local_name(t.speaker)
+        )
         for t in result.turns()
     ]
 

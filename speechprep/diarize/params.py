@@ -3,9 +3,9 @@
 Phase 1 of issue #25: the step is not in the workflow yet, so config/config.yaml
 has no ``diarize:`` section. :data:`PROPOSED` holds the defaults proposed for it;
 when the section lands, :meth:`DiarizeParams.defaults` reads it from there and
-:data:`PROPOSED` goes (each default once). ``speaker_linkage`` and ``min_speech``
-are not new keys: the rule will pass ``curate.speaker_linkage`` and
-``vad.min_speech``.
+:data:`PROPOSED` goes (each default once). ``speaker_linkage``, ``speaker_threshold`` and
+``min_speech`` are not new keys: the rule will pass ``curate.speaker_linkage``,
+``curate.speaker_threshold`` and ``vad.min_speech``.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ PROPOSED: dict[str, Any] = {
     "batch": 64,  # windows per LSTM forward
     "hop": 0.25,  # s between window starts (windows are Resemblyzer's 1.6 s partials)
     "change_context": 2.4,  # s of windows pooled on each side of a candidate change
-    "change_threshold": 0.35,  # pooled cosine distance at a local peak that starts a new piece
+    "change_threshold": 0.3,  # pooled cosine distance at a local peak that starts a new piece
     "threshold": 0.22,  # within a file, pieces' average-linkage cosine distance cut (curate's scale)
     "min_speaker": 2.0,  # s of windows a local speaker needs; fewer: joined to the nearest
     "switch_penalty": 0.3,  # Viterbi cost (in cosine similarity) of a change of speaker
@@ -33,11 +33,16 @@ PROPOSED: dict[str, Any] = {
     # louder than its speaker's median window; runs of windows at or above overlap_floor that peak at
     # overlap_peak or more, with the same speaker on both sides, are overlaps
     "overlap_db_weight": 0.015,
-    "overlap_floor": 0.04,
+    "overlap_floor": 0.03,
     "overlap_peak": 0.08,
     "overlap_windows": 5,  # consecutive windows (hops) an overlap's run lasts at least
+    # another voice's stretch inside one speaker's speech (no pause either side): shorter than min_turn it
+    # is flagged overlap; up to overlap_max when its mean evidence reaches overlap_floor (a mix the encoder
+    # took for the other voice); longer, it is a turn
+    "overlap_max": 3.0,
     "overlap_pad": 0.3,  # s added on each side of an overlap's window centres
     "speaker_linkage": "average",  # curate.speaker_linkage
+    "speaker_threshold": 0.18,  # curate.speaker_threshold: local speakers closer than this are joined
     "min_speech": 0.25,  # vad.min_speech: shorter pieces of a cut segment are dropped
 }
 
@@ -62,8 +67,10 @@ class DiarizeParams(StageParams):
     overlap_floor: float
     overlap_peak: float
     overlap_windows: int
+    overlap_max: float
     overlap_pad: float
     speaker_linkage: str
+    speaker_threshold: float
     min_speech: float
 
     @classmethod
@@ -73,5 +80,6 @@ class DiarizeParams(StageParams):
         if "diarize" in cfg:  # phase 2: the config's own section, and the keys it shares
             base.update(cfg["diarize"])
             base["speaker_linkage"] = cfg["curate"]["speaker_linkage"]
+            base["speaker_threshold"] = cfg["curate"]["speaker_threshold"]
             base["min_speech"] = cfg["vad"]["min_speech"]
         return cls.from_dict({**base, **overrides})

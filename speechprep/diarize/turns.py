@@ -31,6 +31,8 @@ from ..audio import SAMPLE_RATE
 from .cluster import normalise, segment_ranges
 from .embed import WINDOW_S, Windows
 
+LOUDER_CAP_DB = 4.0  # two voices at 0 dB are 3 dB louder than one: more says nothing about a mix
+
 
 @dataclass(frozen=True)
 class Turn:
@@ -113,16 +115,32 @@ def mix_evidence(win: Windows, labels: np.ndarray, score: np.ndarray, db_weight:
     for k in np.unique(labels):
         own = labels == k
         base[k] = np.median(score[own & finite]) if (own & finite).any() else 0.0, np.median(db[own])
-    return score - base[labels, 0] + db_weight * np.maximum(0.0, db - base[labels, 1])
+    return score - base[labels, 0] + db_weight * np.clip(db - base[labels, 1], 0.0, LOUDER_CAP_DB)
+
+
+def excursions(win: Windows, labels: np.ndarray, max_windows: int) -> list[tuple[int, int]]:
+    """``[i, j]`` runs of another speaker's label no longer than ``max_windows`` with the same
+    speaker on both sides in their segment (A, B, A): a short turn inside another's speech, an
+    interjection, or an overlap whose mix the encoder took for B."""
+    out = []
+    for a, b in segment_ranges(win):
+        lab = labels[a:b]
+        cut = np.r_[0, np.flatnonzero(np.diff(lab)) + 1, b - a]
+        for x in range(1, len(cut) - 2):
+            i, j = cut[x], cut[x + 1]
+            if j - i <= max_windows and lab[cut[x - 1]] == lab[j]:
+                out.append((a + i, a + j - 1))
+    return out
 
 
 def overlap_runs(
     win: Windows, labels: np.ndarray, evidence: np.ndarray, floor: float, peak: float, min_windows: int
 ) -> list[tuple[int, int, int]]:
     """``(i, j, main speaker)``: window runs ``[i, j]`` (within a segment) whose ``evidence`` is at
-    or above ``floor`` for at least ``min_windows`` and peaks at ``peak`` or more, and whose neighbours outside the run are
-    the same speaker (the main one): a voice mixed into another's turn, not a change from one
-    to the other. A run at a segment's edge counts when all its windows are the main speaker's."""
+    or above ``floor`` for at least ``min_windows`` and peaks at ``peak`` or more, and whose
+    neighbours outside the run are the same speaker (the main one): a voice mixed into another's
+    turn, not a change from one to the other. A run at a segment's edge counts when all its
+    windows are the main speaker's."""
     out = []
     for a, b in segment_ranges(win):
         hit = np.r_[False, evidence[a:b] >= floor, False]
@@ -134,8 +152,9 @@ def overlap_runs(
             if left is not None and right is not None:
                 if left != right:
                     continue  # a change from one speaker to another
-            elif left is None and right is None or inside != {left if left is not None else right}:
+            elif (left is None and right is None) or inside != {left if left is not None else right}:
                 continue  # the whole segment mixed, or a change at its edge
+            # (inside an A ... A run the labels may dip into B: the mixed windows won B's label)
             if j - k + 1 >= min_windows and evidence[a + k : a + j + 1].max() >= peak:
                 out.append((a + k, a + j, left if left is not None else right))
     return out

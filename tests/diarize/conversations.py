@@ -14,6 +14,7 @@ from the true speech by the VAD stage's own :func:`speechprep.vad.make_segments`
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import pairwise
 
 import numpy as np
 import soundfile as sf
@@ -110,7 +111,7 @@ class Conversation:
     def changes(self) -> list[float]:
         """Times where one voice's turn gives way to another's (the middle of the pause between them)."""
         t = self.turns
-        return [(a[1] + b[0]) / 2 for a, b in zip(t, t[1:]) if a[2] != b[2]]
+        return [(a[1] + b[0]) / 2 for a, b in pairwise(t) if a[2] != b[2]]
 
 
 class Builder:

@@ -8,7 +8,8 @@ from speechprep.diarize.core import FileDiarization
 def _gaps(d) -> list[tuple[float, float]]:
     """The stretches of a segment that a decision cut out or cut at (piece boundaries inside it)."""
     edges = [d.start] + [x for p in d.pieces if not p.overlap for x in (p.start, p.end)] + [d.end]
-    return [(a, b) for a, b in zip(edges[::2], edges[1::2]) if (a, b) != (d.start, d.start) and (a, b) != (d.end, d.end)]
+    pairs = zip(edges[::2], edges[1::2])
+    return [(a, b) for a, b in pairs if (a, b) not in ((d.start, d.start), (d.end, d.end))]
 
 
 def _distance(t: float, gaps: list[tuple[float, float]]) -> float:
