@@ -131,6 +131,7 @@ def _overlap_stretches(
         # shorter than a window: two voices in every window; longer: when it looks mixed
         if (j - i + 1) * p.hop < p.min_turn or evidence[i : j + 1].mean() >= p.overlap_floor:
             evidence[i : j + 1] = np.inf
+            labels[i : j + 1] = labels[i - 1]  # a mix inside the voice around it, not its turn
     out = []
     for i, j, main in turns.overlap_runs(win, labels, evidence, p.overlap_floor, p.overlap_peak, p.overlap_windows):
         other = int(np.bincount(second[i : j + 1]).argmax())

@@ -39,7 +39,7 @@ PROPOSED: dict[str, Any] = {
     # another voice's stretch inside one speaker's speech (no pause either side): shorter than min_turn it
     # is flagged overlap; up to overlap_max when its mean evidence reaches overlap_floor (a mix the encoder
     # took for the other voice); longer, it is a turn
-    "overlap_max": 3.0,
+    "overlap_max": 4.0,
     "overlap_pad": 0.3,  # s added on each side of an overlap's window centres
     "speaker_linkage": "average",  # curate.speaker_linkage
     "speaker_threshold": 0.18,  # curate.speaker_threshold: local speakers closer than this are joined

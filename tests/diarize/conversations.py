@@ -164,3 +164,70 @@ class Builder:
         self.pause(tail)
         self.conv.audio = np.concatenate(self.parts)
         return self.conv
+
+
+# ---------------------------------------------------------------------------
+# the plans the tests and bench/diarize_accuracy.py build
+# ---------------------------------------------------------------------------
+REAL = ("librivox", "cards", "alsa", *(f"klettres_{x}" for x in ("ar", "en", "fr", "he", "lt", "nb")))
+ESPEAK = tuple(f"espeak_{x}" for x in ("us_male", "us_female", "scottish", "caribbean"))
+_VOICES: dict[str, list[np.ndarray]] = {}
+
+
+def voices(*names: str) -> dict[str, list[np.ndarray]]:
+    """The clips of each voice named (read once per process)."""
+    for n in names:
+        if n not in _VOICES:
+            _VOICES[n] = voice(n)
+    return {n: _VOICES[n] for n in names}
+
+
+def pairs(n: int, seed: int) -> list[tuple[str, str]]:
+    """``n`` pairs of different voices, the first always a real one, the second real or espeak-ng."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        a = str(rng.choice(REAL))
+        out.append((a, str(rng.choice([v for v in REAL + ESPEAK if v != a]))))
+    return out
+
+
+def turn_changes(a: str, b: str, seed: int) -> Conversation:
+    """Four times: a turn of ``a``, 0-0.2 s, a turn of ``b`` (2.5-5 s each; one VAD segment
+    holding one change), then a pause of 0.6-1 s; the voices swap places every time."""
+    bl = Builder(voices(a, b), seed).pause(0.5)
+    for first, second in ((a, b), (b, a), (a, b), (b, a)):
+        bl.turn(first, bl.rng.uniform(2.5, 5)).pause(bl.rng.uniform(0.0, 0.2))
+        bl.turn(second, bl.rng.uniform(2.5, 5)).pause(bl.rng.uniform(0.6, 1.0))
+    return bl.build()
+
+
+def overlaps(a: str, b: str, seed: int) -> Conversation:
+    """Three times: a turn of ``a`` (7-12 s) with ``b`` talking over it at 0 dB for 1-3 s
+    (at least 1.5 s from its start and 3 s from its end), a pause, a turn of ``b``, a pause."""
+    bl = Builder(voices(a, b), seed).pause(0.5)
+    for _ in range(3):
+        d = bl.rng.uniform(7, 12)
+        bl.turn(a, d).overlap(b, bl.rng.uniform(1, 3), bl.rng.uniform(1.5, d - 4.5))
+        bl.pause(bl.rng.uniform(0.5, 1.0)).turn(b, bl.rng.uniform(3, 8)).pause(bl.rng.uniform(0.5, 1.0))
+    return bl.build()
+
+
+def three_voices(names: tuple[str, str, str], seed: int, seconds: float = 300) -> Conversation:
+    """Turns of 2-15 s, never the same voice twice running; two changes in three without a
+    pause (0-0.2 s), the third after 0.4-1 s."""
+    bl = Builder(voices(*names), seed).pause(0.5)
+    last, k = None, 0
+    while bl.t < seconds:
+        last = str(bl.rng.choice([v for v in names if v != last]))
+        k += 1
+        bl.turn(last, bl.rng.uniform(2, 15)).pause(bl.rng.uniform(0, 0.2) if k % 3 else bl.rng.uniform(0.4, 1.0))
+    return bl.build()
+
+
+def one_voice(name: str, seed: int, seconds: float = 25) -> Conversation:
+    """One voice: turns of 2-8 s after pauses of 0.4-1 s (a VAD segment each)."""
+    bl = Builder(voices(name), seed).pause(0.3)
+    while bl.t < seconds:
+        bl.turn(name, bl.rng.uniform(2, 8)).pause(bl.rng.uniform(0.4, 1.0))
+    return bl.build()

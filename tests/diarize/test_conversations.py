@@ -10,7 +10,6 @@ demo's espeak-ng voices, each diarized once per module:
 * one voice alone: <= 2% of its segments cut or dropped.
 """
 
-import numpy as np
 import pytest
 
 from speechprep.diarize.core import diarize_file
@@ -19,27 +18,6 @@ from speechprep.diarize.rttm import RttmTurn, write_rttm
 from tests.diarize import conversations as C
 from tests.diarize import scoring
 
-REAL = ["librivox", "cards", "alsa"] + [f"klettres_{x}" for x in ("ar", "en", "fr", "he", "lt", "nb")]
-ESPEAK = [f"espeak_{x}" for x in ("us_male", "us_female", "scottish", "caribbean")]
-_VOICES: dict[str, list[np.ndarray]] = {}
-
-
-def voices(*names):
-    for n in names:
-        if n not in _VOICES:
-            _VOICES[n] = C.voice(n)
-    return {n: _VOICES[n] for n in names}
-
-
-def pairs(n, seed):
-    """``n`` pairs of different voices, the first always a real one."""
-    rng = np.random.default_rng(seed)
-    out = []
-    for _ in range(n):
-        a = str(rng.choice(REAL))
-        out.append((a, str(rng.choice([v for v in REAL + ESPEAK if v != a]))))
-    return out
-
 
 def diarize(model, params, conv):
     return diarize_file(model, conv.audio, conv.vad_segments(), params)
@@ -47,27 +25,20 @@ def diarize(model, params, conv):
 
 @pytest.fixture(scope="module")
 def turn_changes(model, params):
+    """8 pairs of voices, 4 pause-free changes each."""
     out = []
-    for k, (a, b) in enumerate(pairs(8, seed=25)):
-        bl = C.Builder(voices(a, b), seed=100 + k).pause(0.5)
-        for first, second in ((a, b), (b, a), (a, b), (b, a)):
-            bl.turn(first, bl.rng.uniform(2.5, 5)).pause(bl.rng.uniform(0.0, 0.2))
-            bl.turn(second, bl.rng.uniform(2.5, 5)).pause(bl.rng.uniform(0.6, 1.0))
-        conv = bl.build()
+    for k, (a, b) in enumerate(C.pairs(8, seed=25)):
+        conv = C.turn_changes(a, b, seed=100 + k)
         out.append((a, b, conv, diarize(model, params, conv)))
     return out
 
 
 @pytest.fixture(scope="module")
 def overlaps(model, params):
+    """5 pairs of voices, 3 overlaps each."""
     out = []
-    for k, (a, b) in enumerate(pairs(5, seed=26)):
-        bl = C.Builder(voices(a, b), seed=200 + k).pause(0.5)
-        for _ in range(3):
-            d = bl.rng.uniform(7, 12)
-            bl.turn(a, d).overlap(b, bl.rng.uniform(1, 3), bl.rng.uniform(1.5, d - 4.5))
-            bl.pause(bl.rng.uniform(0.5, 1.0)).turn(b, bl.rng.uniform(3, 8)).pause(bl.rng.uniform(0.5, 1.0))
-        conv = bl.build()
+    for k, (a, b) in enumerate(C.pairs(5, seed=26)):
+        conv = C.overlaps(a, b, seed=200 + k)
         out.append((a, b, conv, diarize(model, params, conv)))
     return out
 
@@ -101,14 +72,7 @@ def test_overlapped_seconds_are_flagged(overlaps):
 
 
 def test_five_minutes_of_three_real_voices(model, params, tmp_path):
-    names = ("librivox", "klettres_lt", "klettres_fr")
-    bl = C.Builder(voices(*names), seed=27).pause(0.5)
-    last, k = None, 0
-    while bl.t < 300:
-        last = str(bl.rng.choice([v for v in names if v != last]))
-        k += 1
-        bl.turn(last, bl.rng.uniform(2, 15)).pause(bl.rng.uniform(0, 0.2) if k % 3 else bl.rng.uniform(0.4, 1.0))
-    conv = bl.build()
+    conv = C.three_voices(("librivox", "klettres_lt", "klettres_fr"), seed=27)
     result = diarize(model, params, conv)
     assert len(result.centroids) == 3
     # scored as a scorer would: both sides read from RTTM files
@@ -127,11 +91,8 @@ def test_five_minutes_of_three_real_voices(model, params, tmp_path):
 
 def test_one_voice_is_left_alone(model, params):
     touched = segments = 0
-    for k, name in enumerate(REAL + ESPEAK):
-        bl = C.Builder(voices(name), seed=300 + k).pause(0.3)
-        while bl.t < 25:
-            bl.turn(name, bl.rng.uniform(2, 8)).pause(bl.rng.uniform(0.4, 1.0))
-        result = diarize(model, params, bl.build())
+    for k, name in enumerate(C.REAL + C.ESPEAK):
+        result = diarize(model, params, C.one_voice(name, seed=300 + k))
         t, n = scoring.touched(result)
         touched, segments = touched + t, segments + n
     assert segments >= 50
