@@ -112,7 +112,7 @@ def decide_segment(
         ov = next((o for o in overlaps if o[0] <= (x + y) / 2 <= o[1]), None)
         if ov is not None:
             d.pieces.append(Piece(x, y, ov[2], True, ov[3]))
-        elif y - x < p.min_speech:
+        elif y - x < p.min_speech and len(bounds) > 2:  # a segment not cut is kept, whatever its length
             d.trimmed += y - x
         else:
             d.pieces.append(Piece(x, y, labels_at(x, y)))

@@ -20,6 +20,11 @@ def test_one_speaker_is_kept_whole():
     assert d.reason is None and not d.cut and [(p.start, p.end, p.speaker) for p in d.pieces] == [(1.0, 6.0, 0)]
 
 
+def test_short_segment_of_one_speaker_is_kept():
+    d = decide_segment(0, (2.0, 2.1), [], speaker_by_time(), [], P)
+    assert d.reason is None and not d.cut and len(d.pieces) == 1
+
+
 def test_cut_at_each_change_and_slivers_dropped():
     d = decide_segment(0, (0.0, 10.0), [4.0, 9.9], speaker_by_time(4.0, 9.9), [], P)
     assert d.cut and [(p.start, p.end, p.speaker) for p in d.pieces] == [(0.0, 4.0, 0), (4.0, 9.9, 1)]
