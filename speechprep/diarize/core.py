@@ -125,7 +125,7 @@ def _overlap_stretches(
     win: Windows, labels: np.ndarray, centroids: np.ndarray, p: DiarizeParams
 ) -> list[tuple[float, float, int, int, int]]:
     """``(start, end, main speaker, other speaker, segment)`` of every overlap."""
-    score, second = turns.pair_scores(win, centroids)
+    score, _ = turns.pair_scores(win, centroids)
     evidence = turns.mix_evidence(win, labels, score, p.overlap_db_weight)
     for i, j in turns.excursions(win, labels, int(round(p.overlap_max / p.hop))):
         # shorter than a window: two voices in every window; longer: when it looks mixed
@@ -134,7 +134,9 @@ def _overlap_stretches(
             labels[i : j + 1] = labels[i - 1]  # a mix inside the voice around it, not its turn
     out = []
     for i, j, main in turns.overlap_runs(win, labels, evidence, p.overlap_floor, p.overlap_peak, p.overlap_windows):
-        other = int(np.bincount(second[i : j + 1]).argmax())
+        sim = win.emb[i : j + 1] @ centroids.T
+        sim[:, main] = -np.inf  # the voice mixed in: the nearest other speaker, most often
+        other = int(np.bincount(np.argmax(sim, axis=1)).argmax())
         out.append((win.centre[i] - p.overlap_pad, win.centre[j] + p.overlap_pad, main, other, int(win.segment[i])))
         labels[i : j + 1] = main  # the mixed windows are not a turn of the other voice
     return out
