@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..rejects import reject
+from ..core.rejects import reject
 from .core import FileDiarization, SegmentDecision
 from .rttm import RttmTurn
 
