@@ -49,6 +49,7 @@ FLAGS: dict[str, dict[str, Any]] = {
         "help": "tts.layout: one array/WAV file per segment, or one per shard and kind",
     },
     "write-modern": {"metavar": "OUT", "help": "write a copy plain fairseq loads"},
+    "format": {"help": "an export format (export.formats)"},
 }
 # (stage, job) -> (environment, flags, handler); the handler's docstring is the job's help
 JOBS: dict[tuple[str, str], tuple[str, str, Callable]] = {}
@@ -324,12 +325,13 @@ def _export_shard(a):
     export.run_shard(a.manifests, a.features, a.out_dir, a.rejects, export.ExportParams.from_dict(a.params), a.resume)
 
 
-@job("export summary", "indexes+ index stats params")
+@job("export summary", "indexes+ index stats params format?")
 def _export_summary(a):
-    """A format's index.jsonl and stats.json (segments, hours, duration-bucket edges)."""
+    """A format's index.jsonl and stats.json (segments, hours, duration-bucket edges),
+    and what the format's loader reads for the whole dataset (--format)."""
     from . import export
 
-    export.run_summary(a.indexes, a.index, a.stats, a.params["bucket_edges"], a.params["buckets"])
+    export.run_summary(a.indexes, a.index, a.stats, a.params["bucket_edges"], a.params["buckets"], a.format)
 
 
 @job("report plots", "results stages+ out-dir")

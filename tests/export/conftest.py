@@ -82,10 +82,15 @@ def run(root: Path, p: export.ExportParams | None = None) -> dict:
 
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory):
-    """The shard exported in every format (segment 3's source audio is missing)."""
+    """The shard exported in every format, and summarised (segment 3's source audio is missing)."""
     root = tmp_path_factory.mktemp("export")
     lines = make_shard(root, missing_audio=3)
     summary = run(root)
+    for fmt in CFG["formats"]:  # each format's summary (the Parquet card, NeMo's manifest of all shards)
+        d = root / "export" / fmt
+        export.run_summary(
+            [str(d / "shard-0000.index.jsonl")], str(d / "index.jsonl"), str(d / "stats.json"), None, 4, fmt
+        )
     return root, lines, summary
 
 
