@@ -59,14 +59,16 @@ def shard_number(shard: str) -> int:
 # -- Parquet --------------------------------------------------------------------
 
 
-def _kind(v: Any) -> str:
-    if isinstance(v, bool):
+def _kind(t: type) -> str | None:
+    if t is type(None):
+        return None
+    if issubclass(t, bool):
         return "bool"
-    if isinstance(v, int):
+    if issubclass(t, int):
         return "int"
-    if isinstance(v, float):
+    if issubclass(t, float):
         return "float"
-    return "str" if isinstance(v, str) else "json"
+    return "str" if issubclass(t, str) else "json"
 
 
 def column_types(lines: Iterable[dict]) -> dict[str, str]:
@@ -75,12 +77,15 @@ def column_types(lines: Iterable[dict]) -> dict[str, str]:
     ``bool``, ``int64``, ``float64`` (ints and floats), ``string``, or ``json``
     (any other value, or a mix: a string column of JSON text). A field that is
     null throughout is a string."""
-    kinds: dict[str, set[str]] = {}
+    signatures = {}  # (fields, their value types) of each line, first seen first: a handful in a dataset
     for line in lines:
-        for k, v in line.items():
-            s = kinds.setdefault(k, set())
-            if v is not None:
-                s.add(_kind(v))
+        signatures[tuple(line), tuple(map(type, line.values()))] = None
+    kinds: dict[str, set[str | None]] = {}  # the columns in the order the lines first name them
+    for fields, types in signatures:
+        for k, t in zip(fields, types):
+            kinds.setdefault(k, set()).add(_kind(t))
+    for s in kinds.values():
+        s.discard(None)
     out = {}
     for k, s in kinds.items():
         if k in ARRAY_DTYPES:

@@ -243,3 +243,26 @@ def test_files_of_a_shard_the_dataset_no_longer_has_go(tmp_path):
     want = sorted(x["id"] for x in by_shard[SHARDS[0]])
     for fmt in formats:
         assert sorted(READERS[fmt](out, tmp_path / "cache")) == want, fmt
+
+
+def test_column_types_are_the_whole_datasets():
+    """One Parquet type per manifest field from every line (so every shard, an empty
+    one too, has the same schema), in the order the lines first name the fields."""
+    from speechprep.export_layouts import column_types
+
+    lines = [
+        {"id": "a", "n": 1, "x": 1, "ok": True, "words": [{"w": "hi"}], "codes": "/c.npy"},
+        {"id": "b", "n": 2, "x": 2.5, "ok": None, "words": None, "late": None},
+        {"id": "c", "n": None, "x": None, "ok": False, "words": "?", "late": None},
+    ]
+    assert column_types(lines) == {
+        "id": "string",
+        "n": "int64",
+        "x": "float64",
+        "ok": "bool",
+        "words": "json",
+        "late": "string",
+    }
+    assert list(column_types(lines)) == ["id", "n", "x", "ok", "words", "late"]
+    with pytest.raises(Exception, match="sample_rate"):
+        column_types([{"id": "a", "sample_rate": 16000}])
