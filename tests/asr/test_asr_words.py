@@ -29,7 +29,7 @@ def test_every_model_class_gives_well_formed_words_or_null_saying_so(tmp_path, n
     path = nemo_model_file(kind)
     model = asr.load_model(str(path), "cpu")
     segs = clean_segments(4)
-    with caplog.at_level(logging.INFO, logger="speechprep.asr.stage"):
+    with caplog.at_level(logging.INFO, logger="speechprep.asr"):
         counts, lines, rejects = run(tmp_path, segs, loaded(model, path, True), p=params(model=str(path)))
     assert not rejects and counts["ok"] == 4
     by_id = {s["id"]: s for s in segs}
@@ -78,7 +78,7 @@ def test_words_are_null_from_the_first_batch_nemo_cannot_time(tmp_path, nemo_mod
     tx = loaded(model, path, True)
     # the decoding as NeMo 3.0 ships it: its timestamps fail on the vocabulary's last characters
     model.decoding.num_extra_outputs = model.joint.num_extra_outputs
-    with caplog.at_level(logging.INFO, logger="speechprep.asr.stage"):
+    with caplog.at_level(logging.INFO, logger="speechprep.asr"):
         counts, lines, rejects = run(tmp_path, clean_segments(6), tx, p=params(model=str(path)))
     assert not rejects and counts["ok"] == 6
     assert all(x["words"] is None and x["confidence"] is None for x in lines)

@@ -83,7 +83,6 @@ def test_resolve_runtime():
 def test_export_sidecar(demo):
     meta = demo["meta"]
     sha = sha256_file(demo["ckpt"])
-    assert demo["export"].name == f"hubert-{sha}-layer2-ort{rt.FORMAT}.onnx"
     assert meta["checkpoint_sha256"] == sha and meta["layer"] == LAYER and meta["normalize"] is False
     assert meta["dim"] == 64 and meta["frame_rate"] == 50.0 and meta["min_samples"] == 400
     assert meta["max_abs_diff"] <= TOL and meta["onnx_sha256"] == sha256_file(demo["export"])

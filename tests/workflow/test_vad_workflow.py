@@ -81,6 +81,8 @@ def test_wrong_environment_fails_loudly(tmp_path):
             sys.executable,
             "-m",
             "speechprep",
+            "--env-file",
+            str(REPO / "envs" / "vad.yaml"),
             "vad",
             "run",
             "--shard",
