@@ -4,7 +4,7 @@
     python bench/curate_jobs.py speakers|duplicates DIR   # prints one JSON line
 
 ``DIR`` holds per-shard files as the measure job writes them
-(``shard-NNNN.measures.jsonl`` and ``.embeddings.npy`` or ``.minhash.npy``) and the
+(``shard-NNNN.measures.jsonl`` and ``.embeddings.npy`` or ``.minhash.npy`` + ``.fingerprint.npy``) and the
 job's ``params.json``; the job's outputs go beside them. The line has the job's
 report, its wall time (``seconds``) and the process's peak RSS (``peak_rss_mb``).
 Used by bench/speaker_clustering.py and bench/duplicates_scale.py.
@@ -42,7 +42,9 @@ def job(name: str, root: Path) -> dict:
         )
         report = stage.run_speakers(speakers, str(root / "speakers"), str(root / "run_speaker_clusters.json"), p)
     else:
-        report = stage.run_duplicates(files("measures.jsonl"), files("minhash.npy"), files("duplicates.jsonl"), p)
+        report = stage.run_duplicates(
+            files("measures.jsonl"), files("minhash.npy"), files("duplicates.jsonl"), p, files("fingerprint.npy")
+        )
     return {
         "seconds": time.perf_counter() - t,
         **report,
