@@ -6,7 +6,7 @@
 ``DIR`` holds per-shard files as the measure job writes them
 (``shard-NNNN.measures.jsonl`` and ``.embeddings.npy`` or ``.minhash.npy`` + ``.fingerprint.npy``) and the
 job's ``params.json``; the job's outputs go beside them. The line has the job's
-report, its wall time (``seconds``) and the process's peak RSS (``peak_rss_mb``).
+report, its wall time (``seconds``) and the process's peak RSS (``peak_rss_mb``, VmHWM).
 Used by bench/speaker_clustering.py and bench/duplicates_scale.py.
 """
 
@@ -48,8 +48,20 @@ def job(name: str, root: Path) -> dict:
     return {
         "seconds": time.perf_counter() - t,
         **report,
-        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "peak_rss_mb": peak_rss_mb(),
     }
+
+
+def peak_rss_mb() -> float:
+    """This process's peak resident memory: ``VmHWM`` (Linux; ``ru_maxrss`` keeps the high-water
+    mark of the process that forked this one across ``exec``, so it can read the parent's)."""
+    try:
+        for line in Path("/proc/self/status").read_text(encoding="ascii").splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def in_fresh_process(name: str, root: Path, params: dict) -> dict:

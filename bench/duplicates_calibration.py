@@ -3,7 +3,7 @@
 different utterances of one speaker.
 
     SPEECHPREP_REAL_SPEECH=.cache/real_speech .venvs/curate/bin/python bench/duplicates_calibration.py \\
-        [--per-language 15] [--cache DIR]
+        [--per-language 15] [--cache DIR] [--units]
 
 Real recordings from tests/real_speech.py (Debian's pocketsphinx-testdata,
 klettres-data, alsa-utils). **Copies**: the LibriVox sentences, the cards
@@ -24,7 +24,9 @@ score (:func:`speechprep.curate.fingerprint.compare`) of each copy against its
 source (min / 5th percentile / median) and the share the LSH makes a candidate;
 the same-speaker pairs' scores; recall and false pairs by score threshold; and
 the end-to-end search (:func:`speechprep.curate.duplicates.find_duplicates`, the
-duplicates job's search) over every recording and copy together. Figures:
+duplicates job's search) over every recording and copy together. With ``--units``,
+the same copies and pairs by the unit MinHash of the measure job, on HuBERT units
+of the demo S2S models (tests/curate/s2s_units.py in .venvs/s2s). Figures:
 docs/stages.md, "Duplicates on real speech".
 """
 
@@ -78,6 +80,46 @@ def band_keys(row: np.ndarray | None, bits: int, bands: int) -> set[tuple[int, i
     return out
 
 
+def unit_signatures(audio: dict[str, np.ndarray], work: Path) -> dict[str, np.ndarray | None]:
+    """MinHash signatures (the measure job's) of each clip's HuBERT units from the demo S2S
+    models (tests/curate/s2s_units.py, run in .venvs/s2s, which has fairseq)."""
+    import json
+    import os
+    import subprocess
+
+    from speechprep.curate.duplicates import minhash_signature
+    from tests.support import config
+
+    keys = {k: f"c{i}" for i, k in enumerate(sorted(audio))}
+    work.mkdir(parents=True, exist_ok=True)
+    np.savez(work / "clips.npz", **{keys[k]: x for k, x in audio.items()})
+    cmd = [str(REPO / ".venvs" / "s2s" / "bin" / "python"), str(REPO / "tests" / "curate" / "s2s_units.py")]
+    cmd += [str(REPO / "resources" / "demo" / "truth.json"), str(work / "clips.npz"), str(work / "units.json")]
+    subprocess.run(cmd, check=True, capture_output=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+    units = json.loads((work / "units.json").read_text(encoding="utf-8"))
+    c = config()["curate"]
+    return {k: minhash_signature(units[keys[k]], c["minhash_ngram"], c["minhash_perm"]) for k in audio}
+
+
+def unit_report(audio, copies, pairs, threshold: float, work: Path) -> None:
+    from speechprep.curate.duplicates import jaccard
+
+    sig = unit_signatures(audio, work)
+    j = lambda a, b: jaccard(sig[a], sig[b]) if sig[a] is not None and sig[b] is not None else 0.0
+    by_codec = defaultdict(list)
+    for c in copies:
+        by_codec[c.codec].append(j(str(c.source.path), str(c.path)))
+    allc = np.concatenate(list(by_codec.values()))
+    neg = np.array([j(a, b) for a, b in pairs])
+    print(
+        "\nunit MinHash (demo HuBERT units): copies' Jaccard to their source, median "
+        + ", ".join(f"{k} {np.median(v):.3f}" for k, v in by_codec.items())
+        + f"; {int((allc >= threshold).sum())} of {len(allc)} reach near_duplicate_jaccard {threshold}; "
+        f"same-speaker pairs: median {np.median(neg):.3f}, 99th percentile {np.percentile(neg, 99):.3f}, "
+        f"max {neg.max():.3f}, {int((neg >= threshold).sum())} reach it"
+    )
+
+
 def summary(v: list[float]) -> str:
     return f"{np.min(v):.3f} / {np.percentile(v, 5):.3f} / {np.median(v):.3f}"
 
@@ -86,6 +128,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--per-language", type=int, default=15)
     ap.add_argument("--cache", type=Path, default=R.root() / "duplicates_calibration")
+    ap.add_argument("--units", action="store_true", help="also the unit MinHash with the demo HuBERT (.venvs/s2s)")
     a = ap.parse_args()
     from speechprep.curate import fingerprint as FP
     from speechprep.curate.duplicates import Candidate, find_duplicates
@@ -131,7 +174,7 @@ def main() -> None:
     for k, v in scores.items():
         print(f"  {k:>10} ({len(v)}): {summary(v)}; candidates {np.mean(cand[k]):.3f}")
 
-    neg, twins, neg_cand = [], [], 0
+    neg, twins, neg_cand, pairs = [], [], 0, []
     t = time.perf_counter()
     for spk, utts in voices().items():
         for u, w in itertools.combinations(utts, 2):
@@ -143,6 +186,7 @@ def main() -> None:
             if fa is None or fb is None:
                 continue
             neg.append((FP.compare(fa, fb), spk, u.path.name, w.path.name))
+            pairs.append((str(u.path), str(w.path)))
             neg_cand += bool(keys[str(u.path)] & keys[str(w.path)])
     per_pair = (time.perf_counter() - t) / max(len(neg), 1) * 1e6
     nv = np.array([n[0] for n in neg])
@@ -192,6 +236,8 @@ def main() -> None:
         + ", ".join(f"{k} {np.mean(v):.3f}" for k, v in by_codec.items())
         + f"); {false} original recordings of other PCM put in one group with another"
     )
+    if a.units:
+        unit_report(audio, copies, pairs, p.near_duplicate_jaccard, a.cache / "units")
 
 
 if __name__ == "__main__":

@@ -41,7 +41,7 @@ from ..core.jsonio import read_jsonl
 from . import fingerprint as FP
 
 log = logging.getLogger("speechprep.curate")
-VERIFY_CHUNK = 200_000  # candidate pairs verified per block of rows read
+VERIFY_CHUNK = 20_000  # candidate pairs verified per block of rows read (at most 2 x 20,000 rows held)
 
 
 # ----------------------------------------------------------------------------

@@ -237,10 +237,19 @@ def _offsets(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.n
 
 
 def compare_many(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """:func:`compare` of each pair ``(a[k], b[k])`` of two equally long row arrays, vectorised."""
+    """:func:`compare` of each pair ``(a[k], b[k])`` of two equally long row arrays, vectorised
+    (the frames of pairs without close anchors are not looked at)."""
+    out = np.zeros(len(a))
     if len(a) == 0:
-        return np.zeros(0)
+        return out
     lags, close, anchor_diff = _offsets(a, b)
+    sel = np.flatnonzero(close.any(axis=1))
+    if len(sel):
+        out[sel] = _frame_scores(a[sel], b[sel], lags[sel], close[sel], anchor_diff[sel])
+    return out
+
+
+def _frame_scores(a: np.ndarray, b: np.ndarray, lags: np.ndarray, close: np.ndarray, anchor_diff: np.ndarray):
     shift = np.arange(-2, 3)
     lag = (lags[:, :, None] + shift).reshape(len(a), -1)  # (P, L)
     ok_lag = np.repeat(close, len(shift), axis=1)
@@ -248,18 +257,20 @@ def compare_many(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     j = i[None, None, :] - lag[:, :, None]  # (P, L, F): b's frame facing a's frame i
     fa, fb = a["n_frames"].astype(np.int64), b["n_frames"].astype(np.int64)
     inside = (i[None, None, :] < fa[:, None, None]) & (j >= 0) & (j < fb[:, None, None])
-    jc = np.clip(j, 0, FRAMES - 1).reshape(len(a), -1)
-    take = lambda x: np.take_along_axis(x, jc, axis=1).reshape(j.shape)
+    rows = np.arange(len(a))[:, None, None]
+    jc = np.clip(j, 0, FRAMES - 1)
     act_a = np.unpackbits(a["active"], axis=1, count=FRAMES).astype(bool)
     act_b = np.unpackbits(b["active"], axis=1, count=FRAMES).astype(bool)
-    ab = take(act_b) & inside
+    ab = act_b[rows, jc] & inside
     aa = act_a[:, None, :] & inside
     m = aa & ab
     both = m.sum(axis=2)
     need = np.maximum(MIN_OVERLAP * np.minimum(act_a.sum(axis=1), act_b.sum(axis=1)), 1)[:, None]
-    diff = np.where(m, _popcount(a["frame_bits"][:, None, :] ^ take(b["frame_bits"])), 0).sum(axis=2)
+    bits_b = np.ascontiguousarray(b["frame_bits"])[rows, jc]
+    diff = np.where(m, _popcount(np.ascontiguousarray(a["frame_bits"])[:, None, :] ^ bits_b), 0).sum(axis=2)
     h = diff / (FRAME_BITS * np.maximum(both, 1))
-    pa, pb = a["f0"][:, None, :].astype(np.int16), take(b["f0"]).astype(np.int16)
+    pa = np.ascontiguousarray(a["f0"]).astype(np.int16)[:, None, :]
+    pb = np.ascontiguousarray(b["f0"]).astype(np.int16)[rows, jc]
     voiced = (pa > 0) & (pb > 0) & inside
     nv = voiced.sum(axis=2)
     agree = np.where(nv > 0, (voiced & (np.abs(pa - pb) <= 1)).sum(axis=2) / np.maximum(nv, 1), 0.0)
