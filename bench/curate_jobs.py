@@ -13,11 +13,14 @@ Used by bench/speaker_clustering.py and bench/duplicates_scale.py.
 from __future__ import annotations
 
 import json
+import os
 import resource
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]  # this checkout's speechprep, not the one a venv installed
 
 
 def job(name: str, root: Path) -> dict:
@@ -67,9 +70,11 @@ def peak_rss_mb() -> float:
 def in_fresh_process(name: str, root: Path, params: dict) -> dict:
     """Write ``params.json`` into ``root`` and run job ``name`` there in a new interpreter."""
     (root / "params.json").write_text(json.dumps(params), encoding="utf-8")
-    p = subprocess.run(
-        [sys.executable, __file__, name, str(root)], capture_output=True, text=True, encoding="utf-8", check=True
-    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    cmd = [sys.executable, __file__, name, str(root)]
+    p = subprocess.run(cmd, capture_output=True, text=True, encoding="utf-8", env=env)
+    if p.returncode:
+        raise RuntimeError(f"the {name} job failed (exit {p.returncode}):\n{p.stderr[-4000:]}")
     return json.loads(p.stdout.strip().splitlines()[-1])
 
 
