@@ -1,6 +1,6 @@
 """The duplicates job over a whole dataset in bounded memory: no Python object per
-segment on the hot path, so 10^7 segments fit in 8 GB (docs/benchmarks.md,
-"Duplicates at scale").
+segment on the hot path, one LSH band in memory at a time (512 MB peak at 10^6
+segments, about 0.37 KB more per segment: docs/benchmarks.md, "Duplicates at scale").
 
 * :class:`Table`: the few measurements the job needs, as numpy arrays (ids as
   fixed-width bytes per shard, the PCM sha256 as four uint64, DNSMOS OVRL, SNR,
