@@ -4,20 +4,23 @@
     python bench/curate_jobs.py speakers|duplicates DIR   # prints one JSON line
 
 ``DIR`` holds per-shard files as the measure job writes them
-(``shard-NNNN.measures.jsonl`` and ``.embeddings.npy`` or ``.minhash.npy``) and the
+(``shard-NNNN.measures.jsonl`` and ``.embeddings.npy`` or ``.minhash.npy`` + ``.fingerprint.npy``) and the
 job's ``params.json``; the job's outputs go beside them. The line has the job's
-report, its wall time (``seconds``) and the process's peak RSS (``peak_rss_mb``).
+report, its wall time (``seconds``) and the process's peak RSS (``peak_rss_mb``, VmHWM).
 Used by bench/speaker_clustering.py and bench/duplicates_scale.py.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import resource
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]  # this checkout's speechprep, not the one a venv installed
 
 
 def job(name: str, root: Path) -> dict:
@@ -42,20 +45,36 @@ def job(name: str, root: Path) -> dict:
         )
         report = stage.run_speakers(speakers, str(root / "speakers"), str(root / "run_speaker_clusters.json"), p)
     else:
-        report = stage.run_duplicates(files("measures.jsonl"), files("minhash.npy"), files("duplicates.jsonl"), p)
+        report = stage.run_duplicates(
+            files("measures.jsonl"), files("minhash.npy"), files("duplicates.jsonl"), p, files("fingerprint.npy")
+        )
     return {
         "seconds": time.perf_counter() - t,
         **report,
-        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "peak_rss_mb": peak_rss_mb(),
     }
+
+
+def peak_rss_mb() -> float:
+    """This process's peak resident memory: ``VmHWM`` (Linux; ``ru_maxrss`` keeps the high-water
+    mark of the process that forked this one across ``exec``, so it can read the parent's)."""
+    try:
+        for line in Path("/proc/self/status").read_text(encoding="ascii").splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def in_fresh_process(name: str, root: Path, params: dict) -> dict:
     """Write ``params.json`` into ``root`` and run job ``name`` there in a new interpreter."""
     (root / "params.json").write_text(json.dumps(params), encoding="utf-8")
-    p = subprocess.run(
-        [sys.executable, __file__, name, str(root)], capture_output=True, text=True, encoding="utf-8", check=True
-    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    cmd = [sys.executable, __file__, name, str(root)]
+    p = subprocess.run(cmd, capture_output=True, text=True, encoding="utf-8", env=env)
+    if p.returncode:
+        raise RuntimeError(f"the {name} job failed (exit {p.returncode}):\n{p.stderr[-4000:]}")
     return json.loads(p.stdout.strip().splitlines()[-1])
 
 

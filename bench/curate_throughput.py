@@ -9,7 +9,7 @@ units. Both variants compute the same measures of every segment:
 
 * loop: one segment at a time: read, ``speechmos.dnsmos.run``, pyloudnorm's
   meter, peak, clipping, DC, SNR (its file's non-speech), bandwidth, speaking rate, unit ratio,
-  PCM sha256, MinHash, then Resemblyzer ``embed_utterance(preprocess_wav(x))``
+  PCM sha256, MinHash, acoustic fingerprint, then Resemblyzer ``embed_utterance(preprocess_wav(x))``
   (what a hand-written script does), one JSON line and one ``.npy`` each;
 * stage: ``speechprep.curate.measure.run`` (batches of ``batch_seconds``;
   DNSMOS windows batched with their full-resolution convolutions shared,
@@ -59,6 +59,7 @@ def run_variant(variant: str, d: Path, out: Path) -> dict:
     from speechprep.curate import measure
     from speechprep.curate import measures as M
     from speechprep.curate.duplicates import minhash_signature
+    from speechprep.curate.fingerprint import fingerprint, unpack
     from speechprep.curate.nonspeech import NonSpeech
 
     torch.set_num_threads(2)
@@ -77,8 +78,8 @@ def run_variant(variant: str, d: Path, out: Path) -> dict:
             str(out / "rejects.jsonl"),
             str(out / ".partial" / "shard.jsonl"),
         )
-        emb, mh = str(out / "embeddings.npy"), str(out / "minhash.npy")
-        measure.run(files, p, str(d / "units.jsonl"), emb, mh, threads=2, models=models)
+        emb, mh, fp = str(out / "embeddings.npy"), str(out / "minhash.npy"), str(out / "fingerprint.npy")
+        measure.run(files, p, str(d / "units.jsonl"), emb, mh, fp, threads=2, models=models)
     else:
         import pyloudnorm
         from resemblyzer import VoiceEncoder, preprocess_wav
@@ -88,7 +89,7 @@ def run_variant(variant: str, d: Path, out: Path) -> dict:
         meter = pyloudnorm.Meter(16000)
         dnsmos.run(warm[0], 16000)  # loads its ONNX sessions
         enc.embed_utterance(preprocess_wav(warm[0]))
-        lines, embs, sigs = [], [], []
+        lines, embs, sigs, fps = [], [], [], []
         t, cpu = time.perf_counter(), time.process_time()
         non_speech = NonSpeech(segs, p.snr_noise_seconds)
         for s in segs:
@@ -118,11 +119,13 @@ def run_variant(variant: str, d: Path, out: Path) -> dict:
                 }
             )
             sigs.append(minhash_signature(u, p.minhash_ngram, p.minhash_perm))
+            fps.append(fingerprint(x))
             embs.append(enc.embed_utterance(preprocess_wav(x)))
             np.save(out / f"{s['id']}.npy", embs[-1])
         write_jsonl(out / "measures.jsonl", lines)
         np.save(out / "embeddings.npy", np.stack(embs))
         np.save(out / "minhash.npy", np.stack(sigs))
+        np.save(out / "fingerprint.npy", np.stack([f if f is not None else unpack(None)[1] for f in fps]))
     seconds, cpu = time.perf_counter() - t, time.process_time() - cpu
     return {
         "seconds": seconds,
@@ -149,6 +152,8 @@ def compare(loop: Path, stage: Path) -> dict[str, float]:
     order = [b[i]["embedding_row"] for i in a]
     diff["embedding"] = float(np.abs(np.load(loop / "embeddings.npy") - np.load(stage / "embeddings.npy")[order]).max())
     diff["minhash"] = float((np.load(loop / "minhash.npy") != np.load(stage / "minhash.npy")[order]).sum())
+    fl, fs = np.load(loop / "fingerprint.npy"), np.load(stage / "fingerprint.npy")[order]
+    diff["fingerprint"] = float(sum(a.tobytes() != b.tobytes() for a, b in zip(fl, fs, strict=True)))
     return diff
 
 

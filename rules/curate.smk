@@ -14,6 +14,7 @@ rule curate_measure:
         measures=f"{RESULTS}/{{ds}}/curate/{{shard}}.measures.jsonl",
         embeddings=f"{RESULTS}/{{ds}}/curate/{{shard}}.embeddings.npy",
         minhash=f"{RESULTS}/{{ds}}/curate/{{shard}}.minhash.npy",
+        fingerprint=f"{RESULTS}/{{ds}}/curate/{{shard}}.fingerprint.npy",
         rejects=f"{RESULTS}/{{ds}}/curate/{{shard}}.measure_rejects.jsonl",
     log:
         f"{RESULTS}/{{ds}}/logs/curate/{{shard}}.log",
@@ -35,7 +36,7 @@ rule curate_measure:
         "{params.cmd} curate measure --segments {input.segments:q} --units {input.units:q}"
         " --params {params.p:q} --threads {threads} --resume {params.resume:q}"
         " --out {output.measures:q} --embeddings {output.embeddings:q} --minhash {output.minhash:q}"
-        " --rejects {output.rejects:q} > {log:q} 2>&1"
+        " --fingerprint {output.fingerprint:q} --rejects {output.rejects:q} > {log:q} 2>&1"
 
 
 rule curate_speakers:
@@ -76,6 +77,7 @@ rule curate_duplicates:
     input:
         measures=per_shard(f"{RESULTS}/{{ds}}/curate/{{shard}}.measures.jsonl"),
         minhash=per_shard(f"{RESULTS}/{{ds}}/curate/{{shard}}.minhash.npy"),
+        fingerprint=per_shard(f"{RESULTS}/{{ds}}/curate/{{shard}}.fingerprint.npy"),
     output:
         out=directory(f"{RESULTS}/{{ds}}/curate/duplicates"),
     log:
@@ -94,7 +96,7 @@ rule curate_duplicates:
         out=lambda wc, output: per_shard_paths(wc.ds, output.out, ".jsonl"),
     shell:
         "{params.cmd} curate duplicates --measures {input.measures:q} --minhash {input.minhash:q}"
-        " --out {params.out} --params {params.p:q} > {log:q} 2>&1"
+        " --fingerprint {input.fingerprint:q} --out {params.out} --params {params.p:q} > {log:q} 2>&1"
 
 
 rule curate_decide:

@@ -200,13 +200,13 @@ def _tts_combined(a, p):
     manifests.combine(a.stats_in, a.train_in, a.val_in, a.train, a.val, a.stats)
 
 
-@job("curate measure", "segments units threads? resume out embeddings minhash rejects")
+@job("curate measure", "segments units threads? resume out embeddings minhash fingerprint rejects")
 def _curate_measure(a, p):
     """DNSMOS, loudness, SNR, bandwidth, rates, speaker embedding and hashes of one shard."""
     from .curate import measure
 
     _torch_threads(a.threads)
-    measure.run(_files(a), p, a.units, a.embeddings, a.minhash, a.threads)
+    measure.run(_files(a), p, a.units, a.embeddings, a.minhash, a.fingerprint, a.threads)
 
 
 @job(
@@ -221,12 +221,12 @@ def _curate_speakers(a, p):
     stage.run_speakers(files, a.centroids_dir, a.clusters, p)
 
 
-@job("curate duplicates", "measures+ minhash+ out+")
+@job("curate duplicates", "measures+ minhash+ fingerprint+ out+")
 def _curate_duplicates(a, p):
-    """Exact and near duplicates across every shard of a dataset (--out: one per --measures)."""
+    """Exact, acoustic and near duplicates across every shard of a dataset (--out: one per --measures)."""
     from .curate import stage
 
-    stage.run_duplicates(a.measures, a.minhash, a.out, p)
+    stage.run_duplicates(a.measures, a.minhash, a.out, p, fingerprint=a.fingerprint)
 
 
 @job("curate decide", "measures measure-rejects speakers duplicates out rejects")

@@ -212,6 +212,43 @@ def through_codec(src: Path, codec: str, out: Path, gain_db: float = 0.0, delay_
     return out
 
 
+@dataclass(frozen=True)
+class Copy:
+    source: Utterance
+    path: Path  # the copy, decoded to a 16-bit WAV
+    codec: str
+    gain_db: float
+    delay_s: float
+
+
+COPY_GAINS_DB = (-6.0, -3.0, 3.0, 6.0)
+
+
+def codec_copies(sources: list[Utterance], dest: Path, codecs=CODECS, seed: int = 0) -> list[Copy]:
+    """Each source through each codec (``through_codec``) with a gain of +-3 or +-6 dB and 0.1-0.5 s
+    of silence before it, both drawn from ``seed`` per copy; files cached in ``dest`` by name."""
+    import random
+
+    rng = random.Random(seed)
+    out = []
+    for k, u in enumerate(sources):
+        src = u.path
+        if src.suffix == ".raw":  # headerless: sox needs a WAV
+            import soundfile as sf
+
+            src = dest / f"src{k:04d}.wav"
+            if not src.exists():
+                dest.mkdir(parents=True, exist_ok=True)
+                sf.write(src, read(u.path)[0], 16000, subtype="PCM_16")
+        for codec in codecs:
+            gain, delay = rng.choice(COPY_GAINS_DB), round(rng.uniform(0.1, 0.5), 3)
+            path = dest / f"{k:04d}_{codec}_{gain:+.0f}dB_{int(delay * 1000)}ms.wav"
+            if not path.exists():
+                through_codec(src, codec, path, gain_db=gain, delay_s=delay)
+            out.append(Copy(u, path, codec, gain, delay))
+    return out
+
+
 def _run(cmd: list[str]) -> None:
     if shutil.which(cmd[0]) is None:
         raise RuntimeError(f"{cmd[0]} is not installed (Debian: apt-get install sox libsox-fmt-all ffmpeg)")

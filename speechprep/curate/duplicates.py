@@ -1,11 +1,16 @@
-"""Duplicates across a dataset: exact (same 16 kHz int16 PCM) and near (the same
-speech in other samples: a re-encode, another gain), found from S2S units.
+"""Duplicates across a dataset: exact (same 16 kHz int16 PCM), acoustic (the same
+recording through a codec, a resample, a gain change or another cut) and near (the
+same S2S units).
 
 * :func:`minhash_signature`: a segment's MinHash (datasketch) over the n-grams
-  of its deduplicated HuBERT units (per shard, in the measure job);
-* :func:`find_duplicates`: exact groups by PCM sha256, near pairs by MinHash
-  LSH (``MinHashLSH``) whose estimated Jaccard similarity reaches the
-  threshold; groups are the connected components of both. One segment is
+  of its deduplicated HuBERT units (per shard, in the measure job); the acoustic
+  fingerprint is :mod:`speechprep.curate.fingerprint`'s;
+* :func:`find_duplicates`: exact groups by PCM sha256; acoustic pairs by LSH over
+  fingerprint anchors, verified by :func:`speechprep.curate.fingerprint.compare`;
+  near pairs by MinHash LSH (the banding datasketch's ``MinHashLSH`` picks)
+  whose estimated Jaccard similarity reaches the threshold; groups are the
+  connected components of all three (:mod:`speechprep.curate.dupsearch`, which
+  the job runs over files, in bounded memory). One segment is
   kept per group (:func:`better`): a copy clearly less noisy (WADA SNR) or else
   clearly wider-band than another wins, then the best DNSMOS OVRL, then the
   smallest id (deterministic, whatever the shard order); every other one is a
@@ -58,30 +63,17 @@ class Candidate:
     signature: np.ndarray | None  # MinHash values, or None
     snr_db: float | None = None
     bandwidth_hz: float | None = None
+    fingerprint: np.ndarray | None = None  # a speechprep.curate.fingerprint row, or None
 
 
 @dataclass(frozen=True)
 class Duplicate:
     id: str
     duplicate_of: str
-    kind: str  # "exact" | "near"
-    similarity: float  # 1.0 for exact; the estimated Jaccard similarity to the kept one for near
-
-
-class _Groups:
-    def __init__(self, n: int):
-        self.parent = list(range(n))
-
-    def find(self, i: int) -> int:
-        while self.parent[i] != i:
-            self.parent[i] = self.parent[self.parent[i]]
-            i = self.parent[i]
-        return i
-
-    def union(self, a: int, b: int) -> None:
-        ra, rb = self.find(a), self.find(b)
-        if ra != rb:
-            self.parent[max(ra, rb)] = min(ra, rb)
+    kind: str  # "exact" | "acoustic" (fingerprint) | "near" (units) | "linked" (through other copies)
+    similarity: (
+        float  # 1.0 exact; else the fingerprint score or the units' estimated Jaccard similarity to the kept one
+    )
 
 
 def jaccard(a: np.ndarray, b: np.ndarray) -> float:
@@ -105,70 +97,36 @@ def better(a: Candidate, b: Candidate) -> bool:
     return qa > qb if qa != qb else a.id < b.id
 
 
-def _keepers(cands: list[Candidate], groups: _Groups) -> dict[int, int]:
-    """Each grouped segment's kept member: the best of its group, compared in id order."""
-    members: dict[int, list[int]] = {}
-    for i in range(len(cands)):
-        members.setdefault(groups.find(i), []).append(i)
-    keep_of: dict[int, int] = {}
-    for m in members.values():
-        if len(m) > 1:
-            by_id = sorted(m, key=lambda i: cands[i].id)  # the margins are not transitive: a fixed order
-            k = by_id[0]
-            for i in by_id[1:]:
-                if better(cands[i], cands[k]):
-                    k = i
-            for i in m:
-                keep_of[i] = k
-    return keep_of
+def find_duplicates(cands: list[Candidate], p) -> list[Duplicate]:
+    """Every segment that duplicates a kept one (exactly, acoustically or by units), in
+    input order; ``p``: the duplicates job's parameters (``DuplicateParams``). The same
+    search as the job's (:func:`speechprep.curate.dupsearch.search`), on arrays in memory."""
+    from . import dupsearch as S
+    from . import fingerprint as FP
 
-
-def find_duplicates(cands: list[Candidate], threshold: float, num_perm: int) -> list[Duplicate]:
-    """Every segment that duplicates a kept one (exactly or near), in input order."""
-    from datasketch import LeanMinHash, MinHashLSH
-
-    groups = _Groups(len(cands))
-    exact: dict[str, int] = {}
+    n = len(cands)
+    if n == 0:
+        return []
+    num_perm = next((len(c.signature) for c in cands if c.signature is not None), 1)
+    sigs = np.zeros((n, num_perm), np.uint64)
+    fps = np.zeros(n, FP.DTYPE)
     for i, c in enumerate(cands):
-        j = exact.setdefault(c.pcm_sha256, i)
-        if j != i:
-            groups.union(i, j)
-    lsh = MinHashLSH(threshold=threshold, num_perm=num_perm)
-    signed = [i for i, c in enumerate(cands) if c.signature is not None]
-
-    def lean(i: int):
-        return LeanMinHash(seed=MINHASH_SEED, hashvalues=cands[i].signature, scheme=MINHASH_SCHEME)
-
-    for i in signed:
-        lsh.insert(i, lean(i), check_duplication=False)
-    near = 0
-    for i in signed:
-        for j in lsh.query(lean(i)):
-            if j > i and jaccard(cands[i].signature, cands[j].signature) >= threshold:
-                groups.union(i, j)
-                near += 1
-    keep_of = _keepers(cands, groups)
-    out = []
-    for i, c in enumerate(cands):
-        k = keep_of.get(i)
-        if k is None or k == i:
-            continue
-        if c.pcm_sha256 == cands[k].pcm_sha256:
-            out.append(Duplicate(c.id, cands[k].id, "exact", 1.0))
-        else:
-            sim = (
-                jaccard(c.signature, cands[k].signature)
-                if c.signature is not None and cands[k].signature is not None
-                else 0.0
-            )
-            out.append(Duplicate(c.id, cands[k].id, "near", sim))
-    log.info(
-        "duplicates: %d segments, %d exact copies, %d near pairs (MinHash Jaccard >= %.2f): "
-        "%d duplicates of a kept segment",
-        len(cands),
-        len(cands) - len(exact),
-        near,
-        threshold,
-        len(out),
+        if c.signature is not None:
+            sigs[i] = c.signature
+        if c.fingerprint is not None:
+            fps[i] = c.fingerprint
+    nan = lambda v: np.nan if v is None else float(v)
+    table = S.Table(
+        [np.array([c.id.encode("utf-8") for c in cands], dtype=bytes)],
+        np.array([0, n], np.int64),
+        S._sha_words([c.pcm_sha256 for c in cands], [c.id for c in cands]),
+        np.array([nan(c.quality) for c in cands]),
+        np.array([nan(c.snr_db) for c in cands]),
+        np.array([nan(c.bandwidth_hz) for c in cands]),
+        np.array([c.signature is not None for c in cands]),
+        np.array([c.fingerprint is not None for c in cands]),
     )
-    return out
+    with S.tmpdir_near(None) as tmp:
+        found, counts = S.search(table, S.Rows([sigs]), S.Rows([fps]), S.match_of(p), tmp)
+    log.info("duplicates: %s", counts)
+    return [Duplicate(cands[f.i].id, cands[f.keep].id, f.kind, f.similarity) for f in found]

@@ -3,11 +3,13 @@
 
 Per segment: DNSMOS (P.835 and P.808), loudness, peak, clipping, DC offset, SNR
 in the speech band against the file's own non-speech, bandwidth, speaking rate,
-text/unit ratio, a PCM hash, a MinHash signature of its units and a Resemblyzer
-speaker embedding. Writes ``<s>.measures.jsonl`` (one line per measured
-segment: its fields + every measure), ``<s>.embeddings.npy`` (float32 (N, 256),
-row i = line i), ``<s>.minhash.npy`` (uint64 (N, minhash_perm), row i = line i,
-zeros where ``minhash`` is false) and ``<s>.measure_rejects.jsonl`` (segments
+text/unit ratio, a PCM hash, a MinHash signature of its units, an acoustic
+fingerprint (:mod:`.fingerprint`) and a Resemblyzer speaker embedding. Writes
+``<s>.measures.jsonl`` (one line per measured segment: its fields + every
+measure), ``<s>.embeddings.npy`` (float32 (N, 256), row i = line i),
+``<s>.minhash.npy`` (uint64 (N, minhash_perm), row i = line i, zeros where
+``minhash`` is false), ``<s>.fingerprint.npy`` (:data:`.fingerprint.DTYPE` (N,),
+row i = line i, zeros where ``fingerprint`` is false) and ``<s>.measure_rejects.jsonl`` (segments
 whose audio could not be measured; every reject carries the segment's
 ``offset`` and ``duration``, as the summary counts hours).
 """
@@ -28,7 +30,9 @@ from ..core.audio import SAMPLE_RATE, AudioError, read_segment
 from ..core.jsonio import read_jsonl
 from ..core.modelfiles import sha256_cached, sha256_file
 from ..core.modelstage import Accepted, ModelStage, Outcome, Rejected, ShardFiles
+from ..core.npyio import save_npy
 from ..encoders import ResemblyzerEncoder
+from . import fingerprint as FP
 from . import measures as M
 from .decide import STAGE
 from .duplicates import minhash_signature
@@ -93,23 +97,23 @@ def model_identity(p: MeasureParams) -> dict[str, Any]:
 class MeasureStage(ModelStage):
     """Every measure of a shard's segments (``segments_path``: their file, whose pauses
     give each segment's noise). ``units_path``: the shard's S2S units;
-    ``embeddings_out``/``minhash_out``: the shard's stacked vectors; ``models``: loaded
-    models (tests)."""
+    ``embeddings_out``/``minhash_out``/``fingerprint_out``: the shard's stacked rows;
+    ``models``: loaded models (tests)."""
 
     stage = STAGE
-    version = "2"
-    kinds = (Kind("embedding", "float32"), Kind("minhash", "uint64"))
+    version = "3"
+    # a fingerprint waits in scratch as its row's bytes (a structured dtype has no name)
+    kinds = (Kind("embedding", "float32"), Kind("minhash", "uint64"), Kind("fingerprint", "uint8"))
     error_reason = "encoder_error"
     reject_fields = ("offset", "duration")
 
-    def __init__(
-        self, p: MeasureParams, segments_path: str, units_path: str, embeddings_out: str, minhash_out: str, models=None
-    ):
+    def __init__(self, p: MeasureParams, segments_path: str, units_path: str, outs: tuple[str, str, str], models=None):
         super().__init__(p)
         self.non_speech = NonSpeech(read_jsonl(segments_path), p.snr_noise_seconds)
         self.units_path = units_path
         self.units = {u["id"]: u["units"] for u in read_jsonl(units_path)}
-        self.out = {"embedding": str(Path(embeddings_out).resolve()), "minhash": str(Path(minhash_out).resolve())}
+        kinds = ("embedding", "minhash", "fingerprint")
+        self.out = {k: str(Path(o).resolve()) for k, o in zip(kinds, outs, strict=True)}
         self.models = models
 
     @cached_property
@@ -133,13 +137,13 @@ class MeasureStage(ModelStage):
         x = read_segment(s, SAMPLE_RATE, self.p.min_duration, "curate.min_duration")
         u, p = self.units.get(s["id"]), self.p
         measured = signal_measures(x, s, u, p, self.non_speech.read(s))
-        return x, measured, minhash_signature(u, p.minhash_ngram, p.minhash_perm)
+        return x, measured, minhash_signature(u, p.minhash_ngram, p.minhash_perm), FP.fingerprint(x)
 
     def infer(self, inputs: list) -> list:
-        return self.models([x for x, _, _ in inputs])
+        return self.models([x for x, *_ in inputs])
 
     def accept(self, s: dict, prepared: Any, result: Any, scratch) -> Outcome:
-        (scores, emb), (_, measured, sig) = result, prepared
+        (scores, emb), (_, measured, sig, fp) = result, prepared
         if isinstance(emb, AudioError):  # Resemblyzer finds no voice in it
             return Rejected(emb.reason, f"speaker encoder: {emb.detail}")
         dnsmos = [scores["sig"], scores["bak"], scores["ovrl"], scores["p808"]]
@@ -147,8 +151,11 @@ class MeasureStage(ModelStage):
             return Rejected("non_finite", "a model returned NaN/Inf or a vector of another size", model_error=True)
         scratch.save("embedding", s["id"], emb)
         scratch.save("minhash", s["id"], sig if sig is not None else np.zeros(self.p.minhash_perm, np.uint64))
+        row = fp if fp is not None else np.zeros((), FP.DTYPE)
+        scratch.save("fingerprint", s["id"], np.frombuffer(row.tobytes(), np.uint8))
         names = ("dnsmos_sig", "dnsmos_bak", "dnsmos_ovrl", "dnsmos_p808")
-        return Accepted({**dict(zip(names, dnsmos)), **measured, "minhash": sig is not None})
+        has = {"minhash": sig is not None, "fingerprint": fp is not None}
+        return Accepted({**dict(zip(names, dnsmos)), **measured, **has})
 
     def line(self, s: dict, data: dict) -> dict:
         return {
@@ -164,9 +171,22 @@ class MeasureStage(ModelStage):
             line["embedding_row"] = row
         scratch.stack("embedding", lines, self.out["embedding"], ResemblyzerEncoder.dim)
         scratch.stack("minhash", lines, self.out["minhash"], self.p.minhash_perm)
+        rows = [np.load(scratch.path("fingerprint", line["id"]), allow_pickle=False) for line in lines]
+        fps = np.stack(rows).view(FP.DTYPE).reshape(len(rows)) if rows else np.zeros(0, FP.DTYPE)
+        save_npy(self.out["fingerprint"], fps)
         return {}
 
 
-def run(files: ShardFiles, p: MeasureParams, units: str, embeddings: str, minhash: str, threads=1, models=None):
+def run(
+    files: ShardFiles,
+    p: MeasureParams,
+    units: str,
+    embeddings: str,
+    minhash: str,
+    fingerprint: str,
+    threads=1,
+    models=None,
+):
     """Measure every segment of a shard (resumable per segment)."""
-    return modelstage.run(MeasureStage(p, files.items, units, embeddings, minhash, models), files, threads)
+    stage = MeasureStage(p, files.items, units, (embeddings, minhash, fingerprint), models)
+    return modelstage.run(stage, files, threads)

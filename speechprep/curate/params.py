@@ -14,7 +14,7 @@ from ..core.config import StageParams, from_config
 @dataclass(frozen=True)
 class MeasureParams(StageParams):
     """The per-shard measure job: audio, DNSMOS, loudness, SNR, bandwidth, rates,
-    speaker embedding, PCM hash, MinHash signature."""
+    speaker embedding, PCM hash, MinHash signature, acoustic fingerprint."""
 
     SECTION = "curate"
     device: str
@@ -51,6 +51,10 @@ class DuplicateParams(StageParams):
 
     SECTION = "curate"
     near_duplicate_jaccard: float
+    acoustic_duplicate_score: float
+    fingerprint_band_bits: int
+    fingerprint_bands: int
+    duplicate_max_run: int
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,6 @@ from ..core.npyio import save_npy
 from ..core.shardjob import Accepted, Rejected, ShardJob
 from ..encoders import ResemblyzerEncoder
 from .decide import STAGE, TIERS, decide
-from .duplicates import Candidate, find_duplicates
 from .params import DecideParams, DuplicateParams, SpeakerParams
 
 log = logging.getLogger("speechprep.curate")
@@ -187,40 +186,21 @@ def run_speakers(files: SpeakerFiles, centroids_dir: str, clusters_out: str, p: 
 # ----------------------------------------------------------------------------
 # duplicates (per dataset)
 # ----------------------------------------------------------------------------
-def run_duplicates(measures: list[str], minhash: list[str], out: list[str], p: DuplicateParams) -> dict[str, Any]:
-    """Exact and near duplicates across every shard: per shard, one line per dropped segment."""
-    if not len(measures) == len(minhash) == len(out):
-        raise UsageError("curate duplicates: give as many --measures, --minhash and --out files")
-    arrays = [np.load(m, mmap_mode="r") for m in minhash]
-    shards = _check_rows(measures, arrays, ("id", "pcm_sha256", "dnsmos_ovrl", "minhash", "snr_db", "bandwidth_hz"))
-    cands, shard_of = [], {}
-    num_perm = None
-    for k, (lines, sigs) in enumerate(zip(shards, arrays, strict=True)):
-        if len(lines):
-            num_perm = sigs.shape[1]
-        for row, (id_, sha, ovrl, has_sig, snr, bandwidth) in enumerate(lines):
-            cands.append(Candidate(id_, sha, ovrl, np.array(sigs[row]) if has_sig else None, snr, bandwidth))
-            shard_of[id_] = k
-    dups = find_duplicates(cands, p.near_duplicate_jaccard, num_perm or 128) if cands else []
-    per_shard: list[list[dict]] = [[] for _ in out]
-    for d in dups:
-        per_shard[shard_of[d.id]].append(
-            {"id": d.id, "duplicate_of": d.duplicate_of, "kind": d.kind, "similarity": d.similarity}
-        )
-    for lines, path in zip(per_shard, out, strict=True):
-        write_jsonl(path, lines)
-    return {
-        "segments": len(cands),
-        "exact": sum(d.kind == "exact" for d in dups),
-        "near": sum(d.kind == "near" for d in dups),
-    }
+def run_duplicates(
+    measures: list[str], minhash: list[str], out: list[str], p: DuplicateParams, fingerprint: list[str]
+) -> dict[str, Any]:
+    """Exact, acoustic and near duplicates across every shard: per shard, one line per
+    dropped segment (:func:`speechprep.curate.dupsearch.run_job`, bounded memory)."""
+    from .dupsearch import match_of, run_job
+
+    return run_job(measures, minhash, fingerprint, out, match_of(p))
 
 
 # ----------------------------------------------------------------------------
 # decide (per shard)
 # ----------------------------------------------------------------------------
 # measurement-line fields that are the pipeline's, not the output's
-INTERNAL = ("minhash", "minhash_file")
+INTERNAL = ("minhash", "minhash_file", "fingerprint")
 REJECT_FIELDS = ("id", "audio_filepath", "stage", "reason", "detail")  # every rejects line's own
 
 

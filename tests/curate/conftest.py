@@ -134,7 +134,8 @@ class Run:
             )
             units = str(self.root / "s2s" / f"{name}.units.jsonl")
             emb, mh = str(self.f(name, "embeddings.npy")), str(self.f(name, "minhash.npy"))
-            measure.run(files, p or measure_params(), units, emb, mh, threads=2, models=models)
+            fp = str(self.f(name, "fingerprint.npy"))
+            measure.run(files, p or measure_params(), units, emb, mh, fp, threads=2, models=models)
 
     def speakers(self, p=None):
         files = stage.SpeakerFiles(
@@ -156,6 +157,7 @@ class Run:
             [str(self.f(n, "minhash.npy")) for n in self.names],
             [str(self.f(n, "duplicates.jsonl")) for n in self.names],
             p or params("duplicates"),
+            fingerprint=[str(self.f(n, "fingerprint.npy")) for n in self.names],
         )
 
     def decide(self, p=None):

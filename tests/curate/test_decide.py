@@ -117,7 +117,7 @@ def test_threshold_change_reruns_only_the_decision(tmp_path, models):
     run.speakers()
     run.duplicates()
     before = _digests(tmp_path)
-    assert len(before) == 4
+    assert len(before) == 5  # measures, measure_rejects, embeddings, minhash, fingerprint
     run.decide()
     strict = {r["id"]: r["reason"] for r in run.rejects()}
     assert strict == {noisy["id"]: "low_snr"}

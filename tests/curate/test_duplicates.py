@@ -1,5 +1,7 @@
 """Duplicates: an exact copy and re-encoded near copies (HuBERT units of the demo S2S
-models) are found across shards; one kept per group, deterministically."""
+models) are found across shards; one kept per group, deterministically. The acoustic
+fingerprint on real codecs: tests/curate/test_fingerprint.py; the search's arrays:
+tests/curate/test_dupsearch.py."""
 
 import random
 
@@ -12,6 +14,7 @@ from speechprep.curate.duplicates import Candidate, find_duplicates, jaccard, mi
 from speechprep.curate.measures import pcm_sha256
 
 pytestmark = pytest.mark.slow  # builds the demo S2S models for the units
+AT_035 = params("duplicates", near_duplicate_jaccard=0.35)
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +47,7 @@ def test_exact_and_near_copies_are_duplicates_of_the_best(phrases):
     thr = params("duplicates").near_duplicate_jaccard
     ids = [*sorted(i for i in audio if "@" not in i), first + "#copy", first + "@mp3", first + "@flac"]
     quality = {first: 3.0}  # the original scores best: it is the one kept
-    dups = {d.id: d for d in find_duplicates(candidates(ids, audio, units, quality), thr, 128)}
+    dups = {d.id: d for d in find_duplicates(candidates(ids, audio, units, quality), params("duplicates"))}
     assert set(dups) == {first + "#copy", first + "@mp3", first + "@flac"}
     assert all(d.duplicate_of == first for d in dups.values())
     assert dups[first + "#copy"].kind == "exact" and dups[first + "#copy"].similarity == 1.0
@@ -59,10 +62,10 @@ def test_keeper_is_deterministic(phrases):
     for seed in range(3):
         order = ids[:]
         random.Random(seed).shuffle(order)
-        dups = find_duplicates(candidates(order, audio, units, {}), 0.35, 128)
+        dups = find_duplicates(candidates(order, audio, units, {}), AT_035)
         assert {d.duplicate_of for d in dups} == {first} and len(dups) == 3
     # a better re-encode is kept over the original
-    dups = find_duplicates(candidates(ids, audio, units, {first + "@mp3": 4.0}), 0.35, 128)
+    dups = find_duplicates(candidates(ids, audio, units, {first + "@mp3": 4.0}), AT_035)
     assert {d.duplicate_of for d in dups} == {first + "@mp3"}
 
 
@@ -86,7 +89,7 @@ def test_a_clearly_noisier_or_narrower_copy_is_not_kept_for_its_dnsmos():
 
     def keeper(*copies):
         cands = [Candidate(i, f"sha-{i}", q, sig, snr, bw) for i, q, snr, bw in copies]
-        dups = find_duplicates(cands, 0.35, 128)
+        dups = find_duplicates(cands, AT_035)
         assert len(dups) == len(copies) - 1 and len({d.duplicate_of for d in dups}) == 1
         return dups[0].duplicate_of
 

@@ -41,6 +41,8 @@ def command(root, params):
         str(c / "shard-0000.embeddings.npy"),
         "--minhash",
         str(c / "shard-0000.minhash.npy"),
+        "--fingerprint",
+        str(c / "shard-0000.fingerprint.npy"),
         "--rejects",
         str(c / "shard-0000.measure_rejects.jsonl"),
     ]
@@ -65,6 +67,7 @@ def outputs(root):
         list(read_jsonl(c / "shard-0000.measure_rejects.jsonl")),
         np.load(c / "shard-0000.embeddings.npy"),
         np.load(c / "shard-0000.minhash.npy"),
+        np.load(c / "shard-0000.fingerprint.npy").tobytes(),
     )
 
 

@@ -1,0 +1,519 @@
+"""The duplicates job over a whole dataset in bounded memory: no Python object per
+segment on the hot path, one LSH band in memory at a time (512 MB peak at 10^6
+segments, about 0.37 KB more per segment: docs/benchmarks.md, "Duplicates at scale").
+
+* :class:`Table`: the few measurements the job needs, as numpy arrays (ids as
+  fixed-width bytes per shard, the PCM sha256 as four uint64, DNSMOS OVRL, SNR,
+  bandwidth, which rows have a unit MinHash or a fingerprint);
+* :class:`Rows`: rows of the shards' ``.npy`` arrays by global index, each shard
+  memory-mapped only while it is read, so no mapping stays resident;
+* :func:`lsh_bands`: LSH candidate pairs, band by band. One pass over the rows writes
+  every band's keys to a temporary file per band (a fingerprint key and its row packed
+  in one uint64); each band is then read alone, sorted, and the pairs come from runs
+  of equal keys. A run of more than ``max_run`` rows (a key that many segments share:
+  a common sound or a huge group of copies) pairs each row only with the
+  ``max_run - 1`` rows after it in the run, so its cost is linear; copies in it stay
+  connected through the chain. Each band's candidates are verified before the next
+  band is read, so memory holds one band, never every candidate;
+* :func:`search`: exact groups (equal PCM hashes; one representative each enters the
+  LSH), unit-MinHash pairs verified by their Jaccard similarity, fingerprint pairs
+  verified by :func:`speechprep.curate.fingerprint.compare`; groups are the
+  connected components (``scipy.sparse.csgraph``) and only their members become
+  :class:`~speechprep.curate.duplicates.Candidate` objects, for the keeper rule
+  (:func:`~speechprep.curate.duplicates.better`).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import logging
+import os
+import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..core.errors import UsageError
+from ..core.jsonio import read_jsonl
+from . import fingerprint as FP
+
+log = logging.getLogger("speechprep.curate")
+VERIFY_CHUNK = 20_000  # candidate pairs verified per block of rows read (at most 2 x 20,000 rows held)
+
+
+# ----------------------------------------------------------------------------
+# the measurements, as arrays
+# ----------------------------------------------------------------------------
+@dataclass
+class Table:
+    ids: list[np.ndarray]  # per shard, fixed-width bytes
+    offsets: np.ndarray  # int64 (shards + 1): global index of each shard's first row
+    sha: np.ndarray  # uint64 (N, 4)
+    quality: np.ndarray  # float64, NaN where missing
+    snr: np.ndarray
+    bandwidth: np.ndarray
+    has_sig: np.ndarray  # bool
+    has_fp: np.ndarray  # bool
+
+    def __len__(self) -> int:
+        return int(self.offsets[-1])
+
+    def shard_of(self, i: np.ndarray | int) -> np.ndarray:
+        return np.searchsorted(self.offsets, i, side="right") - 1
+
+    def id(self, i: int) -> str:
+        k = int(self.shard_of(i))
+        return self.ids[k][i - self.offsets[k]].decode("utf-8")
+
+
+def _num(v) -> float:
+    return float(v) if v is not None else np.nan
+
+
+def _digest(h: str | None, id_: str) -> bytes:
+    """32 bytes standing for a PCM hash: the hash itself, a hash of any other text, or of the id
+    (no hash: equal to no other segment's)."""
+    if not h:
+        return hashlib.sha256(b"no pcm hash:" + id_.encode("utf-8")).digest()
+    try:
+        b = bytes.fromhex(h)
+    except ValueError:
+        b = b""
+    return b if len(b) == 32 else hashlib.sha256(b"text:" + h.encode("utf-8")).digest()
+
+
+def _sha_words(hexes: list[str | None], ids: list[str]) -> np.ndarray:
+    raw = b"".join(_digest(h, i) for h, i in zip(hexes, ids, strict=True))
+    return np.frombuffer(raw, dtype="<u8").reshape(-1, 4)
+
+
+def read_table(measures: list[str], rows: list[int]) -> Table:
+    """The measurements lines of every shard (``rows[k]``: how many rows shard k's arrays have)."""
+    ids, offsets, cols = [], [0], {k: [] for k in ("sha", "q", "snr", "bw", "sig", "fp")}
+    for path, n in zip(measures, rows, strict=True):
+        sid, sha, q, snr, bw, sig, fp = [], [], [], [], [], [], []
+        for line in read_jsonl(path):
+            sid.append(line["id"])
+            sha.append(line.get("pcm_sha256"))
+            q.append(_num(line.get("dnsmos_ovrl")))
+            snr.append(_num(line.get("snr_db")))
+            bw.append(_num(line.get("bandwidth_hz")))
+            sig.append(bool(line.get("minhash")))
+            fp.append(bool(line.get("fingerprint")))
+        if len(sid) != n:
+            raise UsageError(f"{path} has {len(sid)} lines but its arrays have {n} rows")
+        ids.append(np.array([s.encode("utf-8") for s in sid], dtype=bytes) if sid else np.zeros(0, "S1"))
+        offsets.append(offsets[-1] + len(sid))
+        for k, v in zip(cols, (_sha_words(sha, sid), q, snr, bw, sig, fp), strict=True):
+            cols[k].append(np.asarray(v))
+    cat = lambda k, dt, shape=(0,): np.concatenate(cols[k]).astype(dt) if cols[k] else np.zeros(shape, dt)
+    return Table(
+        ids,
+        np.array(offsets, np.int64),
+        cat("sha", np.uint64, (0, 4)).reshape(-1, 4),
+        cat("q", np.float64),
+        cat("snr", np.float64),
+        cat("bw", np.float64),
+        cat("sig", bool),
+        cat("fp", bool),
+    )
+
+
+# ----------------------------------------------------------------------------
+# rows of the per-shard arrays
+# ----------------------------------------------------------------------------
+class Rows:
+    """Rows of per-shard ``.npy`` arrays (or of in-memory arrays) by global index."""
+
+    def __init__(self, shards: list, check: Callable[[str, np.ndarray], None] | None = None):
+        self.shards = shards  # paths, or arrays
+        self.lengths = []
+        for s in shards:
+            a = self._open(s)
+            if check is not None:
+                check(str(s) if not isinstance(s, np.ndarray) else "<array>", a)
+            self.lengths.append(len(a))
+            del a
+        self.offsets = np.cumsum([0, *self.lengths]).astype(np.int64)
+
+    @staticmethod
+    def _open(s) -> np.ndarray:
+        return s if isinstance(s, np.ndarray) else np.load(s, mmap_mode="r", allow_pickle=False)
+
+    def blocks(self) -> Iterator[tuple[int, np.ndarray]]:
+        """``(first global index, rows)`` for each shard, read whole and released after."""
+        for start, s in zip(self.offsets[:-1], self.shards, strict=True):
+            a = self._open(s)
+            yield int(start), np.array(a)
+            del a
+
+    def __call__(self, idx: np.ndarray) -> np.ndarray:
+        """Rows ``idx`` (sorted global indices), copied."""
+        shard = np.searchsorted(self.offsets, idx, side="right") - 1
+        parts = []
+        for k in np.unique(shard):
+            a = self._open(self.shards[k])
+            parts.append(np.array(a[idx[shard == k] - self.offsets[k]]))
+            del a
+        return np.concatenate(parts)
+
+
+# ----------------------------------------------------------------------------
+# LSH: band keys -> sorted runs -> candidate pairs
+# ----------------------------------------------------------------------------
+KeyFn = Callable[[np.ndarray, int], tuple[np.ndarray, np.ndarray]]  # (rows, band) -> keys (m, s), valid (m, s)
+
+
+OWNER_BITS = 40  # a band item packs its key (up to 24 bits) above its row (up to 2^40 rows) in one uint64
+PACKED_KEY_BITS = 64 - OWNER_BITS
+
+
+def _pairs_of_runs(key_of: np.ndarray, owner: np.ndarray, n: int, max_run: int) -> tuple[np.ndarray, int]:
+    """Pair codes of rows in runs of equal keys (items sorted by key, then row)."""
+    fresh = np.ones(len(key_of), bool)
+    fresh[1:] = (key_of[1:] != key_of[:-1]) | (owner[1:] != owner[:-1])  # a row twice under one key: once
+    k, w = key_of[fresh], owner[fresh]
+    start = np.ones(len(k), bool)
+    start[1:] = k[1:] != k[:-1]
+    del k
+    run = np.cumsum(start) - 1
+    size = np.bincount(run) if len(run) else np.zeros(0, np.int64)
+    shared = size[run] >= 2
+    w, run = w[shared].astype(np.int64), run[shared]
+    capped = int((size > max_run).sum())
+    codes = []
+    for d in range(1, max_run):
+        same = run[:-d] == run[d:]
+        if not same.any():
+            break
+        a, b = w[:-d][same], w[d:][same]
+        codes.append(np.minimum(a, b) * n + np.maximum(a, b))
+    return (np.unique(np.concatenate(codes)) if codes else np.zeros(0, np.int64)), capped
+
+
+def run_pairs(keys: np.ndarray, owner: np.ndarray, n: int, max_run: int) -> tuple[np.ndarray, int]:
+    """Pair codes ``i * n + j`` (``i < j``) of rows sharing a key, and how many runs were capped
+    (a run of more than ``max_run`` rows pairs each only with the ``max_run - 1`` after it)."""
+    o = np.lexsort((owner, keys))
+    return _pairs_of_runs(keys[o], owner[o], n, max_run)
+
+
+def run_pairs_packed(items: np.ndarray, n: int, max_run: int) -> tuple[np.ndarray, int]:
+    """:func:`run_pairs` of packed items (``key << OWNER_BITS | row``), sorted in place: 8 bytes an item."""
+    items.sort()
+    return _pairs_of_runs(items >> np.uint64(OWNER_BITS), items & np.uint64((1 << OWNER_BITS) - 1), n, max_run)
+
+
+ITEM = np.dtype([("key", "<u8"), ("owner", "<i8")])
+
+
+def lsh_bands(
+    rows: Rows, include: np.ndarray, key_fn: KeyFn, key_bits: int, bands: int, max_run: int, tmp: str
+) -> Iterator[tuple[np.ndarray, int]]:
+    """Per band, the candidate pairs (sorted codes ``i * N + j``) of the ``include``d rows and how
+    many runs were capped. One pass over the rows writes every band's items to a file in ``tmp``
+    (packed in 8 bytes when keys have at most :data:`PACKED_KEY_BITS` bits); each band is then
+    read, sorted and paired alone, so memory holds one band's items."""
+    n = len(include)
+    packed = key_bits <= PACKED_KEY_BITS and n < (1 << OWNER_BITS)
+    paths = [os.path.join(tmp, f"band{b}.bin") for b in range(bands)]
+    files = [open(p, "wb") for p in paths]  # noqa: SIM115
+    try:
+        for start, block in rows.blocks():
+            inc = include[start : start + len(block)]
+            if not inc.any():
+                continue
+            block = block[inc]
+            owners = (np.flatnonzero(inc) + start).astype(np.uint64)
+            for b, f in enumerate(files):
+                keys, valid = key_fn(block, b)
+                own = np.broadcast_to(owners[:, None], valid.shape)[valid]
+                if packed:
+                    (keys[valid] << np.uint64(OWNER_BITS) | own).tofile(f)
+                else:
+                    out = np.empty(len(own), ITEM)
+                    out["key"], out["owner"] = keys[valid], own
+                    out.tofile(f)
+            del block
+    finally:
+        for f in files:
+            f.close()
+    for path in paths:
+        if packed:
+            items = np.fromfile(path, dtype=np.uint64)
+            os.unlink(path)
+            yield run_pairs_packed(items, n, max_run)
+        else:
+            items = np.fromfile(path, dtype=ITEM)
+            os.unlink(path)
+            yield run_pairs(items["key"], items["owner"].astype(np.int64), n, max_run)
+        del items
+
+
+def _mix(h: np.ndarray) -> np.ndarray:
+    h = h ^ (h >> np.uint64(33))
+    h = h * np.uint64(0xFF51AFD7ED558CCD)
+    return h ^ (h >> np.uint64(33))
+
+
+def minhash_keys(r: int) -> KeyFn:
+    """Band ``b`` of a MinHash row: a 64-bit hash of its values ``b*r .. b*r+r-1``."""
+
+    def keys(block: np.ndarray, band: int) -> tuple[np.ndarray, np.ndarray]:
+        h = np.full(len(block), band + 1, np.uint64)
+        for v in block[:, band * r : (band + 1) * r].T:
+            h = _mix(h ^ v.astype(np.uint64))
+        return h[:, None], np.ones((len(block), 1), bool)
+
+    return keys
+
+
+def fingerprint_keys(bits: int) -> KeyFn:
+    return lambda block, band: FP.anchor_keys(block, band, bits)
+
+
+@functools.cache
+def minhash_bands(threshold: float, num_perm: int) -> tuple[int, int]:
+    """``(bands, rows)``: the banding datasketch's ``MinHashLSH`` picks for this threshold
+    (equal weights on the false positive and false negative probabilities)."""
+    from scipy.integrate import quad
+
+    best, opt = np.inf, (1, 1)
+    for b in range(1, num_perm + 1):
+        for r in range(1, num_perm // b + 1):
+            fp = quad(lambda s, r, b: 1 - (1 - s**r) ** b, 0.0, threshold, args=(r, b))[0]
+            fn = quad(lambda s, r, b: (1 - s**r) ** b, threshold, 1.0, args=(r, b))[0]
+            if 0.5 * fp + 0.5 * fn < best:
+                best, opt = 0.5 * fp + 0.5 * fn, (b, r)
+    return opt
+
+
+# ----------------------------------------------------------------------------
+# verification
+# ----------------------------------------------------------------------------
+def verify(
+    rows: Rows, pairs: np.ndarray, n: int, score: Callable[[np.ndarray, np.ndarray], np.ndarray], threshold: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """The pairs (codes) whose ``score(rows_i, rows_j)`` reaches ``threshold``, and their scores."""
+    kept, scores = [], []
+    for s in range(0, len(pairs), VERIFY_CHUNK):
+        chunk = pairs[s : s + VERIFY_CHUNK]
+        i, j = chunk // n, chunk % n
+        idx = np.union1d(i, j)
+        got = rows(idx)
+        sc = score(got[np.searchsorted(idx, i)], got[np.searchsorted(idx, j)])
+        ok = sc >= threshold
+        kept.append(chunk[ok])
+        scores.append(sc[ok])
+    if not kept:
+        return np.zeros(0, np.int64), np.zeros(0)
+    return np.concatenate(kept), np.concatenate(scores)
+
+
+def jaccard_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return (a == b).mean(axis=1)
+
+
+COMPARE_BLOCK = 2048  # fingerprint pairs compared at once (about 40 KB of working memory each)
+
+
+def fingerprint_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    parts = [
+        FP.compare_many(a[s : s + COMPARE_BLOCK], b[s : s + COMPARE_BLOCK]) for s in range(0, len(a), COMPARE_BLOCK)
+    ]
+    return np.concatenate([np.zeros(0), *parts])
+
+
+def exact_edges(sha: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Edges ``(i, first of its hash)`` for every repeated PCM hash, and which rows are firsts."""
+    n = len(sha)
+    o = np.lexsort(sha.T[::-1])
+    s = sha[o]
+    start = np.ones(n, bool)
+    start[1:] = (s[1:] != s[:-1]).any(axis=1)
+    first = o[np.flatnonzero(start)][np.cumsum(start) - 1]
+    rep = np.zeros(n, bool)
+    rep[o[start]] = True
+    dup = ~start
+    return np.stack([o[dup], first[dup]]), rep
+
+
+def tmpdir_near(path: str | None) -> tempfile.TemporaryDirectory:
+    """A temporary directory beside ``path`` (the job's output), else the system's."""
+    d = Path(path).resolve().parent if path else None
+    if d is not None:
+        d.mkdir(parents=True, exist_ok=True)
+    return tempfile.TemporaryDirectory(prefix=".duplicates-", dir=d)
+
+
+# ----------------------------------------------------------------------------
+# the search
+# ----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Match:
+    """What makes two segments copies (the duplicates job's parameters)."""
+
+    jaccard: float  # unit MinHash: estimated Jaccard similarity at least
+    acoustic: float  # fingerprint: :func:`speechprep.curate.fingerprint.compare` at least
+    fp_bits: int  # fingerprint LSH: bits per band key
+    fp_bands: int  # fingerprint LSH: bands
+    max_run: int  # a band run longer than this is paired as a chain
+
+
+@dataclass(frozen=True)
+class Found:
+    i: int  # the dropped copy (global index)
+    keep: int  # the kept one
+    kind: str  # exact | acoustic | near | linked
+    similarity: float
+
+
+def _lsh_verified(rows: Rows, use: np.ndarray, key_fn: KeyFn, key_bits: int, bands: int, score, thr, m: Match, tmp):
+    """Pairs found by the LSH and verified, band by band (nothing but one band's candidates and
+    the verified pairs held); and how many candidates were verified (a pair again in each band
+    it shares, unless verified a duplicate already)."""
+    n, found, tried, capped = len(use), np.zeros(0, np.int64), 0, 0
+    for cand, c in lsh_bands(rows, use, key_fn, key_bits, bands, m.max_run, tmp):
+        cand = cand[~np.isin(cand, found)]
+        ok, _ = verify(rows, cand, n, score, thr)
+        tried, capped, found = tried + len(cand), capped + c, np.union1d(found, ok)
+    if capped:
+        log.info("duplicates: %d band runs longer than %d were paired as chains", capped, m.max_run)
+    return found, tried
+
+
+def _candidate_edges(table: Table, sigs: Rows | None, fps: Rows | None, m: Match, rep: np.ndarray, tmp: str):
+    n, out, counts = len(table), [], {}
+    use = rep & table.has_sig
+    if sigs is not None and use.any():
+        num_perm = sigs(np.flatnonzero(use)[:1]).shape[1]
+        bands, r = minhash_bands(m.jaccard, num_perm)
+        near, tried = _lsh_verified(sigs, use, minhash_keys(r), 64, bands, jaccard_rows, m.jaccard, m, tmp)
+        out.append(near)
+        counts.update(unit_candidates_verified=tried, unit_pairs=len(near))
+    use = rep & table.has_fp
+    if fps is not None and use.any():
+        keys = fingerprint_keys(m.fp_bits)
+        acoustic, tried = _lsh_verified(fps, use, keys, m.fp_bits, m.fp_bands, fingerprint_rows, m.acoustic, m, tmp)
+        out.append(acoustic)
+        counts.update(acoustic_candidates_verified=tried, acoustic_pairs=len(acoustic))
+    codes = np.concatenate(out) if out else np.zeros(0, np.int64)
+    return np.stack([codes // n, codes % n]), counts
+
+
+def _groups(n: int, edges: np.ndarray) -> list[np.ndarray]:
+    """Connected components of more than one row (each sorted), in order of their first row."""
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    if edges.shape[1] == 0:
+        return []
+    g = coo_matrix((np.ones(edges.shape[1], np.int8), (edges[0], edges[1])), shape=(n, n)).tocsr()
+    _, label = connected_components(g, directed=False)
+    size = np.bincount(label)
+    members = np.flatnonzero(size[label] > 1)
+    members = members[np.argsort(label[members], kind="stable")]
+    cuts = np.flatnonzero(np.diff(label[members])) + 1
+    return sorted(np.split(members, cuts), key=lambda g: int(g[0]))
+
+
+def _keeper(table: Table, group: np.ndarray) -> int:
+    from .duplicates import Candidate, better
+
+    nan = lambda v: None if np.isnan(v) else float(v)
+    cands = {
+        int(i): Candidate(table.id(int(i)), "", nan(table.quality[i]), None, nan(table.snr[i]), nan(table.bandwidth[i]))
+        for i in group
+    }
+    by_id = sorted(cands, key=lambda i: cands[i].id)  # the margins are not transitive: a fixed order
+    k = by_id[0]
+    for i in by_id[1:]:
+        if better(cands[i], cands[k]):
+            k = i
+    return k
+
+
+def _describe(table: Table, sigs: Rows | None, fps: Rows | None, m: Match, groups: list[np.ndarray]) -> list[Found]:
+    out = []
+    for g in groups:
+        k = _keeper(table, g)
+        rest = g[g != k]
+        exact = (table.sha[rest] == table.sha[k]).all(axis=1)
+        js = np.zeros(len(rest))
+        fs = np.zeros(len(rest))
+        both = table.has_sig[rest] & table.has_sig[k]
+        if sigs is not None and both.any():
+            js[both] = jaccard_rows(sigs(rest[both]), np.repeat(sigs(np.array([k])), both.sum(), axis=0))
+        both = table.has_fp[rest] & table.has_fp[k] & ~exact
+        if fps is not None and both.any():
+            ref = fps(np.array([k]))[0]
+            fs[both] = [FP.compare(r, ref) for r in fps(rest[both])]
+        for i, e, j, f in zip(rest.tolist(), exact, js, fs, strict=True):
+            if e:
+                out.append(Found(i, k, "exact", 1.0))
+            elif f >= m.acoustic:
+                out.append(Found(i, k, "acoustic", float(f)))
+            elif j >= m.jaccard:
+                out.append(Found(i, k, "near", float(j)))
+            else:  # a copy of a copy: tied to the kept one through the others
+                out.append(Found(i, k, "linked", float(max(f, j))))
+    return out
+
+
+def search(table: Table, sigs: Rows | None, fps: Rows | None, m: Match, tmp: str) -> tuple[list[Found], dict]:
+    """Every segment that copies a kept one (sorted by index), and counts for the log."""
+    n = len(table)
+    exact, rep = exact_edges(table.sha)
+    near, counts = _candidate_edges(table, sigs, fps, m, rep, tmp)
+    groups = _groups(n, np.concatenate([exact, near], axis=1))
+    found = sorted(_describe(table, sigs, fps, m, groups), key=lambda f: f.i)
+    counts = {"segments": n, "exact_copies": int(exact.shape[1]), **counts, "groups": len(groups)}
+    return found, counts
+
+
+def check_fingerprints(path: str, a: np.ndarray) -> None:
+    if a.dtype != FP.DTYPE or a.ndim != 1:
+        raise UsageError(f"{path}: not a fingerprint array of this version (rerun the measure job)")
+
+
+def check_minhash(path: str, a: np.ndarray) -> None:
+    if a.dtype != np.uint64 or a.ndim != 2:
+        raise UsageError(f"{path}: not a uint64 (N, num_perm) MinHash array")
+
+
+def match_of(p) -> Match:
+    """The :class:`Match` of the duplicates job's parameters (``DuplicateParams``)."""
+    return Match(
+        p.near_duplicate_jaccard,
+        p.acoustic_duplicate_score,
+        p.fingerprint_band_bits,
+        p.fingerprint_bands,
+        p.duplicate_max_run,
+    )
+
+
+def run_job(measures: list[str], minhash: list[str], fingerprints: list[str], out: list[str], m: Match) -> dict:
+    """The duplicates job over files: per shard, one line per dropped copy in ``out``."""
+    from ..core.jsonio import write_jsonl
+
+    if not len(measures) == len(minhash) == len(fingerprints) == len(out):
+        raise UsageError("curate duplicates: give as many --measures, --minhash, --fingerprint and --out files")
+    sigs, fps = Rows(minhash, check_minhash), Rows(fingerprints, check_fingerprints)
+    if sigs.lengths != fps.lengths:
+        raise UsageError("curate duplicates: a shard's MinHash and fingerprint arrays have different row counts")
+    table = read_table(measures, sigs.lengths)
+    with tmpdir_near(out[0] if out else None) as tmp:
+        found, counts = search(table, sigs, fps, m, tmp)
+    per_shard: list[list[dict]] = [[] for _ in out]
+    for f in found:
+        per_shard[int(table.shard_of(f.i))].append(
+            {"id": table.id(f.i), "duplicate_of": table.id(f.keep), "kind": f.kind, "similarity": f.similarity}
+        )
+    for lines, path in zip(per_shard, out, strict=True):
+        write_jsonl(path, lines)
+    kinds = {k: sum(f.kind == k for f in found) for k in ("exact", "acoustic", "near", "linked")}
+    log.info("duplicates: %s; dropped: %s", counts, kinds)
+    return {"segments": len(table), **kinds, "candidates": counts}

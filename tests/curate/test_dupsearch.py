@@ -1,0 +1,102 @@
+"""The duplicates job's array search (speechprep.curate.dupsearch): candidate pairs from
+sorted band keys, the cap on long runs, exact groups, the job over shard files (real
+recordings, a real MP3 copy), and the errors of inputs that do not belong together."""
+
+import json
+
+import numpy as np
+import pytest
+from conftest import params
+
+from speechprep.core.errors import UsageError
+from speechprep.core.jsonio import read_jsonl, write_jsonl
+from speechprep.curate import dupsearch as S
+from speechprep.curate import fingerprint as FP
+from speechprep.curate import stage
+from speechprep.curate.measures import pcm_sha256
+from tests import real_speech as R
+
+
+def pairs_of(codes: np.ndarray, n: int) -> set[tuple[int, int]]:
+    return {(int(c // n), int(c % n)) for c in codes}
+
+
+def test_runs_give_all_pairs_and_long_runs_a_chain():
+    n = 1000
+    keys = np.array([5, 5, 5, 7, 9, 9] + [3] * 100, np.uint64)
+    owner = np.array([4, 2, 9, 1, 8, 8, *range(100, 200)], np.int64)  # 8 twice under one key: once
+    codes, capped = S.run_pairs(keys, owner, n, max_run=4)
+    got = pairs_of(codes, n)
+    assert {(2, 4), (2, 9), (4, 9)} <= got and not any(8 in p or 1 in p for p in got)
+    long = {p for p in got if p[0] >= 100}
+    assert capped == 1 and len(long) == 99 + 98 + 97  # each row with the next three
+    assert all(0 < b - a <= 3 for a, b in long)
+    codes, capped = S.run_pairs(keys, owner, n, max_run=200)
+    assert capped == 0 and len(pairs_of(codes, n)) == 3 + 100 * 99 // 2
+
+
+def test_minhash_banding_is_datasketchs():
+    from datasketch.lsh import _optimal_param
+
+    for thr, perm in ((0.35, 128), (0.5, 64), (0.8, 256)):
+        assert S.minhash_bands(thr, perm) == _optimal_param(thr, perm, 0.5, 0.5)
+
+
+def test_exact_edges_tie_every_copy_to_the_first():
+    sha = np.array([[1, 2, 3, 4], [9, 9, 9, 9], [1, 2, 3, 4], [1, 2, 3, 5], [1, 2, 3, 4]], np.uint64)
+    edges, rep = S.exact_edges(sha)
+    assert sorted(map(tuple, edges.T.tolist())) == [(2, 0), (4, 0)]
+    assert rep.tolist() == [True, True, False, True, False]
+
+
+def shard_files(root, name, lines, fps, num_perm=16):
+    """A shard as the measure job writes it, without units (no MinHash)."""
+    write_jsonl(root / f"{name}.measures.jsonl", lines)
+    np.save(root / f"{name}.minhash.npy", np.zeros((len(lines), num_perm), np.uint64))
+    np.save(root / f"{name}.fingerprint.npy", np.stack(fps) if fps else np.zeros(0, FP.DTYPE))
+    return [str(root / f"{name}.{k}") for k in ("measures.jsonl", "minhash.npy", "fingerprint.npy", "duplicates.jsonl")]
+
+
+def line(id_, x, fp, snr=40.0):
+    return {"id": id_, "pcm_sha256": pcm_sha256(x), "dnsmos_ovrl": 3.0, "snr_db": snr, "bandwidth_hz": 7000.0,
+            "minhash": False, "fingerprint": fp is not None}  # fmt: skip
+
+
+def test_the_job_over_shards_finds_exact_and_codec_copies(tmp_path):
+    """Two shards of real recordings: an exact copy and a real MP3 copy (-6 dB, 0.3 s later) in the
+    second shard are duplicates of the first shard's recording; the other recordings stay."""
+    utts = R.librivox() + R.cards()
+    audio = {f"u{k}": R.read(u.path, 16000)[0] for k, u in enumerate(utts)}
+    mp3 = R.through_codec(utts[0].path, "mp3", tmp_path / "copy.wav", gain_db=-6.0, delay_s=0.3)
+    audio["mp3"] = R.read(mp3, 16000)[0]
+    audio["same"] = audio["u0"].copy()
+    fp = {k: FP.fingerprint(x) for k, x in audio.items()}
+    zero = FP.unpack(None)[1]
+    a = [k for k in audio if k.startswith("u")][:6]
+    b = [k for k in audio if k not in a]
+    fa = shard_files(tmp_path, "shard-0000", [line(k, audio[k], fp[k]) for k in a], [fp[k] for k in a])
+    fb = shard_files(tmp_path, "shard-0001", [line(k, audio[k], fp[k], 30.0) for k in b], [fp[k] or zero for k in b])
+    report = stage.run_duplicates([fa[0], fb[0]], [fa[1], fb[1]], [fa[3], fb[3]], params("duplicates"), [fa[2], fb[2]])
+    assert not list(read_jsonl(fa[3]))
+    got = {d["id"]: d for d in read_jsonl(fb[3])}
+    assert set(got) == {"mp3", "same"} and {d["duplicate_of"] for d in got.values()} == {"u0"}
+    assert got["same"]["kind"] == "exact" and got["mp3"]["kind"] == "acoustic"
+    assert got["mp3"]["similarity"] >= params("duplicates").acoustic_duplicate_score
+    assert report["exact"] == 1 and report["acoustic"] == 1 and report["segments"] == len(audio)
+    json.dumps(report)
+    assert not list(tmp_path.glob(".duplicates-*"))  # the band files are gone
+
+
+def test_inputs_that_do_not_belong_together_are_refused(tmp_path):
+    x = R.read(R.cards()[0].path, 16000)[0]
+    fp = FP.fingerprint(x)
+    m, mh, f, out = shard_files(tmp_path, "shard-0000", [line("a", x, fp)], [fp])
+    p = params("duplicates")
+    with pytest.raises(UsageError, match="as many"):
+        stage.run_duplicates([m], [mh], [out], p, [])
+    np.save(tmp_path / "wrong.npy", np.zeros((1, 8), np.float32))
+    with pytest.raises(UsageError, match="not a fingerprint array"):
+        stage.run_duplicates([m], [mh], [out], p, [str(tmp_path / "wrong.npy")])
+    write_jsonl(m, [line("a", x, fp), line("b", x, fp)])
+    with pytest.raises(UsageError, match="2 lines but its arrays have 1 rows"):
+        stage.run_duplicates([m], [mh], [out], p, [f])
