@@ -6,11 +6,10 @@ import codecs
 import json
 
 import pytest
+from test_ingest import run
 
 from speechprep.core.config import ConfigError, check
 from tests import real_speech as rs
-
-from test_ingest import run
 
 
 def manifest_of(tmp_path, lines):

@@ -5,9 +5,9 @@ more than vad.max_segment is passed whole, marked long_form, for the align job."
 import numpy as np
 import soundfile as sf
 
+from speechprep.core.jsonio import read_jsonl, write_jsonl
 from speechprep.core.shardjob import Accepted, Rejected
 from speechprep.vad.stage import VadParams, analyze_file, run_shard
-from speechprep.core.jsonio import read_jsonl, write_jsonl
 from tests import real_speech as rs
 from tests.support import params
 
@@ -26,7 +26,7 @@ def test_each_real_utterance_is_one_trimmed_segment_with_its_text():
         duration = sf.info(str(u.path)).duration
         assert seg["id"] == f"{u.path.stem}_0000" and seg["file_id"] == u.path.stem
         assert (seg["vad_offset"], seg["vad_duration"]) == (0.0, round(duration, 4))  # the line's bounds
-        assert 0.0 <= seg["offset"] and seg["offset"] + seg["duration"] <= duration + 1e-3
+        assert seg["offset"] >= 0.0 and seg["offset"] + seg["duration"] <= duration + 1e-3
         assert seg["duration"] >= 0.6 * duration  # trimmed, not cut: the speech is all there
         assert (seg["text"], seg["speaker"], seg["language"]) == (u.text, u.speaker, "en")
         assert "long_form" not in seg
