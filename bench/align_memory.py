@@ -59,9 +59,9 @@ def build(wav: Path, minutes: float, truth: Path) -> None:
 def align(wav: Path, truth: Path, model: str, grammars: str | None) -> dict:
     import numpy as np
 
-    from speechprep.asr.model import load_model
     from speechprep.asr.align import AlignParams, align_recording, split_sentences
     from speechprep.asr.ctc import CtcHead
+    from speechprep.asr.model import load_model
     from speechprep.text.spoken import SpokenNormalizer
 
     t = json.loads(truth.read_text(encoding="utf-8"))

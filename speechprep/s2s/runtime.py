@@ -1,13 +1,11 @@
 """S2S dense features through ONNX Runtime on CPU: HuBERT's conv extractor and transformer
 up to ``s2s.layer``, exported once per checkpoint and layer and checked against eager PyTorch.
 
-What the S2S stage calls (nothing heavy is imported until used, so the workflow env can
-import this module for :func:`export_name`):
+What the S2S stage and the export rule call (nothing heavy is imported until used):
 
 * ``resolve_runtime(runtime, device)``: ``auto | torch | onnxruntime`` -> ``"torch"`` or
   ``"onnxruntime"`` (``auto``: onnxruntime on CPU, PyTorch on GPU).
-* ``export_name(checkpoint_sha256, layer)``: the export's file name (the rule's output).
-* ``build_export(checkpoint, layer, out, threads)``: exports ``out`` (ONNX, dynamic time
+* ``build_export(checkpoint, layer, out, threads)`` (rule ``s2s_export``): exports ``out`` (ONNX, dynamic time
   axis, one (1, T) waveform in, (frames, dim) features out; the task's waveform
   normalisation inside) and its sidecar ``out + ".json"``; refuses (``ModelFileError``)
   an export that differs from eager by more than :data:`TOLERANCE` on fixed waveforms.
@@ -15,9 +13,8 @@ import this module for :func:`export_name`):
   when the export is for another checkpoint/layer/environment, damaged or unchecked.
 * ``load_encoder(path, checkpoint_sha256, layer, threads, spinning=False, arena=True)``
   -> :class:`OnnxEncoder`, whose ``dense_features(wavs)`` returns what
-  ``s2s.dense_features(model, wavs, layer, normalize)`` returns (a (frames, dim) float32
-  tensor per waveform) within TOLERANCE; ``meta`` has ``frame_rate``, ``normalize``, ``dim``.
-* ``ensure_export(checkpoint, layer, cache_dir, threads)``: build unless a valid export is cached.
+  :func:`speechprep.s2s.models.dense_features` returns (a (frames, dim) float32 tensor per
+  waveform) within TOLERANCE; ``meta`` has ``frame_rate``, ``normalize``, ``dim``.
 
 One waveform per run: the conv extractor's GroupNorm is over the whole segment, and
 batching the transformer gains little on CPU. Chunking (``max_chunk_seconds``) stays the caller's.
@@ -53,10 +50,6 @@ def resolve_runtime(runtime: str, device: str) -> str:
     if runtime == "onnxruntime" and device != "cpu":
         raise UsageError(f"s2s.runtime onnxruntime runs on the CPU only; this job's device is {device!r}")
     return runtime
-
-
-def export_name(checkpoint_sha256: str, layer: int) -> str:
-    return f"hubert-{checkpoint_sha256}-layer{int(layer)}-ort{FORMAT}.onnx"
 
 
 def _versions() -> dict[str, str]:
@@ -356,17 +349,3 @@ def export_metadata(
     if not path.is_file() or sha256_file(path) != meta.get("onnx_sha256"):
         raise ModelFileError(f"{path}: missing or not the file its sidecar was written for; rebuild the export")
     return meta
-
-
-def ensure_export(checkpoint: str | os.PathLike, layer: int, cache_dir: str | os.PathLike, threads: int = 1) -> Path:
-    """The checked export of ``checkpoint``/``layer`` in ``cache_dir``: built unless a valid one is there."""
-    sha = sha256_file(checkpoint)
-    path = Path(cache_dir) / export_name(sha, layer)
-    try:
-        export_metadata(path, sha, layer)
-        return path
-    except ModelFileError as e:
-        if path.exists() or Path(f"{path}.json").exists():
-            log.warning("s2s: %s; rebuilding", e)
-    build_export(checkpoint, layer, path, threads)
-    return path

@@ -94,5 +94,7 @@ def test_sigkilled_measure_job_resumes(tmp_path):
     ref = subprocess.run(command(clean, params), cwd=REPO, capture_output=True, text=True, encoding="utf-8")
     assert ref.returncode == 0, ref.stderr[-3000:]
     a, b = outputs(killed), outputs(clean)
-    assert a[0] == b[0] and a[1] == b[1]
-    assert np.array_equal(a[2], b[2]) and np.array_equal(a[3], b[3])
+    assert a[0] == b[0] and a[1] == b[1]  # every measure, exactly
+    # Resemblyzer embeds a batch of clips in one forward, and the resumed job's batches are
+    # not the clean run's: float sums in another order (seen: 1.4e-7 on one row of 16)
+    assert np.allclose(a[2], b[2], rtol=0, atol=1e-6) and np.array_equal(a[3], b[3])

@@ -52,7 +52,7 @@ def demo(tmp_path_factory):
     feats = np.concatenate([eager(loaded, w) for w in demo_audio(DEMO / "truth.json")])
     km = MiniBatchKMeans(n_clusters=50, random_state=0, n_init=3, batch_size=1024).fit(feats)
     joblib.dump(km, out / "demo_km.bin")
-    export = out / "cache" / rt.export_name(sha256_file(ckpt), LAYER)
+    export = out / "export" / "hubert-layer2.onnx"
     meta = rt.build_export(ckpt, LAYER, export)
     return {
         "ckpt": ckpt,
@@ -167,13 +167,11 @@ def test_export_that_differs_is_refused(tmp_path, demo):
         rt.build_export(demo["ckpt"], 3, out)
 
 
-def test_cached_export_checked_rebuilt_or_refused(tmp_path, demo):
+def test_an_export_of_another_checkpoint_layer_environment_or_damaged_is_refused(tmp_path, demo):
     ckpt, sha = demo["ckpt"], sha256_file(demo["ckpt"])
-    cache = tmp_path / "cache"
-    path = rt.ensure_export(ckpt, LAYER, cache)
-    assert path == cache / rt.export_name(sha, LAYER)
-    mtime = path.stat().st_mtime_ns
-    assert rt.ensure_export(ckpt, LAYER, cache) == path and path.stat().st_mtime_ns == mtime  # reused
+    path = tmp_path / "hubert.onnx"
+    rt.build_export(ckpt, LAYER, path)
+    assert rt.export_metadata(path, sha, LAYER)["onnx_sha256"] == sha256_file(path)
     with pytest.raises(ModelFileError, match="checkpoint_sha256"):
         rt.export_metadata(path, "0" * 64, LAYER)
     with pytest.raises(ModelFileError, match="layer"):
@@ -189,8 +187,6 @@ def test_cached_export_checked_rebuilt_or_refused(tmp_path, demo):
     path.write_bytes(bytes(data))
     with pytest.raises(ModelFileError, match="not the file its sidecar"):
         rt.export_metadata(path, sha, LAYER)
-    assert rt.ensure_export(ckpt, LAYER, cache) == path  # rebuilt
-    assert rt.export_metadata(path, sha, LAYER)["onnx_sha256"] == sha256_file(path)
     os.unlink(side)
     with pytest.raises(ModelFileError, match="no readable sidecar"):
         rt.load_encoder(path)

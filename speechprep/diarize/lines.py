@@ -1,0 +1,106 @@
+"""A file's diarization as segment lines, rejects, RTTM turns and counts.
+
+Each VAD segment line ends in exactly one of: the line itself (one speaker, not
+cut), its pieces (cut at speaker changes; ids ``<segment id>_<k>``, ``k`` from 0
+in time order, each naming its ``diarize_source``), or a reject (``multi_speaker``).
+Overlap pieces are lines flagged ``overlap: true`` in the ASR view, rejects
+(reason ``overlap``, the piece's id) in the TTS view. Every line carries
+``diarize_speaker``, the file's local speaker (``spk<k>``, most speech first);
+phase 2 maps ``(file id, local speaker)`` to the run's speaker ids.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ..core.rejects import reject
+from .core import FileDiarization, SegmentDecision
+from .rttm import RttmTurn
+
+STAGE = "diarize"
+
+
+def local_name(k: int) -> str:
+    return f"spk{k}"
+
+
+def _piece_lines(line: dict[str, Any], d: SegmentDecision) -> list[dict[str, Any]]:
+    out = []
+    for k, p in enumerate(d.pieces):
+        new = {**line, "offset": round(p.start, 4), "duration": round(p.end - p.start, 4)}
+        if d.cut:
+            new["id"] = f"{line['id']}_{k}"
+            new["diarize_source"] = line["id"]
+        new["diarize_speaker"] = local_name(p.speaker)
+        if p.overlap:
+            new["overlap"] = True
+            if p.other is not None:
+                new["overlap_speaker"] = local_name(p.other)
+        out.append(new)
+    return out
+
+
+def segment_lines(
+    lines: Sequence[dict[str, Any]], result: FileDiarization, tts: bool
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """``(kept lines, rejects)`` of a file's VAD segment ``lines`` (in the order their segments
+    were diarized). ``tts``: overlap pieces are rejected ``overlap``; else kept, flagged."""
+    kept, rejected = [], []
+    for d in result.decisions:
+        line = lines[d.index]
+        if d.reason is not None:
+            rejected.append(
+                reject(
+                    line["id"],
+                    line.get("audio_filepath"),
+                    STAGE,
+                    d.reason,
+                    d.detail,
+                    offset=line.get("offset"),
+                    duration=line.get("duration"),
+                )
+            )
+            continue
+        for new in _piece_lines(line, d):
+            if tts and new.get("overlap"):
+                detail = f"two voices at once ({new['diarize_speaker']} and {new.get('overlap_speaker', '?')})"
+                rejected.append(
+                    reject(
+                        new["id"],
+                        new.get("audio_filepath"),
+                        STAGE,
+                        "overlap",
+                        detail,
+                        offset=new["offset"],
+                        duration=new["duration"],
+                        diarize_source=line["id"],
+                    )
+                )
+            else:
+                kept.append(new)
+    return kept, rejected
+
+
+def rttm_turns(file_id: str, result: FileDiarization, names: Sequence[str] | None = None) -> list[RttmTurn]:
+    """The file's turns for RTTM, its speakers named ``names[k]`` (the run's ids, phase 2) or ``spk<k>``."""
+    return [
+        RttmTurn(
+            file_id, round(t.start, 3), round(t.end - t.start, 3), names[t.speaker] if names else local_name(t.speaker)
+        )
+        for t in result.turns()
+    ]
+
+
+def counts(result: FileDiarization) -> dict[str, Any]:
+    """Per file: speakers, segments kept/cut/dropped, and seconds dropped per reason."""
+    dec = result.decisions
+    return {
+        "speakers": len(result.centroids),
+        "segments": len(dec),
+        "cut": sum(d.cut for d in dec),
+        "multi_speaker": sum(d.reason == "multi_speaker" for d in dec),
+        "multi_speaker_s": round(sum(d.end - d.start for d in dec if d.reason == "multi_speaker"), 3),
+        "overlap_s": round(sum(p.end - p.start for d in dec for p in d.pieces if p.overlap), 3),
+        "trimmed_s": round(sum(d.trimmed for d in dec), 3),
+    }
