@@ -63,12 +63,13 @@ rule asr:
         runtime=scaled(30, 60, of="segments"),
     params:
         cmd=speechprep("asr"),
-        p=job_params("asr run"),
+        job=asr_job,
+        p=asr_job_params,
         resume=f"{RESULTS}/{{ds}}/asr/.partial/{{shard}}.jsonl",
         grammars=lambda wc, input: flag_list("grammars", input.grammars),
         align_rejects=lambda wc, input: flag_list("align-rejects", input.align_rejects),
     shell:
-        "{params.cmd} asr run --segments {input.segments:q} --params {params.p:q} --threads {threads}"
+        "{params.cmd} asr {params.job} --segments {input.segments:q} --params {params.p:q} --threads {threads}"
         " --resume {params.resume:q} --out {output.transcripts:q} --rejects {output.rejects:q}"
         " {params.grammars} {params.align_rejects} > {log:q} 2>&1"
 

@@ -275,6 +275,17 @@ def asr_align_rejects(wildcards):
     return []
 
 
+def asr_job(wildcards):
+    """The shard's ASR job: `given` (a `text: given` dataset: no model, speechprep.jobs
+    "asr given", whose parameters no model setting changes) or `run` (asr, verify)."""
+    return "given" if dataset_text(wildcards.ds) == "given" else "run"
+
+
+def asr_job_params(wildcards):
+    """The parameters of the shard's ASR job (`asr_job`), selected as `job_params` does."""
+    return job_params(f"asr {asr_job(wildcards)}")(wildcards)
+
+
 def asr_job_model(wildcards):
     """The ASR model file, unless the dataset's text is given (no model is loaded)."""
     return [] if dataset_text(wildcards.ds) == "given" else asr_model_file(wildcards)

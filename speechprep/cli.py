@@ -101,6 +101,15 @@ def _asr(a, p):
     stage.run(files, p, a.threads, _grammar_dirs(a.grammars))
 
 
+@job("asr given", "segments threads? resume out rejects grammars* align-rejects?")
+def _asr_given(a, p):
+    """A text: given shard: each utterance keeps its given text; no model is loaded (torch is not imported)."""
+    from .asr import given
+    from .core.modelstage import ShardFiles
+
+    given.run(ShardFiles(a.segments, a.out, a.rejects, a.resume, passed=a.align_rejects), p)
+
+
 @job("asr align", "segments grammars* threads? resume out rejects")
 def _asr_align(a, p):
     """Long recordings with their text aligned and cut into utterances (the shard's other lines pass)."""

@@ -17,14 +17,14 @@ from typing import Any
 
 from ..core.modelstage import ShardFiles
 from ..core.shardjob import Accepted, Rejected, ShardJob
-from .params import AsrParams
+from .params import AsrParams, GivenParams
 
 log = logging.getLogger("speechprep.asr")
 STAGE = "asr"
 VERSION = "1"
 
 
-def screen(seg: dict[str, Any], p: AsrParams) -> Rejected | None:
+def screen(seg: dict[str, Any], p: AsrParams | GivenParams) -> Rejected | None:
     """The rejects decided from the line alone (a given utterance, or one ASR will verify)."""
     d = seg.get("duration")
     if seg.get("long_form"):
@@ -41,9 +41,10 @@ def screen(seg: dict[str, Any], p: AsrParams) -> Rejected | None:
     return None
 
 
-def run(files: ShardFiles, p: AsrParams) -> dict[str, Any]:
-    """Every utterance of ``files.items`` with its given text (module docstring)."""
-    job = ShardJob(STAGE, files.items, None, {"text": p.text, "min": p.min_duration, "max": p.max_duration}, VERSION)
+def run(files: ShardFiles, p: AsrParams | GivenParams) -> dict[str, Any]:
+    """Every utterance of ``files.items`` with its given text (module docstring): the job
+    ``asr given`` (:class:`GivenParams`), or ``asr run`` of a ``text: given`` dataset."""
+    job = ShardJob(STAGE, files.items, None, {"text": "given", "min": p.min_duration, "max": p.max_duration}, VERSION)
     todo = job.todo(lambda seg: screen(seg, p))
     with job.running(todo):
         for seg in todo:

@@ -33,6 +33,16 @@ class AsrParams(StageParams):
 
 
 @dataclass(frozen=True)
+class GivenParams(StageParams):
+    """The ASR job of a ``text: given`` dataset (``asr given``): no model is loaded, only the
+    checks made before any model, so no model setting reruns it."""
+
+    SECTION = "asr"
+    min_duration: float
+    max_duration: float
+
+
+@dataclass(frozen=True)
 class AlignParams(StageParams):
     """What long-form alignment reads (``align`` in config/config.yaml, and ``vad.max_segment``:
     the longest utterance it cuts); :mod:`speechprep.asr.align` says what each does."""

@@ -7,16 +7,16 @@ import json
 import os
 import subprocess
 import sys
-from dataclasses import asdict, replace
-from pathlib import Path
+from dataclasses import asdict
 
+import longform  # tests/asr/longform.py: a book recording of the demo phrases
 import pytest
 import soundfile as sf
 from shards import REPO, clean_segments, params, shard
 
 from speechprep.asr import longform as align_job
 from speechprep.asr.model import load_model, model_sample_rate
-from speechprep.asr.params import AlignJobParams
+from speechprep.asr.params import AlignJobParams, GivenParams
 from speechprep.asr.verify import VerifyStage
 from speechprep.asr.words import NemoTranscriber
 from speechprep.core import modelstage
@@ -28,9 +28,6 @@ from speechprep.curate.params import DecideParams
 from tests import real_speech as rs
 from tests.support import demo_segments
 from tests.support import params as config_params
-
-sys.path.insert(0, str(Path(__file__).parent))
-import longform  # noqa: E402 (tests/asr/longform.py: a book recording of the demo phrases)
 
 DECIDE = config_params(DecideParams)
 
@@ -70,9 +67,9 @@ def test_given_keeps_the_human_text_and_loads_no_model(tmp_path):
     passed = tmp_path / "align_rejects.jsonl"
     write_jsonl(passed, [{"id": "book_0003", "file_id": "book", "audio_filepath": "/b.wav", "stage": "asr",
                           "reason": "misaligned", "detail": "not aligned"}])  # fmt: skip
-    p = params(text="given", model=str(tmp_path / "no_such_model.nemo"))  # loading it would fail
+    p = config_params(GivenParams)  # the job rule asr runs for a text: given dataset: no model setting
     out, rejects = tmp_path / "out.jsonl", tmp_path / "rejects.jsonl"
-    args = ["asr", "run", "--params", json.dumps(asdict(p)),
+    args = ["asr", "given", "--params", json.dumps(asdict(p)),
             "--segments", str(segs), "--resume", str(tmp_path / "r.jsonl"), "--out", str(out),
             "--rejects", str(rejects), "--align-rejects", str(passed)]  # fmt: skip
     r = subprocess.run([sys.executable, "-c", GIVEN_SCRIPT, *args], capture_output=True, text=True, cwd=REPO,
@@ -222,8 +219,8 @@ def test_unread_text_and_untranscribed_audio_are_rejected_with_their_recording(a
     rec, segs, p, counts, lines, rejects, _ = aligned
     assert all(r["stage"] == "asr" and r["file_id"] == "book" and r["reason"] == "misaligned" for r in rejects)
     unread = [r["text"] for r in rejects if "text" in r]
-    assert unread[:2] == [s.strip() for s in longform.INTRO.split(". ")][:1] + unread[1:2]  # the preface's
-    assert len(unread) == 3 and unread[-1] == longform.OUTRO  # and the epilogue
+    preface = [s if s.endswith(".") else s + "." for s in longform.INTRO.split(". ")]
+    assert unread == [*preface, longform.OUTRO]  # the preface's two sentences and the epilogue
     heard = [r for r in rejects if r["detail"].startswith("audio the text lacks")]
     a, b = rec.announcement
     assert len(heard) == 1 and a - 0.2 <= heard[0]["offset"] <= heard[0]["offset"] + heard[0]["duration"] <= b + 0.2
@@ -258,7 +255,8 @@ def test_the_align_job_resumes_per_recording(tmp_path, model_path, grammars_en, 
         run_align(tmp_path, segs, p, grammars_en)
     assert (tmp_path / "align.resume.jsonl").exists() and not (tmp_path / "align.utterances.jsonl").exists()
     calls.clear()
-    monkeypatch.setattr(align_job, "align_recording", lambda rec, *a, **k: calls.append(rec["id"]) or real(rec, *a, **k))
+    counted = lambda rec, *a, **k: calls.append(rec["id"]) or real(rec, *a, **k)
+    monkeypatch.setattr(align_job, "align_recording", counted)
     counts, lines, rejects = run_align(tmp_path, segs, p, grammars_en)
     assert calls == ["r2"]  # the first recording came from the resume file
     assert {x["file_id"] for x in lines} == {"r1", "r2"} and counts["recordings"] == 2
