@@ -14,6 +14,7 @@ import pytest
 import soundfile as sf
 from shards import REPO, clean_segments, params, shard
 
+from speechprep import jobs
 from speechprep.asr import longform as align_job
 from speechprep.asr.model import load_model, model_sample_rate
 from speechprep.asr.params import AlignJobParams, GivenParams
@@ -26,7 +27,7 @@ from speechprep.core.modelstage import ShardFiles
 from speechprep.curate.decide import failures
 from speechprep.curate.params import DecideParams
 from tests import real_speech as rs
-from tests.support import demo_segments
+from tests.support import config, demo_segments
 from tests.support import params as config_params
 
 DECIDE = config_params(DecideParams)
@@ -89,6 +90,18 @@ def test_given_keeps_the_human_text_and_loads_no_model(tmp_path):
         ("short_0000", "too_short"),
     ]
     assert "without the align job" in rej[1]["detail"] and "never cut" in rej[2]["detail"]
+
+
+def test_the_given_job_has_no_model_setting():
+    """Rule asr runs ``asr given`` for the demo's read dataset (text: given): its parameters are
+    the two checks it makes, so a model or any other ASR setting change does not rerun it."""
+    cfg = config()
+    assert cfg["datasets"]["read"]["text"] == "given"
+    given = json.loads(jobs.job_params("asr given", cfg, "read"))
+    assert given == {"min_duration": cfg["asr"]["min_duration"], "max_duration": cfg["asr"]["max_duration"]}
+    changed = {**cfg, "asr": {**cfg["asr"], "model": "/models/other.nemo", "trim": True, "language": "de"}}
+    assert json.loads(jobs.job_params("asr given", changed, "read")) == given
+    assert json.loads(jobs.job_params("asr run", cfg, "read"))["text"] == "given"  # the dataset's own key
 
 
 # ---------------------------------------------------------------------------------------------
