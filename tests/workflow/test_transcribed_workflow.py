@@ -66,7 +66,7 @@ def check_tts_and_exports(work):
     res = work / "results" / "read"
     truth = given()
     tts = [x for k in ("train", "val") for x in read_jsonl(res / "tts" / f"{k}_manifest.jsonl")]
-    kept = [x for p in sorted((res / "curate").glob("shard-*.jsonl")) for x in read_jsonl(p)]
+    kept = [x for p in sorted((res / "curate").glob("shard-*[0-9].jsonl")) for x in read_jsonl(p)]
     assert tts and {x["id"] for x in tts} <= {x["id"] for x in kept}
     for x in tts:
         src = truth[file_of(x["id"])]
