@@ -1,10 +1,46 @@
-# ASR: NeMo transcripts per shard of VAD segments, then the merged manifest.
+# ASR: NeMo transcripts per shard of VAD segments, then the merged manifest. A
+# transcribed dataset (text: given or verify) keeps its given text (verify: checked by
+# the model); where a shard holds long recordings with their text, asr_align first cuts
+# them into utterances, which the ASR job reads with the shard's other utterances.
+
+
+rule asr_align:
+    input:
+        segments=f"{RESULTS}/{{ds}}/vad/{{shard}}.segments.jsonl",
+        model=asr_model_file,
+        grammars=tts_grammar_dirs,
+    output:
+        utterances=f"{RESULTS}/{{ds}}/asr/{{shard}}.utterances.jsonl",
+        rejects=f"{RESULTS}/{{ds}}/asr/{{shard}}.align_rejects.jsonl",
+    log:
+        f"{RESULTS}/{{ds}}/logs/asr_align/{{shard}}.log",
+    benchmark:
+        f"{RESULTS}/{{ds}}/benchmarks/asr_align/{{shard}}.tsv"
+    conda:
+        "../envs/asr.yaml"
+    envmodules:
+        "speechprep/asr",
+    threads: config["asr"]["threads"]
+    resources:
+        mem_mb=shard_memory("align", "segments", [config["asr"]["model"]]),
+        runtime=audio_minutes(30, 30, of="segments"),
+    params:
+        cmd=speechprep("asr"),
+        p=job_params("asr align"),
+        resume=f"{RESULTS}/{{ds}}/asr/.partial/{{shard}}.align.jsonl",
+        grammars=lambda wc, input: flag_list("grammars", input.grammars),
+    shell:
+        "{params.cmd} asr align --segments {input.segments:q} --params {params.p:q} {params.grammars}"
+        " --threads {threads} --resume {params.resume:q} --out {output.utterances:q}"
+        " --rejects {output.rejects:q} > {log:q} 2>&1"
 
 
 rule asr:
     input:
-        segments=f"{RESULTS}/{{ds}}/vad/{{shard}}.segments.jsonl",
-        model=asr_model_file,
+        segments=asr_items,
+        model=asr_job_model,
+        grammars=asr_job_grammars,
+        align_rejects=asr_align_rejects,
     output:
         transcripts=f"{RESULTS}/{{ds}}/asr/{{shard}}.jsonl",
         rejects=f"{RESULTS}/{{ds}}/asr/{{shard}}.rejects.jsonl",
@@ -27,12 +63,15 @@ rule asr:
         runtime=scaled(30, 60, of="segments"),
     params:
         cmd=speechprep("asr"),
-        p=job_params("asr run"),
+        job=asr_job,
+        p=asr_job_params,
         resume=f"{RESULTS}/{{ds}}/asr/.partial/{{shard}}.jsonl",
+        grammars=lambda wc, input: flag_list("grammars", input.grammars),
+        align_rejects=lambda wc, input: flag_list("align-rejects", input.align_rejects),
     shell:
-        "{params.cmd} asr run --segments {input.segments:q} --params {params.p:q} --threads {threads}"
+        "{params.cmd} asr {params.job} --segments {input.segments:q} --params {params.p:q} --threads {threads}"
         " --resume {params.resume:q} --out {output.transcripts:q} --rejects {output.rejects:q}"
-        " > {log:q} 2>&1"
+        " {params.grammars} {params.align_rejects} > {log:q} 2>&1"
 
 
 rule asr_merge:

@@ -246,10 +246,75 @@ def speaker_job_args(wildcards):
     )
 
 
+def dataset_text(ds):
+    """What dataset `ds`'s text is: asr, given or verify (`datasets.<ds>.text`, else `ingest.text`)."""
+    return config["datasets"][ds].get("text", config["ingest"]["text"])
+
+
+def needs_align(wildcards):
+    """Whether a shard of a transcribed dataset may hold a long recording with its text (a line
+    longer than vad.max_segment, or of unknown duration): its ASR job then reads the utterances
+    the align job cut (rule asr_align). Known once the ingest checkpoint has run."""
+    if dataset_text(wildcards.ds) == "asr":
+        return False
+    content = shard_content(shard_file(wildcards))
+    return content.undated > 0 or content.longest > config["vad"]["max_segment"]
+
+
+def asr_items(wildcards):
+    """What the ASR job reads: the VAD segments, or the align job's utterances (`needs_align`)."""
+    if needs_align(wildcards):
+        return f"{RESULTS}/{wildcards.ds}/asr/{wildcards.shard}.utterances.jsonl"
+    return f"{RESULTS}/{wildcards.ds}/vad/{wildcards.shard}.segments.jsonl"
+
+
+def asr_align_rejects(wildcards):
+    """The align job's rejects, written into the ASR job's (`needs_align`)."""
+    if needs_align(wildcards):
+        return [f"{RESULTS}/{wildcards.ds}/asr/{wildcards.shard}.align_rejects.jsonl"]
+    return []
+
+
+def asr_job(wildcards):
+    """The shard's ASR job: `given` (a `text: given` dataset: no model, speechprep.jobs
+    "asr given", whose parameters no model setting changes) or `run` (asr, verify)."""
+    return "given" if dataset_text(wildcards.ds) == "given" else "run"
+
+
+def asr_job_params(wildcards):
+    """The parameters of the shard's ASR job (`asr_job`), selected as `job_params` does."""
+    return job_params(f"asr {asr_job(wildcards)}")(wildcards)
+
+
+def asr_job_model(wildcards):
+    """The ASR model file, unless the dataset's text is given (no model is loaded)."""
+    return [] if dataset_text(wildcards.ds) == "given" else asr_model_file(wildcards)
+
+
+def asr_job_grammars(wildcards):
+    """The built grammars `text: verify` compares the given and the heard text with."""
+    return tts_grammar_dirs(wildcards) if dataset_text(wildcards.ds) == "verify" else []
+
+
+def flag_list(flag, paths):
+    """`--flag path ...` for a shell line, or nothing for no paths."""
+    return f"--{flag} " + " ".join(shlex.quote(str(x)) for x in paths) if paths else ""
+
+
+def audio_minutes(base, per_audio_hour, of):
+    """A `runtime` (minutes) that grows with the audio hours input `of` lists, and each retry."""
+
+    def f(wildcards, input, attempt):
+        return int((base + per_audio_hour * shard_content(input[of]).seconds / 3600) * attempt)
+
+    return f
+
+
 def s2s_segments(wildcards):
-    """What S2S reads: the VAD segments, or, with `asr.trim`, the ASR lines (trimmed to
-    their words), so that units and the other features cover the same audio."""
-    if config["asr"]["trim"] and "asr" in config["stages"]:
+    """What S2S reads: the VAD segments, or the ASR lines with `asr.trim` (trimmed to their
+    words) or for a transcribed dataset (its utterances, long recordings cut by the align
+    job), so that units and the other features cover the same audio."""
+    if (config["asr"]["trim"] or dataset_text(wildcards.ds) != "asr") and "asr" in config["stages"]:
         return f"{RESULTS}/{wildcards.ds}/asr/{wildcards.shard}.jsonl"
     return f"{RESULTS}/{wildcards.ds}/vad/{wildcards.shard}.segments.jsonl"
 

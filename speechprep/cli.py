@@ -86,12 +86,36 @@ def _vad_merge(a, p):
     stage.merge(a.stats, a.rejects, a.segments, a.csv, a.summary)
 
 
-@job("asr run", "segments threads? resume out rejects")
-def _asr(a, p):
-    """NeMo transcripts of one shard of segments."""
-    from .asr import stage
+def _grammar_dirs(dirs) -> dict[str, str]:
+    """Built text-normalisation grammars by language (each directory is named after its language)."""
+    return {Path(d).name: d for d in dirs or ()}
 
-    stage.run(_files(a), p, a.threads)
+
+@job("asr run", "segments threads? resume out rejects grammars* align-rejects?")
+def _asr(a, p):
+    """NeMo transcripts of one shard of segments (text: asr), the given text kept (given) or checked (verify)."""
+    from .asr import stage
+    from .core.modelstage import ShardFiles
+
+    files = ShardFiles(a.segments, a.out, a.rejects, a.resume, passed=a.align_rejects)
+    stage.run(files, p, a.threads, _grammar_dirs(a.grammars))
+
+
+@job("asr given", "segments threads? resume out rejects grammars* align-rejects?")
+def _asr_given(a, p):
+    """A text: given shard: each utterance keeps its given text; no model is loaded (torch is not imported)."""
+    from .asr import given
+    from .core.modelstage import ShardFiles
+
+    given.run(ShardFiles(a.segments, a.out, a.rejects, a.resume, passed=a.align_rejects), p)
+
+
+@job("asr align", "segments grammars* threads? resume out rejects")
+def _asr_align(a, p):
+    """Long recordings with their text aligned and cut into utterances (the shard's other lines pass)."""
+    from .asr import longform
+
+    longform.run(a.segments, a.out, a.rejects, a.resume, p, _grammar_dirs(a.grammars), a.threads)
 
 
 @job("asr merge", "shards+ rejects+ manifest summary")

@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass, fields
 from typing import Any
 
-from .asr.params import AsrParams
+from .asr.params import AlignJobParams, AsrParams, GivenParams
 from .core.config import StageParams
 from .curate.params import DecideParams, DuplicateParams, MeasureParams, SpeakerParams
 from .export.params import BucketParams, ExportParams
@@ -35,6 +35,8 @@ JOBS: dict[str, Job] = {
     "vad run": Job("vad", VadParams),
     "vad merge": Job("vad"),
     "asr run": Job("asr", AsrParams),
+    "asr given": Job("asr", GivenParams),
+    "asr align": Job("asr", AlignJobParams),
     "asr merge": Job("asr"),
     "s2s run": Job("s2s", S2sParams),
     "s2s export": Job("s2s", S2sExportParams),

@@ -8,7 +8,9 @@ than ``vad.max_segment`` (issue #24, item 2):
    at ``. ! ?``; always at blank lines), each sentence into clauses at ``, ; :``
    (a clause of fewer than ``MIN_CLAUSE_WORDS`` words joins the next). Each
    clause is put in spoken form by the TTS normaliser (digits, abbreviations,
-   symbols as said) and spelt in the model's vocabulary. Clauses are the units
+   symbols as said; a clause holding none of them is its own spoken form and
+   skips the grammars, :func:`~.compare.needs_grammars`) and spelt in the
+   model's vocabulary. Clauses are the units
    aligned; an utterance is a sentence, or a part of one cut between clauses.
 2. **Log-probabilities** (:mod:`.ctc`): chunked, stitched, bounded memory.
 3. **Alignment** (:func:`align_units`) with the ``ctc-segmentation`` package
@@ -60,34 +62,18 @@ from typing import Any
 
 import numpy as np
 
-from ..core.config import StageParams
 from ..core.language import base_language
 from ..text.normalize import TextNormalizer
 from ..text.spoken import SpokenNormalizer
+from .compare import needs_grammars
 from .ctc import CtcHead, LogProbs
+from .params import AlignParams
 
 log = logging.getLogger("speechprep.asr")
 
 MIN_CLAUSE_WORDS = 3
 _SENTENCE_END = re.compile(r"(?<=[.!?…])[\"'”’)\]]*\s+")
 _CLAUSE_END = re.compile(r"(?<=[,;:])\s+")
-
-
-@dataclass(frozen=True)
-class AlignParams(StageParams):
-    """Long-form alignment settings (proposed config section in the phase-2 plan; module docstring)."""
-
-    SECTION = "align"
-    max_segment: float
-    min_align_score: float
-    chunk_seconds: float
-    context_seconds: float
-    window_seconds: float
-    score_seconds: float
-    min_untranscribed: float
-    gap_logprob: float
-    start_pad: float
-    end_pad: float
 
 
 @dataclass
@@ -148,7 +134,8 @@ def text_units(
     units = []
     for k, sent in enumerate(sentences):
         for clause in split_clauses(sent):
-            said = spoken(clause, language)[0] if spoken is not None else clause
+            # a clause without digits, symbols or abbreviations is its own spoken form (compare.needs_grammars)
+            said = spoken(clause, language)[0] if spoken is not None and needs_grammars(clause) else clause
             ids, _ = head.encode(said)
             units.append(Unit(clause, k, said, ids))
     return sentences, units

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections import Counter
 from collections.abc import Hashable, Sequence
 from functools import cached_property
 from typing import Any
@@ -34,6 +35,8 @@ from ..core.jsonio import atomic_open, read_jsonl, write_json
 from ..core.language import segment_language
 from ..core.modelstage import Accepted, ModelStage, Rejected, ShardFiles
 from ..core.rejects import count_reasons
+from .given import run as given_run
+from .given import screen as given_screen
 from .model import load_model, model_identity, model_sample_rate
 from .params import AsrParams
 from .words import NemoTranscriber, Transcriber, on_source_clock, trimmed
@@ -69,6 +72,8 @@ class AsrStage(ModelStage):
 
     def screen(self, seg: dict) -> Rejected | None:
         d, p = seg.get("duration"), self.p
+        if seg.get("long_form"):  # a long recording with its text that the align job did not cut
+            return given_screen(seg, p)
         if d is not None and d > p.max_duration:
             why = f"{d:.2f} s exceeds asr.max_duration ({p.max_duration} s); VAD's max_segment should cut it"
             return Rejected("too_long", why)
@@ -104,19 +109,26 @@ class AsrStage(ModelStage):
         return Accepted(on_source_clock(result, seg) if isinstance(result, dict) else {"text": result})
 
     def line(self, seg: dict, data: dict) -> dict:
-        line = {**seg, **data, **self.identity}
+        line = {**seg, **data, **self.identity, "text_source": "asr"}
         return trimmed(line, self.p.trim_pad) if self.p.trim else line
 
     def finish(self, lines: list[dict], scratch) -> dict[str, Any]:
         return {"empty_text": sum(x["text"] == "" for x in lines)}
 
 
-def run(files: ShardFiles, p: AsrParams, threads: int = 1) -> dict[str, Any]:
-    """The stage entry: transcribe the shard of ``files.items``."""
+def run(files: ShardFiles, p: AsrParams, threads: int = 1, grammars: dict[str, str] | None = None) -> dict[str, Any]:
+    """The stage entry: transcribe the shard of ``files.items`` (``text: asr``), keep each
+    utterance's given text (``given``: no model, :mod:`.given`), or transcribe and compare
+    (``verify``: :mod:`.verify`, with ``grammars``, language -> built grammars)."""
+    if p.text == "given":
+        return given_run(files, p)
     import torch
 
+    from .verify import VerifyStage
+
     torch.set_num_threads(max(1, threads))
-    return modelstage.run(AsrStage(p), files, threads)
+    stage = VerifyStage(p, grammars or {}) if p.text == "verify" else AsrStage(p)
+    return modelstage.run(stage, files, threads)
 
 
 def merge(
@@ -126,6 +138,7 @@ def merge(
     n = empty = 0
     audio = 0.0
     models: set[str] = set()
+    sources: Counter = Counter()
     with atomic_open(manifest_out) as f:
         for path in shard_files:
             for r in read_jsonl(path):
@@ -133,7 +146,9 @@ def merge(
                 n += 1
                 empty += r["text"] == ""
                 audio += float(r["duration"])
-                models.add(r["asr_model"])
+                sources[r.get("text_source", "asr")] += 1
+                if r.get("asr_model"):  # a given text heard no model
+                    models.add(r["asr_model"])
     reasons = count_reasons(rejects_files)
     summary = {
         "stage": STAGE,
@@ -144,6 +159,7 @@ def merge(
         "rejects_by_reason": reasons,
         "audio_hours": round(audio / 3600, 4),
         "models": sorted(models),
+        "text_source": dict(sorted(sources.items())),
     }
     write_json(summary_out, summary)
     return summary

@@ -47,47 +47,70 @@ def check(config: dict[str, Any]) -> None:
                 )
             elif len(given) == 2:
                 problems.append(f"dataset {name!r} has both `audio_dir` and `manifest`: give one")
+            elif given == ["audio_dir"] and ds.get("text") in ("given", "verify"):
+                problems.append(
+                    f"dataset {name!r} says `text: {ds['text']}` but an audio_dir has no text: give a `manifest` "
+                    "whose lines carry `text` or `text_filepath`"
+                )
     if problems:
         raise ConfigError("invalid config: " + "; ".join(problems))
 
 
-# The demo models the workflow builds (rules/models.smk) and what each does to a corpus it was not made for.
+# The demo models the workflow builds (rules/models.smk): per model, the stage that runs it, the
+# text modes (`datasets.<ds>.text`) of the datasets it meets, and what it does to a corpus it was
+# not made for.
 DEMO_MODELS = {
     ("asr", "model"): (
         "asr",
+        ("asr", "verify"),
         "the demo ASR model knows only the demo corpus's phrases: its transcripts of other speech are wrong, "
-        "and curation drops nearly every segment `low_confidence` (set asr.model to a real .nemo)",
+        "and curation drops nearly every segment `low_confidence` (`transcript_mismatch` with text: verify; "
+        "set asr.model to a real .nemo)",
+    ),
+    ("asr", "model", "given"): (
+        "asr",
+        ("given",),
+        "their text is kept without the ASR model, but their recordings longer than vad.max_segment are aligned "
+        "with its CTC output, and the demo model aligns nothing but the demo phrases: those end `misaligned` "
+        "(set asr.model to a real CTC or hybrid .nemo)",
     ),
     ("s2s", "hubert"): (
         "s2s",
+        ("asr", "given", "verify"),
         "the demo HuBERT and vocoder have random weights: units and resynthesised audio mean nothing, and "
         "near duplicates by units are noise (set s2s.hubert, s2s.kmeans, s2s.vocoder to real checkpoints)",
     ),
 }
 DEMO_AUDIO = "resources/demo/audio"
+# the demo's own transcribed dataset (real speech with its real transcripts, text: given)
+DEMO_MANIFESTS = ("resources/demo/read/manifest.jsonl",)
 
 
 def demo_model_warnings(config: dict[str, Any], repo: Path) -> list[str]:
-    """One line per demo model (config/config.yaml's defaults) that a run points at a dataset other
-    than the demo corpus, naming the model, the datasets and what its checks will do."""
+    """One line per demo model (config/config.yaml's defaults) that a run points at datasets other
+    than the demo's own (its audio_dir, its transcribed manifest), naming the model, the datasets
+    and what its checks will do."""
 
     def resolved(path: Any) -> Path | None:
         return (repo / str(path)).resolve() if path else None
 
-    others = sorted(
-        name
+    own = {(repo / DEMO_AUDIO).resolve(), *((repo / m).resolve() for m in DEMO_MANIFESTS)}
+    default_text = (config.get("ingest") or {}).get("text", "asr")
+    others = {
+        name: ds.get("text", default_text)
         for name, ds in (config.get("datasets") or {}).items()
-        if isinstance(ds, dict) and resolved(ds.get("audio_dir")) != (repo / DEMO_AUDIO).resolve()
-    )
+        if isinstance(ds, dict) and resolved(ds.get("audio_dir") or ds.get("manifest")) not in own
+    }
     if not others:
         return []
     base, stages = defaults(repo / "config" / "config.yaml"), config.get("stages") or []
     lines = []
-    for (section, key), (stage, effect) in DEMO_MODELS.items():
+    for (section, key, *_), (stage, modes, effect) in DEMO_MODELS.items():
         model = (config.get(section) or {}).get(key)
-        if stage in stages and model and resolved(model) == resolved(base[section][key]):
+        names = sorted(n for n, text in others.items() if text in modes)
+        if names and stage in stages and model and resolved(model) == resolved(base[section][key]):
             lines.append(
-                f"WARNING: dataset(s) {', '.join(others)} meet the demo model {section}.{key}: {model}: {effect}"
+                f"WARNING: dataset(s) {', '.join(names)} meet the demo model {section}.{key}: {model}: {effect}"
             )
     return lines
 

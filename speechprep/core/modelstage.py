@@ -41,6 +41,7 @@ from .artifacts import Kind, Scratch
 from .audio import SAMPLE_RATE, AudioError, read_segment
 from .batching import BatchRunner, isolate, resolve_device
 from .failures import FailureRule
+from .jsonio import read_jsonl
 from .shardjob import Accepted, Outcome, Rejected, ShardJob, model_rejected
 from .watchdog import Watchdog
 
@@ -53,7 +54,8 @@ RUN_ONLY = ("model_failure", "hash_cache", "batch_timeout")
 @dataclass(frozen=True)
 class ShardFiles:
     """A model job's files: its segments, its outputs, its resume file, and where the
-    per-segment arrays go (``arrays``: kind -> directory, laid out by ``layout``)."""
+    per-segment arrays go (``arrays``: kind -> directory, laid out by ``layout``);
+    ``passed``: an earlier job's rejects of the same stage, written first into ``rejects``."""
 
     items: str
     out: str
@@ -61,6 +63,10 @@ class ShardFiles:
     resume: str
     arrays: dict[str, str] = field(default_factory=dict)
     layout: str = "files"
+    passed: str | None = None
+
+    def passed_rejects(self) -> list[dict]:
+        return list(read_jsonl(self.passed)) if self.passed else []
 
 
 class ModelStage:
@@ -234,7 +240,7 @@ def run(stage: ModelStage, files: ShardFiles, threads: int = 1) -> dict[str, Any
     lines = [stage.line(item, data) for item, data in job.accepted()]
     scratch.place(lines, files.arrays, files.layout)
     counts.update(stage.finish(lines, scratch))
-    summary = job.commit({files.out: lines}, files.rejects, **counts)
+    summary = job.commit({files.out: lines}, files.rejects, files.passed_rejects(), **counts)
     scratch.clear()
     return summary
 

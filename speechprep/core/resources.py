@@ -43,6 +43,7 @@ HUB_MODEL_MB = 4000  # a pretrained model by name: its size is not known before 
 FIXED_MB = {
     "vad": 150,  # the job's own process; each worker adds VAD_WORKER_MB
     "asr": 1300,
+    "align": 1300,  # the ASR model and the text-normalisation grammars (bench/align_memory.py)
     "s2s": 650,
     "curate": 1950,
     "tts": 700,
@@ -50,7 +51,9 @@ FIXED_MB = {
 }
 VAD_WORKER_MB = 100
 # MB per audio second held at once in a model batch (activations, padded input, features).
-BATCH_MB_PER_S = {"asr": 4.0, "s2s": 4.0, "curate": 2.0, "tts": 2.0}
+# align: the longest recording's kept log-probabilities and the greedy tokens (a 2-hour one: 926 MB
+# peak against 832 MB for 10 minutes, docs/benchmarks.md), with headroom.
+BATCH_MB_PER_S = {"asr": 4.0, "s2s": 4.0, "curate": 2.0, "tts": 2.0, "align": 0.05}
 # MB per audio second of the whole shard kept until the shard is written.
 SHARD_MB_PER_S = {"asr": 0.01, "s2s": 0.02, "curate": 0.01, "tts": 0.01, "export": 0.15}
 # Copies of a VAD decode block held at once: the block (every channel), its mono mix, its resampling.
@@ -60,17 +63,19 @@ VAD_BLOCK_COPIES = 3
 @dataclass(frozen=True)
 class ShardContent:
     """What a shard file lists: its lines, their total and longest duration (s), and for a
-    file shard the largest channels x sample rate of one file."""
+    file shard the largest channels x sample rate of one file; ``undated``: lines without a
+    duration (a manifest read without probing)."""
 
     lines: int = 0
     seconds: float = 0.0
     longest: float = 0.0
     max_channel_rate: int = 0
+    undated: int = 0
 
 
 @lru_cache(maxsize=4096)
 def _content(path: str, mtime_ns: int, size: int) -> ShardContent:
-    lines, seconds, longest, channel_rate = 0, 0.0, 0.0, 0
+    lines, seconds, longest, channel_rate, undated = 0, 0.0, 0.0, 0, 0
     with open(path, encoding="utf-8") as f:
         for line in f:
             if not line.strip():
@@ -78,8 +83,9 @@ def _content(path: str, mtime_ns: int, size: int) -> ShardContent:
             x = json.loads(line)
             d = float(x.get("duration") or 0.0)
             lines, seconds, longest = lines + 1, seconds + d, max(longest, d)
+            undated += x.get("duration") is None
             channel_rate = max(channel_rate, int(x.get("channels") or 1) * int(x.get("sample_rate") or 16000))
-    return ShardContent(lines, seconds, longest, channel_rate)
+    return ShardContent(lines, seconds, longest, channel_rate, undated)
 
 
 def shard_content(path: str | os.PathLike) -> ShardContent:

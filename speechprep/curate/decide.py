@@ -22,6 +22,7 @@ ORDER = (
     "narrowband",
     "low_snr",
     "low_quality",
+    "transcript_mismatch",  # a wrong given text explains an odd speaking rate and a low confidence
     "speaking_rate",
     "low_confidence",
     "duplicate",
@@ -46,6 +47,9 @@ MEASURED = (
     "n_units",
     "pcm_sha256",
 )
+EDGES = ("edge_start_inserted", "edge_start_deleted", "edge_end_inserted", "edge_end_deleted")
+# what a rejects line of a verified segment (text: verify) carries too: the ASR line's comparison
+VERIFIED = ("text_source", "asr_text", "wer", "cer", *EDGES)
 
 
 def _below(v: float | None, limit: float | None) -> bool:
@@ -74,6 +78,9 @@ def failures(
         out.append(("low_snr", f"SNR {m['snr_db']:.1f} dB (min_snr_db {p.min_snr_db})"))
     if _below(m.get("dnsmos_ovrl"), p.min_dnsmos_ovrl):
         out.append(("low_quality", f"DNSMOS OVRL {m['dnsmos_ovrl']:.2f} (min_dnsmos_ovrl {p.min_dnsmos_ovrl})"))
+    mismatch = transcript_mismatch(m, p)
+    if mismatch:
+        out.append(("transcript_mismatch", mismatch))
     rate = m.get("chars_per_s")
     if _below(rate, p.min_chars_per_s) or _above(rate, p.max_chars_per_s):
         out.append(("speaking_rate", f"{rate:.1f} characters/s (allowed {p.min_chars_per_s}..{p.max_chars_per_s})"))
@@ -99,6 +106,28 @@ def failures(
             )
         )
     return out
+
+
+def transcript_mismatch(m: dict[str, Any], p: DecideParams) -> str | None:
+    """Why a verified line's given text does not match what the ASR model heard (``wer``,
+    ``cer``, characters at an edge over their thresholds), or None; a line without ``wer``
+    (its text was not verified) fails nothing."""
+    if m.get("wer") is None:
+        return None
+    why = []
+    if _above(m["wer"], p.max_wer):
+        why.append(f"WER {m['wer']:.3f} (max_wer {p.max_wer})")
+    if _above(m.get("cer"), p.max_cer):
+        why.append(f"CER {m['cer']:.3f} (max_cer {p.max_cer})")
+    edge = max((m.get(k) or 0 for k in EDGES), default=0)
+    if _above(edge, p.max_edge_chars):
+        worst = max(EDGES, key=lambda k: m.get(k) or 0)
+        where, what = worst.split("_")[1], worst.split("_")[2]  # start/end, inserted/deleted
+        said = "heard but not in the given text" if what == "inserted" else "in the given text but not heard"
+        why.append(f"{edge} characters at the {where} {said} (max_edge_chars {p.max_edge_chars})")
+    if not why:
+        return None
+    return "; ".join(why) + f"; heard {m.get('asr_text')!r}"
 
 
 def tier(ovrl: float | None, p: DecideParams) -> str:
@@ -134,7 +163,7 @@ def decide(
         failed=[r for r, _ in failed],
         **{k: m[k] for k in ("offset", "duration") if k in m},
     )
-    line.update({k: m[k] for k in MEASURED if k in m})
+    line.update({k: m[k] for k in (*MEASURED, *VERIFIED) if k in m})
     line.update(extra)
     if duplicate:
         line.update(

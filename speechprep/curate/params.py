@@ -72,5 +72,8 @@ class DecideParams(StageParams):
     max_text_unit_ratio: float | None
     min_confidence: float | None
     max_speaker_distance: float | None
+    max_wer: float | None
+    max_cer: float | None
+    max_edge_chars: int | None
     tier_premium: float
     tier_standard: float

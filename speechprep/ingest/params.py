@@ -19,3 +19,4 @@ class IngestParams(StageParams):
     shards: int | None = from_dataset("shards")
     shard_hours: float = from_dataset("shard_hours", "ingest.shard_hours")
     extensions: list = from_dataset("extensions", "ingest.extensions")
+    text: str = from_dataset("text", "ingest.text")  # given/verify: a line without text is rejected no_text

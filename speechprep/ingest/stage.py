@@ -28,6 +28,7 @@ from ..core.inventory import walk_audio
 from ..core.jsonio import dumps, write_jsonl, write_text_if_changed
 from ..core.rejects import reject
 from .params import IngestParams
+from .texts import read_texts, text_file_problem, without_text
 
 log = logging.getLogger("speechprep.ingest")
 STAGE = "ingest"
@@ -96,7 +97,7 @@ def _line_problem(rec) -> str | None:
     for k in PASSTHROUGH:
         if k in rec and rec[k] is not None and not isinstance(rec[k], str):
             return f"{k} must be a string, got {type(rec[k]).__name__}"
-    return None
+    return text_file_problem(rec)
 
 
 def _utf8_ok(s: str) -> bool:
@@ -197,7 +198,22 @@ class Ingest:
         for k in PASSTHROUGH:
             if rec.get(k) is not None:
                 entry[k] = rec[k]
+        if rec.get("text_filepath") is not None:
+            entry["text_filepath"] = _absolute(rec["text_filepath"], base)
         self.entries.append(entry)
+
+    # -- text ----------------------------------------------------------------------
+    def read_texts(self, mode: str, threads: int) -> None:
+        """Each ``text_filepath`` read into ``text``; without text, a line of a ``given`` or
+        ``verify`` dataset is rejected ``no_text`` (:mod:`.texts`)."""
+        ok, bad = read_texts(self.entries, threads)
+        for e, reason, detail in bad:
+            self.warn(f"{e['id']}: {detail}")
+            self.add_reject(e["id"], e["audio_filepath"], reason, detail, line=e.get("_line"))
+        self.entries, missing = without_text(ok, mode)
+        for e in missing:
+            detail = f"text: {mode} keeps each line's text, and this line has none (give `text` or `text_filepath`)"
+            self.add_reject(e["id"], e["audio_filepath"], "no_text", detail, line=e.get("_line"))
 
     # -- ids ---------------------------------------------------------------------
     def resolve_ids(self) -> None:
@@ -315,6 +331,7 @@ def run(p: IngestParams, manifest_out: str, rejects_out: str, shards_dir: str, t
         ing.read_manifest(p.manifest)
     n_inputs = len(ing.entries) + len(ing.rejects)
     ing.resolve_ids()
+    ing.read_texts(p.text, threads)
     if p.probe:
         ing.probe(threads)
     else:

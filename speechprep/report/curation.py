@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from ..core.jsonio import atomic_open, read_jsonl
+from . import wer
 
 EXAMPLES = 3  # segments played per tier and per drop reason
 TIERS = ("premium", "standard", "basic")
@@ -52,6 +53,8 @@ METRICS = (
     ("chars_per_s", "Characters per second", (("min_chars_per_s", "min"), ("max_chars_per_s", "max"))),
     ("text_unit_ratio", "Characters per S2S unit", (("min_text_unit_ratio", "min"), ("max_text_unit_ratio", "max"))),
     ("confidence", "ASR confidence", (("min_confidence", "low_confidence"),)),
+    ("wer", "WER, given text against ASR", (("max_wer", "transcript_mismatch"),)),
+    ("cer", "CER, given text against ASR", (("max_cer", "transcript_mismatch"),)),
     ("speaker_distance", "Distance to speaker centroid", (("max_speaker_distance", "speaker_outlier"),)),
 )
 # the measure that orders a group's examples; a reason not here is ordered by id hash
@@ -64,6 +67,7 @@ ORDER_BY = {
     "low_confidence": "confidence",
     "duplicate": "duplicate_similarity",
     "speaker_outlier": "speaker_distance",
+    "transcript_mismatch": "wer",
     **{t: "dnsmos_ovrl" for t in TIERS},
 }
 SHOWN = (
@@ -78,6 +82,11 @@ SHOWN = (
     "speaker",
     "speaker_distance",
     "confidence",
+    "text_source",
+    "asr_text",
+    "wer",
+    "cer",
+    "align_score",
 )
 
 
@@ -266,8 +275,9 @@ def page(
     speakers: list[dict],
     thresholds: dict[str, Any],
     images: dict[str, Path],
+    extra: str = "",
 ) -> str:
-    """The self-contained curation page."""
+    """The self-contained curation page (``extra``: a section after the summary table)."""
     parts = [
         f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>Curation: {html.escape(ds)}</title>",
         f"<style>{STYLE}</style></head><body>",
@@ -281,6 +291,7 @@ def page(
             ["kind", "name", "segments", "hours", "share_of_hours", "hours_failing", "hours_only"],
             "summary",
         ),
+        extra,
         "<h2>Thresholds</h2>",
         _table_html(
             [{"setting": k, "value": v} for k, v in sorted(thresholds.items())],
@@ -320,16 +331,17 @@ def make(res: str | Path, thresholds: dict[str, Any], out_dir: str | Path) -> li
     out.mkdir(parents=True, exist_ok=True)
     kept, dropped, speakers = load(res)
     rows = table(kept, dropped)
+    by_wer = wer.kept_by_wer(kept, dropped, thresholds)
     csv_path = out / "curation.csv"
     fields = ["kind", "name", "segments", "hours", "share_of_hours", "hours_failing", "hours_only"]
     with atomic_open(csv_path) as f:
         w = csv.DictWriter(f, fieldnames=fields, lineterminator="\n")
         w.writeheader()
-        w.writerows({k: (round(v, 6) if isinstance(v, float) else v) for k, v in r.items()} for r in rows)
+        w.writerows({k: (round(v, 6) if isinstance(v, float) else v) for k, v in r.items()} for r in rows + by_wer)
     images = {"metrics": out / "curation_metrics.png", "speakers": out / "speakers_by_hours.png"}
     plot_metrics(kept, dropped, thresholds, images["metrics"])
     plot_speakers(speakers, images["speakers"])
     page_path = out / "curation.html"
     with atomic_open(page_path) as f:
-        f.write(page(res.name, rows, kept, dropped, speakers, thresholds, images))
+        f.write(page(res.name, rows, kept, dropped, speakers, thresholds, images, wer.section(by_wer, thresholds)))
     return [csv_path, *images.values(), page_path]

@@ -121,7 +121,7 @@ class FeaturesStage(ModelStage):
     def line(self, s: dict, data: dict) -> dict:
         seg = {**s, "text": self.text(s)}
         line = {k: seg[k] for k in ("id", "text", "audio_filepath", "offset", "duration") if k in seg}
-        for k in ("speaker", "language"):
+        for k in ("speaker", "language", "text_source", "align_score"):  # text_source: asr or given
             if s.get(k) is not None:
                 line[k] = s[k]
         if "language" not in line and self.p.dataset_language:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..core.config import StageParams
+from ..core.config import StageParams, from_dataset
 
 SAMPLE_RATE = 16000  # TEN-VAD's rate
 
@@ -24,6 +24,7 @@ class VadParams(StageParams):
     narrowband_rate: int
     narrowband_threshold: float
     narrowband_release: float
+    text: str = from_dataset("text", "ingest.text")  # given/verify: one utterance per line, trimmed, not cut
 
     @property
     def hop_s(self) -> float:

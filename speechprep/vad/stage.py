@@ -26,6 +26,7 @@ from ..core.jsonio import atomic_open, read_jsonl, write_json
 from ..core.rejects import count_reasons
 from ..core.shardjob import Accepted, Outcome, Rejected, ShardJob
 from .params import VadParams
+from .utterances import utterance_lines
 
 log = logging.getLogger("speechprep.vad")
 STAGE = "vad"
@@ -225,6 +226,25 @@ def file_stats(file_id: str, duration: float, segments: list[tuple[float, float]
 # --------------------------------------------------------------------------
 # one file
 # --------------------------------------------------------------------------
+def _segment_lines(entry: dict[str, Any], segments: list[tuple[float, float]]) -> list[dict[str, Any]]:
+    """The segments lines of a file (``text: asr``): one per speech segment."""
+    fid, path = entry["id"], entry["audio_filepath"]
+    seg_lines = []
+    for k, (s, e) in enumerate(segments):
+        line = {
+            "id": f"{fid}_{k:04d}",
+            "file_id": fid,
+            "audio_filepath": path,
+            "offset": round(s, 4),
+            "duration": round(e - s, 4),
+        }
+        for key in PASSTHROUGH:
+            if entry.get(key) is not None:
+                line[key] = entry[key]
+        seg_lines.append(line)
+    return seg_lines
+
+
 def analyze_file(entry: dict[str, Any], p: VadParams) -> Outcome:
     """VAD for one manifest entry: accepted with its ``stats`` and ``segments``
     (and ``notes`` for the log), or rejected."""
@@ -253,7 +273,7 @@ def analyze_file(entry: dict[str, Any], p: VadParams) -> Outcome:
         threshold = p.narrowband_threshold
         flags = hysteresis_flags(probs, p.narrowband_threshold, p.narrowband_release)
     notes: list[str] = []
-    segments = make_segments(flags, probs, duration, p, notes)
+    segments = make_segments(flags, probs, duration, p, notes if p.text == "asr" else [])  # an utterance is not cut
     if damage:
         notes.append(f"damaged: {damage[0][1]}; the {duration:.3f} s before the damage are used")
     if not segments:
@@ -261,19 +281,10 @@ def analyze_file(entry: dict[str, Any], p: VadParams) -> Outcome:
             "no_speech",
             f"no speech in {duration:.2f} s (max speech probability {float(probs.max()):.2f}, threshold {threshold})",
         )
-    seg_lines = []
-    for k, (s, e) in enumerate(segments):
-        line = {
-            "id": f"{fid}_{k:04d}",
-            "file_id": fid,
-            "audio_filepath": path,
-            "offset": round(s, 4),
-            "duration": round(e - s, 4),
-        }
-        for key in PASSTHROUGH:
-            if entry.get(key) is not None:
-                line[key] = entry[key]
-        seg_lines.append(line)
+    if p.text == "asr":
+        seg_lines = _segment_lines(entry, segments)
+    else:  # one utterance per line, trimmed, never cut
+        seg_lines = utterance_lines(entry, segments, duration, p)
     stats = file_stats(fid, duration, segments)
     if damage:
         stats["truncated_at"] = round(damage[0][0], 4)

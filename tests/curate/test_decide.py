@@ -76,6 +76,7 @@ def test_first_reason_in_order_and_all_listed():
         "narrowband",
         "low_snr",
         "low_quality",
+        "transcript_mismatch",
         "speaking_rate",
         "low_confidence",
         "duplicate",

@@ -1,0 +1,52 @@
+"""The ASR job of a ``text: verify`` dataset: the given text, checked by the ASR model.
+
+Every utterance is transcribed as in a ``text: asr`` dataset (batches, word
+timestamps, confidence, trimming: :class:`~.stage.AsrStage`), but its line keeps
+the given ``text`` (``text_source: "given"``) and gains the model's transcript as
+``asr_text`` and the comparison of the two (:func:`~.compare.verify_fields`):
+``wer``, ``cer``, ``word_errors``, ``ref_words``, ``char_errors``, the characters
+inserted and deleted at each edge, and ``text_compare`` (how the given text was
+normalised: both sides in spoken form with the TTS grammars of its language,
+``grammars``, where it has them). Curation drops ``transcript_mismatch`` by
+``curate.max_wer``, ``max_cer`` and ``max_edge_chars``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..core.modelstage import Accepted
+from ..text.spoken import SpokenNormalizer
+from .compare import CompareNormalizer, verify_fields
+from .params import AsrParams
+from .stage import AsrStage
+
+
+class VerifyStage(AsrStage):
+    """Transcripts of a shard's utterances, compared with their given text. ``grammars``:
+    language -> its built text-normalisation grammars (rule ``tts_grammars``)."""
+
+    def __init__(self, p: AsrParams, grammars: dict[str, str], transcribe=None, sample_rate: int | None = None):
+        super().__init__(p, transcribe, sample_rate)
+        self.grammars = dict(grammars)
+        self.compare = CompareNormalizer(SpokenNormalizer(self.grammars) if self.grammars else None)
+
+    def fingerprint(self) -> dict[str, Any]:
+        return {**super().fingerprint(), "compare_languages": sorted(self.grammars)}
+
+    def accept(self, seg: dict, prepared: Any, result: Any, scratch) -> Accepted:
+        data = dict(super().accept(seg, prepared, result, scratch).data)
+        heard = data.pop("text")
+        data.update(verify_fields(self.compare, seg.get("text") or "", heard, self.language(seg)))
+        return Accepted(data)
+
+    def line(self, seg: dict, data: dict) -> dict:
+        return {**super().line(seg, data), "text_source": "given"}
+
+    def finish(self, lines: list[dict], scratch) -> dict[str, Any]:
+        wer = sorted(x["wer"] for x in lines)
+        return {
+            **super().finish(lines, scratch),
+            "empty_asr_text": sum(x["asr_text"] == "" for x in lines),
+            "median_wer": wer[len(wer) // 2] if wer else None,
+        }
