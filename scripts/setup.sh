@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # Set up everything speechprep needs on this machine, idempotently:
 #   - Debian packages (installed when root; otherwise the exact command is printed)
-#   - one virtual environment per envs/<stage>.yaml, built from its `pip:` list,
-#     rebuilt only when that list changes
+#   - one virtual environment per envs/<stage>.yaml, built from its `pip:` list
+#     by uv, several at a time, rebuilt only when that list changes
 #   - an environment-modules modulefile per environment (.venvs/modulefiles),
 #     which is what `snakemake --sdm env-modules` loads for each rule
 # Usage: scripts/setup.sh [stage ...]   (default: every envs/*.yaml)
+# Environment: SPEECHPREP_PYTHON (a Python 3.11; default python3),
+#   SPEECHPREP_SETUP_JOBS (envs built at once; default 3), SPEECHPREP_UV (the uv
+#   binary to use), SPEECHPREP_NO_TEST_TOOLS=1 (no sox/ffmpeg); uv's own
+#   variables (UV_CACHE_DIR, ...) apply.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -19,11 +23,15 @@ DEBIAN_PACKAGES=(libc++1 environment-modules)
 [ -n "${SPEECHPREP_NO_TEST_TOOLS:-}" ] || DEBIAN_PACKAGES+=(sox libsox-fmt-all ffmpeg)
 # Test-only tool installed next to each stage's pins so its unit tests run in it.
 TEST_TOOLS=(pytest==9.2.0)
+# uv installs the envs: the same pins, resolved and downloaded in parallel,
+# files linked from its cache. A uv on PATH is used when it is at least
+# UV_MIN; otherwise uv==UV_PIN is installed with pip into .venvs/.uv.
+UV_PIN=0.13.9
+UV_MIN=0.13.0
+# Envs built at once. Downloads and installs wait on the network and disk;
+# fairseq's C++ build (s2s) is CPU bound and takes longest, so it starts first.
+JOBS="${SPEECHPREP_SETUP_JOBS:-3}"
 
-pip_q() {  # pip, quiet, without the warnings this machine's index config prints
-  "$venv/bin/python" -m pip "$@" -q --disable-pip-version-check 2>&1 | { grep -v "^WARNING: Location" || true; }
-  return "${PIPESTATUS[0]}"
-}
 say() { printf 'setup: %s\n' "$*" >&2; }
 die() { printf 'setup: ERROR: %s\n' "$*" >&2; exit 1; }
 
@@ -58,57 +66,166 @@ for f in /usr/share/modules/init/bash /etc/profile.d/modules.sh; do
 done
 [ -n "$MODULES_INIT" ] || die "environment-modules is installed but its bash init script was not found"
 
+# --- uv ---------------------------------------------------------------------
+[[ "$JOBS" =~ ^[1-9][0-9]*$ ]] || die "SPEECHPREP_SETUP_JOBS must be a positive integer, not '$JOBS'"
+uv_version() { "$1" --version 2>/dev/null | awk '{print $2}'; }
+version_ge() { [ "$(printf '%s\n%s\n' "$1" "$2" | sort -V | head -1)" = "$2" ]; }
+UV="${SPEECHPREP_UV:-}"
+if [ -n "$UV" ]; then
+  [ -n "$(uv_version "$UV")" ] || die "SPEECHPREP_UV=$UV does not run as uv"
+elif command -v uv >/dev/null && version_ge "$(uv_version uv)" "$UV_MIN"; then
+  UV="$(command -v uv)"
+else
+  UV="$VENVS/.uv/bin/uv"
+  if [ "$(uv_version "$UV")" != "$UV_PIN" ]; then
+    say "installing uv==$UV_PIN into $VENVS/.uv (with pip)"
+    rm -rf "$VENVS/.uv"
+    mkdir -p "$VENVS"
+    "$PY" -m venv "$VENVS/.uv"
+    "$VENVS/.uv/bin/python" -m pip install -q --disable-pip-version-check "uv==$UV_PIN" 2>&1 \
+      | { grep -v "^WARNING: Location" || true; }
+    [ "$(uv_version "$UV")" = "$UV_PIN" ] \
+      || die "could not install uv==$UV_PIN with pip (or set SPEECHPREP_UV to a uv binary)"
+  fi
+fi
+# uv does not read pip's configuration: pass it the package sources pip uses
+# (index-url, extra-index-url, find-links; see scripts/uv_index_args.py), and
+# let it pick among all of them as pip does (the best match, not the first
+# index that has the name: the local CPU torch wheel must win).
+UV_INDEX_ARGS=()
+uv_config="$("$PY" "$ROOT/scripts/uv_index_args.py" "$PY")" || die "scripts/uv_index_args.py failed"
+eval "$uv_config"
+UV_ARGS=(--index-strategy unsafe-best-match "${UV_INDEX_ARGS[@]}")
+export UV_NO_PROGRESS=1 UV_PYTHON_DOWNLOADS=never
+say "uv $(uv_version "$UV") ($UV); package sources from pip's config: ${UV_INDEX_ARGS[*]:-none, uv defaults}"
+
+uv_install() {  # uv_install ARGS...: `uv pip install` into $venv
+  "$UV" pip install --python "$venv/bin/python" "${UV_ARGS[@]}" "$@"
+}
+
+# `python -m venv` runs ensurepip, which spends ~3.5 s of CPU per env installing
+# its bundled pip and setuptools wheels; uv installs the same two wheels in
+# ~0.3 s. Where they cannot be found, plain `python -m venv`.
+mapfile -t ENSUREPIP_WHEELS < <("$PY" - 2>/dev/null <<'PY' || true
+import ensurepip, os
+bundled = os.path.join(os.path.dirname(ensurepip.__file__), "_bundled")
+wheels = [p.wheel_path or os.path.join(bundled, p.wheel_name) for p in ensurepip._get_packages().values()]
+if all(os.path.isfile(w) for w in wheels):
+    print(*wheels, sep="\n")
+PY
+)
+make_venv() {  # make_venv DIR: a venv with ensurepip's pip and setuptools, as `python -m venv` makes it
+  if [ ${#ENSUREPIP_WHEELS[@]} -gt 0 ]; then
+    "$PY" -m venv --without-pip "$1"
+    "$UV" pip install -q --python "$1/bin/python" --no-index "${ENSUREPIP_WHEELS[@]}"
+  else
+    "$PY" -m venv "$1"
+  fi
+}
+
+# Packages built with setuptools (fairseq's six C/C++ extensions, cdifflib) compile their
+# extensions side by side, one per core (distutils reads [build_ext] parallel
+# from the file DIST_EXTRA_CONFIG names): fairseq's build is the longest step.
+DIST_CFG="$(mktemp)"
+trap 'rm -f "$DIST_CFG"' EXIT
+printf '[build_ext]\nparallel = %s\n' "$(nproc 2>/dev/null || echo 2)" > "$DIST_CFG"
+export DIST_EXTRA_CONFIG="$DIST_CFG"
+
+build_env() {  # build_env STAGE STAMP: (re)build .venvs/STAGE from envs/STAGE.yaml; output goes to its log
+  local stage="$1" stamp="$2" spec="$ROOT/envs/$1.yaml" tmp req opts torch_pin
+  venv="$VENVS/$stage"
+  tmp="$(mktemp -d)"
+  # shellcheck disable=SC2064
+  trap "rm -rf '$tmp'" EXIT  # build_env runs in its own subshell
+  rm -rf "$venv"
+  make_venv "$venv"
+  (cd "$ROOT" && "$PY" -m speechprep.core.envspec "$spec" --plain) > "$tmp/requirements.txt"
+  # The env's own pins double as constraints (extras dropped: pip refuses
+  # them there), so nothing pulled in transitively replaces a pinned package.
+  sed -E 's/\[[^]]*\]//' "$tmp/requirements.txt" > "$tmp/constraints.txt"
+  # torch first, on its own: `torch==X` takes the local CPU wheel; resolved
+  # together with other packages it could pull a CUDA build.
+  torch_pin="$(grep -E '^torch==' "$tmp/requirements.txt" || true)"
+  if [ -n "$torch_pin" ]; then
+    uv_install "$torch_pin"
+  fi
+  uv_install -r "$tmp/requirements.txt" -c "$tmp/constraints.txt" "${TEST_TOOLS[@]}"
+  # then lines annotated `# setup: <pip options>` (builds needing the above)
+  while IFS=$'\t' read -r req opts; do
+    [ -n "$req" ] || continue
+    echo "setup: $req ($opts)"
+    # shellcheck disable=SC2086
+    uv_install $opts "$req" -c "$tmp/constraints.txt"
+  done < <(cd "$ROOT" && "$PY" -m speechprep.core.envspec "$spec" --setup)
+  # PyPI's torchaudio is a CUDA build that breaks on import here; no stage uses it
+  if "$venv/bin/python" -c 'import importlib.metadata as m; m.version("torchaudio")' 2>/dev/null; then
+    "$UV" pip uninstall --python "$venv/bin/python" torchaudio
+  fi
+  (cd "$ROOT" && "$venv/bin/python" -c "import sys; from speechprep.core.envspec import check_stage_env as c; p = c('$spec'); print(*p, sep='\n', file=sys.stderr); sys.exit(1 if p else 0)") \
+    || { echo "setup: ERROR: env '$stage' does not satisfy envs/$stage.yaml after install"; return 1; }
+  echo "$stamp" > "$venv/.speechprep-stamp"
+}
+
 # --- one venv per stage -----------------------------------------------------
 if [ $# -gt 0 ]; then stages=("$@"); else
   stages=(); for f in "$ROOT"/envs/*.yaml; do stages+=("$(basename "$f" .yaml)"); done
 fi
-mkdir -p "$VENVS/modulefiles/speechprep"
+mkdir -p "$VENVS/modulefiles/speechprep" "$VENVS/.logs"
+declare -A stamps=()
+todo=()
 for stage in "${stages[@]}"; do
   spec="$ROOT/envs/$stage.yaml"
   [ -f "$spec" ] || die "no env file $spec"
   venv="$VENVS/$stage"
-  reqs="$(cd "$ROOT" && "$PY" -m speechprep.core.envspec "$spec" --plain)"
   stamp="$({ printf '%s\n%s\n' "$pyver" "${TEST_TOOLS[*]}"; cat "$spec"; } | sha256sum | cut -c1-16)"
   if [ -f "$venv/.speechprep-stamp" ] && [ "$(cat "$venv/.speechprep-stamp")" = "$stamp" ] \
      && "$venv/bin/python" -c 'pass' 2>/dev/null; then
     say "env '$stage' up to date"
   else
-    say "building env '$stage' in $venv"
-    rm -rf "$venv"
-    "$PY" -m venv "$venv"
-    reqfile="$(mktemp)"
-    (cd "$ROOT" && "$PY" -m speechprep.core.envspec "$spec" --plain) > "$reqfile"
-    # The env's own pins double as constraints (extras dropped: pip refuses
-    # them there), so nothing pulled in transitively replaces a pinned package.
-    confile="$(mktemp)"; printf '%s\n' "$reqs" | sed -E 's/\[[^]]*\]//' > "$confile"
-    # torch first, on its own: `pip install torch==X` takes the local CPU
-    # wheel; resolved together with other packages it could pull a CUDA build.
-    torch_pin="$(grep -E '^torch==' "$reqfile" || true)"
-    if [ -n "$torch_pin" ]; then
-      pip_q install "$torch_pin"
-    fi
-    pip_q install -r "$reqfile" -c "$confile" "${TEST_TOOLS[@]}"
-    # then lines annotated `# setup: <pip options>` (builds needing the above)
-    while IFS=$'\t' read -r req opts; do
-      [ -n "$req" ] || continue
-      say "  $req ($opts)"
-      # shellcheck disable=SC2086
-      pip_q install $opts "$req" -c "$confile"
-    done < <(cd "$ROOT" && "$PY" -m speechprep.core.envspec "$spec" --setup)
-    # PyPI's torchaudio is a CUDA build that breaks on import here; no stage uses it
-    if "$venv/bin/python" -m pip show torchaudio >/dev/null 2>&1; then
-      pip_q uninstall -y torchaudio
-    fi
-    rm -f "$reqfile" "$confile"
-    (cd "$ROOT" && "$venv/bin/python" -c "import sys; from speechprep.core.envspec import check_stage_env as c; p = c('$spec'); print(*p, sep='\n', file=sys.stderr); sys.exit(1 if p else 0)") \
-      || die "env '$stage' does not satisfy envs/$stage.yaml after install"
-    echo "$stamp" > "$venv/.speechprep-stamp"
+    stamps[$stage]="$stamp"
+    # envs that compile a package against the env (--no-build-isolation) first
+    todo+=("$(grep -c -- '# setup:.*--no-build-isolation' "$spec" || true) $stage")
   fi
+done
+if [ ${#todo[@]} -gt 0 ]; then
+  mapfile -t todo < <(printf '%s\n' "${todo[@]}" | sort -s -k1,1nr | cut -d' ' -f2)
+  say "building ${#todo[@]} env(s), $JOBS at a time: ${todo[*]} (logs in $VENVS/.logs)"
+  running=0
+  for stage in "${todo[@]}"; do
+    while [ "$running" -ge "$JOBS" ]; do wait -n || true; running=$((running - 1)); done
+    log="$VENVS/.logs/$stage.log"
+    rm -f "$log.rc"
+    {
+      set +e
+      t0=$SECONDS
+      (set -e; build_env "$stage" "${stamps[$stage]}") > "$log" 2>&1
+      rc=$?
+      echo "$rc" > "$log.rc"
+      if [ "$rc" = 0 ]; then say "env '$stage' built in $((SECONDS - t0)) s"
+      else say "env '$stage' FAILED after $((SECONDS - t0)) s (exit $rc; log: $log)"; fi
+    } &
+    running=$((running + 1))
+  done
+  wait
+  failed=()
+  for stage in "${todo[@]}"; do
+    log="$VENVS/.logs/$stage.log"
+    [ "$(cat "$log.rc" 2>/dev/null)" = 0 ] && continue
+    failed+=("$stage")
+    printf '\n--- the end of %s ---\n' "$log" >&2
+    tail -n 30 "$log" >&2
+  done
+  [ ${#failed[@]} -eq 0 ] || die "env(s) not built: ${failed[*]} (the end of each log is above)"
+fi
+
+for stage in "${stages[@]}"; do
+  spec="$ROOT/envs/$stage.yaml"
+  venv="$VENVS/$stage"
   # an env built from another checkout (the repository moved): point it here
   if grep -q -- '--editable=${SPEECHPREP_REPO}' "$spec" \
      && ! (cd / && "$venv/bin/python" -c "import sys, speechprep; sys.exit(speechprep.__file__ != '$ROOT/speechprep/__init__.py')" 2>/dev/null); then
     say "  speechprep -> $ROOT (editable)"
-    pip_q install --no-deps --editable="$ROOT"
+    uv_install -q --no-deps --editable="$ROOT"
   fi
   # A wheel that installs a top-level `tests` package (nemo-text-processing's does)
   # would shadow this repository's tests/ (tests.support) in the env: remove its files.
