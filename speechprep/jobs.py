@@ -16,6 +16,7 @@ from typing import Any
 from .asr.params import AsrParams
 from .core.config import StageParams
 from .curate.params import DecideParams, DuplicateParams, MeasureParams, SpeakerParams
+from .diarize.params import DiarizeJobParams, RttmParams
 from .export.params import BucketParams, ExportParams
 from .ingest.params import IngestParams
 from .report.params import PlotParams
@@ -34,6 +35,8 @@ JOBS: dict[str, Job] = {
     "ingest run": Job("ingest", IngestParams),
     "vad run": Job("vad", VadParams),
     "vad merge": Job("vad"),
+    "diarize run": Job("curate", DiarizeJobParams),  # Resemblyzer lives in the curate env
+    "diarize rttm": Job("curate", RttmParams),
     "asr run": Job("asr", AsrParams),
     "asr merge": Job("asr"),
     "s2s run": Job("s2s", S2sParams),

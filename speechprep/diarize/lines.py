@@ -28,8 +28,9 @@ def local_name(k: int) -> str:
 def _piece_lines(line: dict[str, Any], d: SegmentDecision) -> list[dict[str, Any]]:
     out = []
     for k, p in enumerate(d.pieces):
-        new = {**line, "offset": round(p.start, 4), "duration": round(p.end - p.start, 4)}
+        new = dict(line)  # a segment not cut keeps its bounds as VAD wrote them
         if d.cut:
+            new.update(offset=round(p.start, 4), duration=round(p.end - p.start, 4))
             new["id"] = f"{line['id']}_{k}"
             new["diarize_source"] = line["id"]
         new["diarize_speaker"] = local_name(p.speaker)
@@ -57,6 +58,7 @@ def segment_lines(
                     STAGE,
                     d.reason,
                     d.detail,
+                    file_id=line.get("file_id"),
                     offset=line.get("offset"),
                     duration=line.get("duration"),
                 )
@@ -92,8 +94,38 @@ def rttm_turns(file_id: str, result: FileDiarization, names: Sequence[str] | Non
     ]
 
 
+def turn_lines(file_id: str, lines: Sequence[dict[str, Any]], result: FileDiarization) -> list[dict[str, Any]]:
+    """The file's turns as lines, time order: every piece kept in the ASR view (its local
+    speaker, the VAD segment it came from), and for an overlap piece a second line for the
+    voice mixed in; both of an overlap carry ``overlap: true``."""
+    out = []
+    for d in result.decisions:
+        for p in d.pieces:
+            base = {"file_id": file_id, "start": round(p.start, 3), "end": round(p.end, 3)}
+            base["segment"] = lines[d.index]["id"]
+            out.append({**base, "speaker": local_name(p.speaker), "overlap": p.overlap})
+            if p.overlap and p.other is not None:
+                out.append({**base, "speaker": local_name(p.other), "overlap": True})
+    return sorted(out, key=lambda t: (t["start"], t["end"], t["speaker"]))
+
+
+def speaker_lines(file_id: str, result: FileDiarization) -> list[dict[str, Any]]:
+    """One line per local speaker of the file: its name, the seconds of windows it won, its
+    centroid (unit norm, 6 decimals): what maps it to the run's speakers."""
+    return [
+        {
+            "file_id": file_id,
+            "diarize_speaker": local_name(k),
+            "speech": round(float(result.speech[k]), 3),
+            "centroid": [round(float(v), 6) for v in c],
+        }
+        for k, c in enumerate(result.centroids)
+    ]
+
+
 def counts(result: FileDiarization) -> dict[str, Any]:
-    """Per file: speakers, segments kept/cut/dropped, and seconds dropped per reason."""
+    """Per file: speakers, segments kept/cut/dropped, and seconds: of its segments
+    (``speech_s``), of those cut (``cut_s``), dropped per reason, flagged ``overlap``."""
     dec = result.decisions
     return {
         "speakers": len(result.centroids),
@@ -101,6 +133,9 @@ def counts(result: FileDiarization) -> dict[str, Any]:
         "cut": sum(d.cut for d in dec),
         "multi_speaker": sum(d.reason == "multi_speaker" for d in dec),
         "multi_speaker_s": round(sum(d.end - d.start for d in dec if d.reason == "multi_speaker"), 3),
+        "overlap": sum(p.overlap for d in dec for p in d.pieces),
         "overlap_s": round(sum(p.end - p.start for d in dec for p in d.pieces if p.overlap), 3),
         "trimmed_s": round(sum(d.trimmed for d in dec), 3),
+        "speech_s": round(sum(d.end - d.start for d in dec), 3),
+        "cut_s": round(sum(d.end - d.start for d in dec if d.cut), 3),
     }
