@@ -1,9 +1,9 @@
-# ASR: NeMo transcripts per shard of VAD segments, then the merged manifest.
+# ASR: NeMo transcripts per shard of VAD segments (diarized: rules/diarize.smk), then the merged manifest.
 
 
 rule asr:
     input:
-        segments=f"{RESULTS}/{{ds}}/vad/{{shard}}.segments.jsonl",
+        segments=asr_segments,
         model=asr_model_file,
     output:
         transcripts=f"{RESULTS}/{{ds}}/asr/{{shard}}.jsonl",
