@@ -297,7 +297,9 @@ def diarize_report_files(wildcards):
     if not diarized(wildcards.ds):
         return []
     names = ("stats.jsonl", "rejects.jsonl", "rttm")
-    return [f"{RESULTS}/{wildcards.ds}/diarize/{s}.{n}" for s in shards(wildcards.ds) for n in names]
+    return [
+        f"{RESULTS}/{wildcards.ds}/diarize/{s}.{n}" for s in shards(wildcards.ds) for n in names
+    ]
 
 
 def tts_segments(wildcards):
@@ -364,7 +366,11 @@ def report_inputs(wildcards):
     ds, names = wildcards.ds, shards(wildcards.ds)
     files = [f"{RESULTS}/{ds}/rejects/ingest.jsonl"]
     files += expand(f"{RESULTS}/{ds}/vad/{{shard}}.stats.jsonl", shard=names)
-    steps = ["vad"] + (["diarize"] if diarized(ds) else []) + [s for s in config["stages"] if s != "vad"]
+    steps = (
+        ["vad"]
+        + (["diarize"] if diarized(ds) else [])
+        + [s for s in config["stages"] if s != "vad"]
+    )
     for stage in steps:
         files += expand(f"{RESULTS}/{ds}/{stage}/{{shard}}.rejects.jsonl", shard=names)
         files += expand(f"{RESULTS}/{ds}/benchmarks/{stage}/{{shard}}.tsv", shard=names)
