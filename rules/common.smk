@@ -249,8 +249,8 @@ def speaker_job_args(wildcards):
 
 def diarized(ds):
     """Whether the diarization step runs for dataset `ds` (diarize.enabled, the dataset's
-    single_speaker: speechprep.diarize.params.runs_for)."""
-    return diarize_runs_for(config, ds)
+    single_speaker: speechprep.diarize.params.runs_for) and a stage after VAD reads it."""
+    return diarize_runs_for(config, ds) and bool(set(config["stages"]) - {"vad"})
 
 
 def asr_segments(wildcards):
@@ -354,7 +354,7 @@ def all_targets(wildcards):
         ]
         for stage in config["stages"]:
             targets += stage_targets(ds, stage)
-        if diarized(ds) and set(config["stages"]) - {"vad"}:  # the step runs before ASR and S2S
+        if diarized(ds):
             targets += expand(f"{RESULTS}/{ds}/diarize/{{shard}}.rttm", shard=shards(ds))
         targets.append(f"{RESULTS}/{ds}/report/stages.csv")
         if "curate" in config["stages"]:
