@@ -25,13 +25,14 @@ def check_report(work, out_name="report.html"):
         "curation.html",
         "curation_metrics.png",
         "speakers_by_hours.png",
+        "diarization_turns.png",
         "curation.csv",
     ):
         assert name in html, name
     assert len(html) > 100_000  # the plots are embedded, not linked
     with open(work / "results" / "demo" / "report" / "stages.csv", encoding="utf-8") as f:
         rows = {r["stage"]: r for r in csv.DictReader(f)}
-    assert set(rows) == {"vad", "asr", "s2s", "curate", "tts"}
+    assert set(rows) == {"vad", "diarize", "asr", "s2s", "curate", "tts"}  # the demo is diarized
     assert all(int(r["shard_jobs"]) == 3 and float(r["job_seconds"]) > 0 for r in rows.values())
     assert int(rows["vad"]["rejected"]) == 4
     # curation's count is every segment it dropped, as its rejects files list them
