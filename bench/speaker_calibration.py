@@ -67,7 +67,13 @@ def voices(which: str, per_language: int) -> list[R.Utterance]:
 
 
 def main() -> None:
+    from dataclasses import replace
+
+    from speechprep.curate.params import SpeakerParams
     from speechprep.curate.speakers import assign_speakers_by_file, purity
+    from tests.support import params
+
+    base = params(SpeakerParams)
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--voices", choices=("distinct", "all"), default="distinct")
@@ -90,9 +96,8 @@ def main() -> None:
             cells = []
             for n in a.per_file:
                 files = R.as_files(utts, n)
-                spk = assign_speakers_by_file(
-                    lambda i: x[i], files, x.shape[1], [None] * len(x), 8000, t, method, 2, 0, 65536
-                )
+                q = replace(base, speaker_linkage=method, speaker_threshold=t)
+                spk = assign_speakers_by_file(lambda i: x[i], files, x.shape[1], [None] * len(x), q)
                 p, ip = purity(truth, spk.label.tolist())
                 cells.append(f"{p:.3f} / {ip:.3f} / {len(spk.names)}")
             print(f"| {method} | {t:.2f} | " + " | ".join(cells) + " |", flush=True)

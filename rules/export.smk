@@ -1,6 +1,8 @@
 # Export: per shard, the TTS manifests' segments (the final kept set) in every
 # format of export.formats (one job writes them all from one FLAC cut per
-# segment); then, per format, the dataset's index.jsonl and stats.json.
+# segment); then, per format, the dataset's index.jsonl and stats.json, and
+# what the format's loader reads for the whole dataset (the Parquet dataset
+# card; NeMo's manifest of all shards, its config keys in stats.json).
 
 
 rule export_shard:
@@ -12,8 +14,8 @@ rule export_shard:
         features=f"{RESULTS}/{{ds}}/tts/{{shard}}.features.jsonl",
     output:
         # written last, after the shard's containers (webdataset/<shard>.tar,
-        # parquet/<shard>.parquet, lhotse_shar/<shard>/, nemo_tarred/audio_<n>.tar
-        # and manifest_<n>.json)
+        # parquet/data/train-<nnnnnn>.parquet, lhotse_shar/data/<field>.<nnnnnn>.*,
+        # nemo_tarred/audio_<n>.tar and manifest_<n>.json)
         indexes=[
             f"{RESULTS}/{{ds}}/export/{fmt}/{{shard}}.index.jsonl"
             for fmt in config["export"]["formats"]
@@ -53,7 +55,7 @@ rule export_summary:
     log:
         f"{RESULTS}/{{ds}}/logs/export_summary/{{fmt}}.log",
     wildcard_constraints:
-        fmt="webdataset|parquet|lhotse_shar|nemo_tarred",
+        fmt="webdataset|lhotse_shar",
     conda:
         "../envs/export.yaml"
     envmodules:
@@ -67,4 +69,22 @@ rule export_summary:
         p=job_params("export summary"),
     shell:
         "{params.cmd} export summary --indexes {input.indexes:q} --params {params.p:q}"
-        " --index {output.index:q} --stats {output.stats:q} > {log:q} 2>&1"
+        " --index {output.index:q} --stats {output.stats:q} --format {wildcards.fmt:q} > {log:q} 2>&1"
+
+
+use rule export_summary as export_summary_parquet with:
+    output:
+        index=f"{RESULTS}/{{ds}}/export/{{fmt}}/index.jsonl",
+        stats=f"{RESULTS}/{{ds}}/export/{{fmt}}/stats.json",
+        card=f"{RESULTS}/{{ds}}/export/{{fmt}}/README.md",
+    wildcard_constraints:
+        fmt="parquet",
+
+
+use rule export_summary as export_summary_nemo with:
+    output:
+        index=f"{RESULTS}/{{ds}}/export/{{fmt}}/index.jsonl",
+        stats=f"{RESULTS}/{{ds}}/export/{{fmt}}/stats.json",
+        manifest=f"{RESULTS}/{{ds}}/export/{{fmt}}/tarred_audio_manifest.json",
+    wildcard_constraints:
+        fmt="nemo_tarred",

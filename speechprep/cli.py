@@ -34,6 +34,7 @@ FLAGS: dict[str, dict[str, Any]] = {
     "shard-counts": {"type": int, "help": "how many of the shard files are each dataset's, in order"},
     "max-steps": {"type": int, "default": 1500},
     "write-modern": {"metavar": "OUT", "help": "write a copy plain fairseq loads"},
+    "format": {"help": "an export format (export.formats)"},
 }
 # job name -> (flags, handler(args, params)); the handler's docstring is the job's help
 HANDLERS: dict[str, tuple[str, Callable]] = {}
@@ -269,12 +270,13 @@ def _export_shard(a, p):
     stage.run_shard(a.manifests, a.features, a.out_dir, a.rejects, p, a.resume)
 
 
-@job("export summary", "indexes+ index stats")
+@job("export summary", "indexes+ index stats format?")
 def _export_summary(a, p):
-    """A format's index.jsonl and stats.json (segments, hours, duration-bucket edges)."""
+    """A format's index.jsonl and stats.json (segments, hours, duration-bucket edges),
+    and what the format's loader reads for the whole dataset (--format)."""
     from .export import stage
 
-    stage.run_summary(a.indexes, a.index, a.stats, p)
+    stage.run_summary(a.indexes, a.index, a.stats, p, a.format)
 
 
 @job("report plots", "results out-dir")

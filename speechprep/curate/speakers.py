@@ -28,6 +28,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .params import SpeakerParams
+
 log = logging.getLogger("speechprep.curate")
 CLUSTER_PREFIX = "cluster_"
 
@@ -136,15 +138,11 @@ def assign_speakers(
     n: int,
     dim: int,
     given: Sequence[str | None],
-    sample: int,
-    threshold: float,
-    method: str,
-    min_size: int,
-    seed: int,
-    chunk: int,
+    p: SpeakerParams,
 ) -> Speakers:
     """Speakers of ``n`` segments whose embeddings ``rows(indices)`` returns;
     ``given[i]`` is segment i's speaker from its input line, or None."""
+    chunk = p.speaker_chunk
     given_a = np.asarray([g if g is not None else "" for g in given], dtype=object)
     named = np.flatnonzero(given_a != "")
     unnamed = np.flatnonzero(given_a == "")
@@ -159,19 +157,14 @@ def assign_speakers(
         names += given_names
         parts.append(_means(rows, named, label[named], len(given_names), chunk, dim))
     if len(unnamed):
-        rng = np.random.default_rng(seed)
-        pick = np.sort(rng.choice(unnamed, size=min(sample, len(unnamed)), replace=False))
-        c, sample_clusters = cluster_sample(rows(pick), threshold, method, min_size)
+        rng = np.random.default_rng(p.speaker_seed)
+        pick = np.sort(rng.choice(unnamed, size=min(p.speaker_sample, len(unnamed)), replace=False))
+        c, sample_clusters = cluster_sample(rows(pick), p.speaker_threshold, p.speaker_linkage, p.speaker_min_size)
         log.info(
             "speakers: %d of %d unnamed segments sampled: %d clusters at %s-linkage cosine "
             "distance %.3f, %d with at least %d members",
-            len(pick),
-            len(unnamed),
-            sample_clusters,
-            method,
-            threshold,
-            len(c),
-            min_size,
+            *(len(pick), len(unnamed), sample_clusters, p.speaker_linkage, p.speaker_threshold),
+            *(len(c), p.speaker_min_size),
         )
         lab = nearest(rows, unnamed, c, chunk)
         means = _means(rows, unnamed, lab, len(c), chunk, dim)
@@ -192,12 +185,7 @@ def assign_speakers_by_file(
     files: Sequence[str],
     dim: int,
     given: Sequence[str | None],
-    sample: int,
-    threshold: float,
-    method: str,
-    min_size: int,
-    seed: int,
-    chunk: int,
+    p: SpeakerParams,
 ) -> Speakers:
     """:func:`assign_speakers` over source files instead of segments: the segments
     of a file without a given speaker are pooled (their mean embedding,
@@ -206,7 +194,7 @@ def assign_speakers_by_file(
     its own, to its speaker's centroid. One speaker per file (audiobooks, read
     speech, most TTS corpora): pooled, two short phrases of one voice are far
     more alike than they are alone."""
-    n = len(files)
+    n, chunk = len(files), p.speaker_chunk
     unnamed = np.flatnonzero([g is None for g in given])
     named = np.flatnonzero([g is not None for g in given])
     names, file_of, counts = np.unique(
@@ -236,7 +224,7 @@ def assign_speakers_by_file(
         out[at[~one]] = pooled[multi[f[~one]]]
         return out
 
-    spk = assign_speakers(item_rows, len(item_given), dim, item_given, sample, threshold, method, min_size, seed, chunk)
+    spk = assign_speakers(item_rows, len(item_given), dim, item_given, p)
     label = np.empty(n, np.int32)
     label[named] = spk.label[: len(named)]
     label[unnamed] = spk.label[len(named) + file_of]

@@ -116,8 +116,7 @@ def _cluster(files: SpeakerFiles, rows: ShardRows, shards: list[list[tuple]], se
         how = lambda *a: assign_speakers_by_file(rows, ids, *a)
     else:
         how = lambda *a: assign_speakers(rows, len(given), *a)
-    args = (p.speaker_sample, p.speaker_threshold, p.speaker_linkage, p.speaker_min_size, p.speaker_seed)
-    return how(rows.dim, given, *args, p.speaker_chunk), given
+    return how(rows.dim, given, p), given
 
 
 def _write_assignments(spk, shards: list[list[tuple]], assign: list[str]) -> None:

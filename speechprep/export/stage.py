@@ -11,17 +11,20 @@ those bytes, one per format in ``export.formats`` (../shared/CONTRACT.md,
 
 * ``webdataset/<shard>.tar``: ``<key>.flac``, ``<key>.json`` (the manifest
   line), ``<key>.<kind>.npy`` per feature;
-* ``parquet/<shard>.parquet``: one row per segment, ``audio`` (FLAC bytes), every
-  manifest field, the features as lists;
-* ``lhotse_shar/<shard>/``: a Lhotse Shar (cuts with a supervision, FLAC
-  recordings, the features as custom arrays);
+* ``parquet/data/train-<nnnnnn>.parquet``: one row per segment, ``audio`` (the
+  ``datasets`` ``Audio`` feature), every manifest field, the features as lists
+  in their own dtype;
+* ``lhotse_shar/data/``: the shard's numbered Lhotse Shar files (cuts with a
+  supervision, FLAC recordings, the features as custom arrays);
 * ``nemo_tarred/audio_<n>.tar`` + ``nemo_tarred/manifest_<n>.json``: NeMo's
   sharded tarred audio (``audio_filepath`` is the member name, ``shard_id`` n).
 
-Each format directory also gets ``<shard>.index.jsonl`` (``id``, the member or
-row, ``sha256`` of the audio bytes); :func:`run_summary` joins them into the
+(the Parquet and Lhotse layouts: :mod:`speechprep.export.layouts`). Each format
+directory also gets ``<shard>.index.jsonl`` (``id``, the member or row,
+``sha256`` of the audio bytes); :func:`run_summary` joins them into the
 contract's ``index.jsonl`` and ``stats.json`` (segments, hours, duration-bucket
-edges).
+edges) and writes what the format's loader reads for the whole dataset (the
+Parquet dataset card, NeMo's manifest of all shards and its config keys).
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ from ..core.jsonio import atomic_open, read_jsonl, write_json, write_jsonl
 from ..core.names import file_stem
 from ..core.npyio import load_ref
 from ..core.shardjob import Accepted, Rejected, ShardJob
+from .layouts import column_types, shard_number, summarize, write_lhotse_shar, write_parquet
 from .params import BucketParams, ExportParams
 
 log = logging.getLogger("speechprep.export")
@@ -99,13 +103,36 @@ def features_of(item: dict) -> dict[str, np.ndarray]:
     return out
 
 
-def kept_items(manifests: Iterable[str], features_index: str) -> list[dict]:
-    """The manifest lines of the shard's segments, in the shard's order."""
+def manifest_lines(manifests: Iterable[str]) -> dict[str, dict]:
+    """Every line of the dataset's manifests, by id."""
     lines = {}
     for m in manifests:
         for line in read_jsonl(m):
             lines[line["id"]] = line
+    return lines
+
+
+def kept_items(manifests: Iterable[str], features_index: str, lines: dict[str, dict] | None = None) -> list[dict]:
+    """The manifest lines of the shard's segments, in the shard's order."""
+    lines = manifest_lines(manifests) if lines is None else lines
     return [lines[f["id"]] for f in read_jsonl(features_index) if f["id"] in lines]
+
+
+def _cut_one(item: dict, params: ExportParams, audio_dir: Path) -> tuple:
+    """``(outcome, feature arrays, audio seconds)`` of one segment: its FLAC in ``audio_dir``."""
+    try:
+        arrays = features_of(item)
+        x = cut(item, params.sample_rate, params.lufs)
+    except AudioError as e:
+        return Rejected(e.reason, str(e)), None, None
+    except (OSError, ValueError) as e:
+        return Rejected("unreadable_audio", describe(e)), None, None
+    key = member_key(item["id"])
+    data = flac_bytes(x, params.sample_rate)
+    with atomic_open(audio_dir / f"{key}.flac", "wb") as f:
+        f.write(data)
+    done = {"key": key, "sha256": hashlib.sha256(data).hexdigest(), "samples": len(x)}
+    return Accepted(done), arrays, len(x) / params.sample_rate
 
 
 def run_shard(
@@ -117,7 +144,11 @@ def run_shard(
     resume: str,
 ) -> dict[str, Any]:
     """Export one shard in every format of ``params.formats`` under ``out_dir/<format>/``."""
-    items = kept_items(manifests, features_index)
+    lines = manifest_lines(manifests)
+    items = kept_items(manifests, features_index, lines)
+    # one Parquet schema for every shard: from the whole dataset's lines
+    columns = column_types(lines.values()) if "parquet" in params.formats else {}
+    del lines
     digest = hashlib.sha256(json.dumps(items, sort_keys=True).encode("utf-8")).hexdigest()
     job = ShardJob(
         "export",
@@ -137,24 +168,8 @@ def run_shard(
     arrays = {}  # id -> feature arrays, read once: checked here, written into every format below
     with job.running(todo):
         for item in todo:
-            try:
-                arrays[item["id"]] = features_of(item)
-                x = cut(item, params.sample_rate, params.lufs)
-            except AudioError as e:
-                job.emit(item, Rejected(e.reason, str(e)))
-                continue
-            except (OSError, ValueError) as e:
-                job.emit(item, Rejected("unreadable_audio", describe(e)))
-                continue
-            key = member_key(item["id"])
-            data = flac_bytes(x, params.sample_rate)
-            with atomic_open(audio_dir / f"{key}.flac", "wb") as f:
-                f.write(data)
-            job.emit(
-                item,
-                Accepted({"key": key, "sha256": hashlib.sha256(data).hexdigest(), "samples": len(x)}),
-                audio_seconds=len(x) / params.sample_rate,
-            )
+            outcome, arrays[item["id"]], seconds = _cut_one(item, params, audio_dir)
+            job.emit(item, outcome, audio_seconds=seconds)
 
     # (line, outcome, FLAC bytes, feature arrays) per segment (a resumed one's arrays read now)
     segments = [
@@ -162,21 +177,27 @@ def run_shard(
             item,
             d,
             (audio_dir / f"{d['key']}.flac").read_bytes(),
-            arrays[item["id"]] if item["id"] in arrays else features_of(item),
+            arrays[item["id"]] if arrays.get(item["id"]) is not None else features_of(item),
         )
         for item, d in job.accepted()
     ]
-    shard = job.name
+    summary = job.commit(write_containers(segments, out_dir, job.name, params, columns), rejects)
+    shutil.rmtree(audio_dir)  # with any temp file a killed run left
+    return summary
+
+
+def write_containers(
+    segments: list, out_dir: str, shard: str, params: ExportParams, columns: dict[str, str]
+) -> dict[Path, list[dict]]:
+    """The shard's files in every format; returns each format's index lines by path."""
     outputs = {}
     for fmt in params.formats:
-        members = WRITERS[fmt](segments, Path(out_dir) / fmt, shard, params.sample_rate)
+        members = WRITERS[fmt](segments, Path(out_dir) / fmt, shard, params.sample_rate, columns)
         outputs[Path(out_dir) / fmt / f"{shard}.index.jsonl"] = [
             {"id": item["id"], "member": m, "sha256": sha, "duration": d["samples"] / params.sample_rate}
             for (item, d, _, _), (m, sha) in zip(segments, members, strict=True)
         ]
-    summary = job.commit(outputs, rejects)
-    shutil.rmtree(audio_dir)  # with any temp file a killed run left
-    return summary
+    return outputs
 
 
 def _npy_bytes(a: np.ndarray) -> bytes:
@@ -192,7 +213,7 @@ def _add(tar: tarfile.TarFile, name: str, data: bytes) -> None:
     tar.addfile(info, io.BytesIO(data))
 
 
-def write_webdataset(segments, out: Path, shard: str, sample_rate: int) -> list[tuple[str, str]]:
+def write_webdataset(segments, out: Path, shard: str, sample_rate: int, columns=None) -> list[tuple[str, str]]:
     members = []
     with (
         atomic_open(out / f"{shard}.tar", "wb") as f,
@@ -208,85 +229,7 @@ def write_webdataset(segments, out: Path, shard: str, sample_rate: int) -> list[
     return members
 
 
-def write_parquet(segments, out: Path, shard: str, sample_rate: int) -> list[tuple[str, str]]:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    rows = []
-    for item, _d, audio, arrays in segments:
-        row = {k: v for k, v in item.items() if k not in FEATURES}
-        row["audio"] = audio
-        row["sample_rate"] = sample_rate
-        for kind in FEATURES:
-            a = arrays.get(kind)
-            row[f"{kind}_path"] = item.get(kind)
-            row[kind] = None if a is None else a.reshape(-1).tolist()
-        rows.append(row)
-    table = pa.Table.from_pylist(rows)
-    with atomic_open(out / f"{shard}.parquet", "wb") as f:
-        pq.write_table(table, f)
-    return [(f"{shard}.parquet:{i}", d["sha256"]) for i, (_item, d, _audio, _arrays) in enumerate(segments)]
-
-
-def write_lhotse_shar(segments, out: Path, shard: str, sample_rate: int) -> list[tuple[str, str]]:
-    """A Shar directory per shard; written next to it, then renamed into place.
-    Lhotse encodes the recordings' FLAC itself (from the same samples)."""
-    from lhotse import MonoCut, Recording, SupervisionSegment
-    from lhotse.shar import SharWriter
-
-    final, tmp = out / shard, out / f".{shard}.tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    fields = {"recording": "flac", **{kind: "numpy" for kind in FEATURES}}
-    members = []
-    with SharWriter(str(tmp), fields=fields, shard_size=None) as w:
-        for item, d, audio, arrays in segments:
-            rec = Recording.from_bytes(audio, recording_id=d["key"])
-            custom = {
-                k: v for k, v in item.items() if k not in FEATURES and k not in ("id", "text", "speaker", "language")
-            }
-            sup = SupervisionSegment(
-                id=item["id"],
-                recording_id=rec.id,
-                start=0.0,
-                duration=rec.duration,
-                text=item.get("text"),
-                speaker=item.get("speaker"),
-                language=item.get("language"),
-                custom={"text_normalized": item.get("text_normalized")},
-            )
-            cut = MonoCut(
-                id=item["id"],
-                start=0.0,
-                duration=rec.duration,
-                channel=0,
-                recording=rec,
-                supervisions=[sup],
-                custom=custom,
-            )
-            for kind, a in arrays.items():
-                cut = cut.attach_tensor(kind, a)
-            w.write(cut)
-    # Lhotse encodes the FLAC itself: the index gets its members' own sha256
-    sha = {}
-    if segments:  # a shard whose every segment was rejected has no recording.tar
-        with tarfile.open(tmp / "recording.tar") as tar:
-            sha = {
-                m.name: hashlib.sha256(tar.extractfile(m).read()).hexdigest() for m in tar if m.name.endswith(".flac")
-            }
-    for item, _d, _audio, _arrays in segments:
-        members.append((f"{shard}/recording.tar:{item['id']}.flac", sha[f"{item['id']}.flac"]))
-    shutil.rmtree(final, ignore_errors=True)
-    tmp.rename(final)
-    return members
-
-
-def shard_number(shard: str) -> int:
-    """``3`` from ``shard-0003``: NeMo's ``shard_id`` and the ``_<n>`` of its files."""
-    return int(shard.rsplit("-", 1)[-1])
-
-
-def write_nemo_tarred(segments, out: Path, shard: str, sample_rate: int) -> list[tuple[str, str]]:
+def write_nemo_tarred(segments, out: Path, shard: str, sample_rate: int, columns=None) -> list[tuple[str, str]]:
     n = shard_number(shard)
     lines, members = [], []
     with (
@@ -304,7 +247,8 @@ def write_nemo_tarred(segments, out: Path, shard: str, sample_rate: int) -> list
     return members
 
 
-# format -> writer(segments, format dir, shard, sample rate): (member or row, sha256 of its audio) per segment
+# format -> writer(segments, format dir, shard, sample rate, Parquet column types):
+# (member or row, sha256 of its audio) per segment
 WRITERS = {
     "webdataset": write_webdataset,
     "parquet": write_parquet,
@@ -323,9 +267,13 @@ def bucket_edges(durations: list[float], edges: list[float] | None, buckets: int
     return [round(float(q), 3) for q in qs]
 
 
-def run_summary(indexes: list[str], index_out: str, stats_out: str, p: BucketParams) -> None:
-    """Join a format's per-shard indexes into ``index.jsonl`` and write ``stats.json``."""
+def run_summary(indexes: list[str], index_out: str, stats_out: str, p: BucketParams, fmt: str | None = None) -> None:
+    """Join a format's per-shard indexes into ``index.jsonl`` and write ``stats.json``;
+    with ``fmt``, also the files its loader reads for the whole dataset
+    (:func:`speechprep.export.layouts.summarize`: the Parquet card, NeMo's
+    manifest of all shards and its config keys, in ``stats.json``)."""
     lines = [line for path in indexes for line in read_jsonl(path)]
+    extra = summarize(fmt, Path(index_out).parent, [Path(q).name.split(".")[0] for q in indexes], lines)
     write_jsonl(index_out, lines)
     durations = [line["duration"] for line in lines]
     write_json(
@@ -334,5 +282,6 @@ def run_summary(indexes: list[str], index_out: str, stats_out: str, p: BucketPar
             "segments": len(lines),
             "hours": round(sum(durations) / 3600, 4),
             "bucket_edges": bucket_edges(durations, p.bucket_edges, p.buckets),
+            **extra,
         },
     )

@@ -2,6 +2,7 @@
 at scale, and one speaker id space across the datasets of a run."""
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -46,12 +47,7 @@ def test_synthetic_speakers_from_a_sample():
         len(x),
         256,
         [None] * len(x),
-        p.speaker_sample,
-        p.speaker_threshold,
-        p.speaker_linkage,
-        p.speaker_min_size,
-        p.speaker_seed,
-        p.speaker_chunk,
+        p,
     )
     assert len(spk.names) == 40
     # each true speaker maps to one label and each label to one speaker
@@ -65,12 +61,7 @@ def test_synthetic_speakers_from_a_sample():
         len(x),
         256,
         [None] * len(x),
-        p.speaker_sample,
-        p.speaker_threshold,
-        p.speaker_linkage,
-        p.speaker_min_size,
-        p.speaker_seed,
-        len(x),
+        replace(p, speaker_chunk=len(x)),
     )
     assert (one.label == spk.label).all() and np.allclose(one.distance, spk.distance, atol=1e-6)
 
@@ -84,12 +75,7 @@ def test_named_speakers_kept_and_others_clustered():
         len(x),
         256,
         given,
-        p.speaker_sample,
-        p.speaker_threshold,
-        p.speaker_linkage,
-        p.speaker_min_size,
-        p.speaker_seed,
-        p.speaker_chunk,
+        p,
     )
     names = [spk.names[k] for k in spk.label]
     assert names[:20] == ["spk0"] * 20
@@ -117,12 +103,7 @@ def test_speakers_by_file_pool_a_files_segments_and_keep_given_names():
         files,
         256,
         given,
-        p.speaker_sample,
-        0.5,
-        p.speaker_linkage,
-        p.speaker_min_size,
-        p.speaker_seed,
-        p.speaker_chunk,
+        replace(p, speaker_threshold=0.5),
     )
     names = [spk.names[k] for k in spk.label]
     assert names[0] == "narrator"
@@ -144,25 +125,13 @@ def test_speakers_by_file_are_the_clusters_of_the_file_vectors():
     files = list(files[rng.permutation(len(files))])
     x = x[: len(files)]
     p = params("speakers")
-    spk = assign_speakers_by_file(
-        lambda idx: x[idx], files, 256, [None] * len(x), p.speaker_sample, 0.5, p.speaker_linkage, 2, p.speaker_seed, 7
-    )
+    q = replace(p, speaker_threshold=0.5, speaker_min_size=2, speaker_chunk=7)
+    spk = assign_speakers_by_file(lambda idx: x[idx], files, 256, [None] * len(x), q)
     names = sorted(set(files))
     assert sum(files.count(f) == 1 for f in names) > 10 and sum(files.count(f) > 2 for f in names) > 10
     vec = np.stack([x[[i for i, f in enumerate(files) if f == name]].astype(np.float64).mean(0) for name in names])
     vec = (vec / np.linalg.norm(vec, axis=1, keepdims=True)).astype(np.float32)
-    ref = assign_speakers(
-        lambda idx: vec[idx],
-        len(names),
-        256,
-        [None] * len(names),
-        p.speaker_sample,
-        0.5,
-        p.speaker_linkage,
-        2,
-        p.speaker_seed,
-        1000,
-    )
+    ref = assign_speakers(lambda idx: vec[idx], len(names), 256, [None] * len(names), replace(q, speaker_chunk=1000))
     index = {name: k for k, name in enumerate(names)}
     assert len(spk.names) == len(ref.names) > 1
     assert (spk.label == ref.label[[index[f] for f in files]]).all()
@@ -181,18 +150,8 @@ def real_voices(models):
 
 def by_file(x, files, linkage, threshold):
     p = params("speakers")
-    return assign_speakers_by_file(
-        lambda idx: x[idx],
-        files,
-        x.shape[1],
-        [None] * len(x),
-        p.speaker_sample,
-        threshold,
-        linkage,
-        p.speaker_min_size,
-        p.speaker_seed,
-        p.speaker_chunk,
-    )
+    q = replace(p, speaker_linkage=linkage, speaker_threshold=threshold)
+    return assign_speakers_by_file(lambda idx: x[idx], files, x.shape[1], [None] * len(x), q)
 
 
 def test_real_voices_of_many_files_are_one_speaker_each(real_voices):

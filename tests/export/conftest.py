@@ -14,6 +14,7 @@ import pytest
 from speechprep.core.jsonio import write_jsonl
 from speechprep.core.npyio import pack_npy, save_npy
 from speechprep.export import stage as export
+from speechprep.export.params import BucketParams, ExportParams
 from tests.support import config, demo_segments
 
 warnings.simplefilter("ignore")
@@ -23,8 +24,8 @@ CFG = config()["export"]
 ODD_IDS = {1: "spk.one/ünïcode_0001", 2: "x" * 300}
 
 
-def params(**kw) -> export.ExportParams:
-    return export.ExportParams.from_dict({**CFG, **kw})
+def params(**kw) -> ExportParams:
+    return ExportParams.from_dict({k: v for k, v in {**CFG, **kw}.items() if k not in ("bucket_edges", "buckets")})
 
 
 def make_shard(root: Path, n: int = 6, missing_audio: int | None = None, layout: str = "files") -> list[dict]:
@@ -67,7 +68,7 @@ def make_shard(root: Path, n: int = 6, missing_audio: int | None = None, layout:
     return lines
 
 
-def run(root: Path, p: export.ExportParams | None = None) -> dict:
+def run(root: Path, p: ExportParams | None = None) -> dict:
     tts = root / "tts"
     return export.run_shard(
         [str(tts / "train_manifest.jsonl"), str(tts / "val_manifest.jsonl")],
@@ -81,10 +82,19 @@ def run(root: Path, p: export.ExportParams | None = None) -> dict:
 
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory):
-    """The shard exported in every format (segment 3's source audio is missing)."""
+    """The shard exported in every format, and summarised (segment 3's source audio is missing)."""
     root = tmp_path_factory.mktemp("export")
     lines = make_shard(root, missing_audio=3)
     summary = run(root)
+    for fmt in CFG["formats"]:  # each format's summary (the Parquet card, NeMo's manifest of all shards)
+        d = root / "export" / fmt
+        export.run_summary(
+            [str(d / "shard-0000.index.jsonl")],
+            str(d / "index.jsonl"),
+            str(d / "stats.json"),
+            BucketParams(None, 4),
+            fmt,
+        )
     return root, lines, summary
 
 

@@ -19,6 +19,7 @@ from conftest import make_shard, params, read_index, run
 from speechprep.core.jsonio import read_jsonl
 from speechprep.core.npyio import load_ref
 from speechprep.export import stage as export
+from speechprep.export.params import BucketParams
 from tests.support import REPO, kill_when_checkpointed
 
 SR = params().sample_rate
@@ -74,18 +75,20 @@ def test_index_sha256_matches_members(exported):
         for x in index:
             member = x["member"].split(":", 1)[1]
             assert hashlib.sha256(tar.extractfile(member).read()).hexdigest() == x["sha256"]
-    for fmt, tar_path in (("nemo_tarred", "audio_0.tar"), ("lhotse_shar", "shard-0000/recording.tar")):
+    for fmt, tar_path in (("nemo_tarred", "audio_0.tar"), ("lhotse_shar", "data/recording.000000.tar")):
         with tarfile.open(root / "export" / fmt / tar_path) as tar:
             for x in read_index(root, fmt):
                 member = x["member"].split(":", 1)[1]
                 assert hashlib.sha256(tar.extractfile(member).read()).hexdigest() == x["sha256"]
 
 
-def test_parquet(exported):
-    from datasets import load_dataset
+def test_parquet(exported, tmp_path):
+    from datasets import Audio, load_dataset
 
     root, lines, _ = exported
-    ds = load_dataset("parquet", data_files=str(root / "export" / "parquet" / "shard-0000.parquet"), split="train")
+    ds = load_dataset(str(root / "export" / "parquet"), split="train", cache_dir=str(tmp_path))
+    assert ds.features["audio"] == Audio(sampling_rate=SR)
+    ds = ds.cast_column("audio", Audio(decode=False))  # decoding needs torchcodec (tests/export/test_loaders.py)
     want = kept(lines)
     assert len(ds) == len(want)
     index = read_index(root, "parquet")
@@ -95,8 +98,8 @@ def test_parquet(exported):
                 assert row[f"{k}_path"] == v
             else:
                 assert row[k] == v, k
-        assert hashlib.sha256(row["audio"]).hexdigest() == ix["sha256"]
-        x, sr = sf.read(io.BytesIO(row["audio"]), dtype="float32")
+        assert hashlib.sha256(row["audio"]["bytes"]).hexdigest() == ix["sha256"]
+        x, sr = sf.read(io.BytesIO(row["audio"]["bytes"]), dtype="float32")
         assert sr == SR == row["sample_rate"]
         assert np.max(np.abs(x - fresh_cut(line))) <= TOL
         check_features(line, {k: row[k] for k in export.FEATURES})
@@ -106,7 +109,7 @@ def test_lhotse_shar(exported):
     from lhotse import CutSet
 
     root, lines, _ = exported
-    cuts = list(CutSet.from_shar(in_dir=str(root / "export" / "lhotse_shar" / "shard-0000")))
+    cuts = list(CutSet.from_shar(in_dir=str(root / "export" / "lhotse_shar" / "data")))
     want = kept(lines)
     assert [c.id for c in cuts] == [x["id"] for x in want]
     for c, line in zip(cuts, want, strict=True):
@@ -136,11 +139,11 @@ def test_nemo_manifest(exported):
 def test_stats_bucket_edges(exported, tmp_path):
     root, _, _ = exported
     idx = str(root / "export" / "parquet" / "shard-0000.index.jsonl")
-    export.run_summary([idx], str(tmp_path / "index.jsonl"), str(tmp_path / "stats.json"), None, 4)
+    export.run_summary([idx], str(tmp_path / "index.jsonl"), str(tmp_path / "stats.json"), BucketParams(None, 4))
     stats = json.loads((tmp_path / "stats.json").read_text(encoding="utf-8"))
     assert stats["segments"] == 5 and len(stats["bucket_edges"]) == 3
     assert stats["bucket_edges"] == sorted(stats["bucket_edges"])
-    export.run_summary([idx], str(tmp_path / "index.jsonl"), str(tmp_path / "stats.json"), [1.0, 2.0], 4)
+    export.run_summary([idx], str(tmp_path / "index.jsonl"), str(tmp_path / "stats.json"), BucketParams([1.0, 2.0], 4))
     assert json.loads((tmp_path / "stats.json").read_text(encoding="utf-8"))["bucket_edges"] == [1.0, 2.0]
 
 
@@ -151,10 +154,10 @@ def test_lufs(tmp_path):
     run(tmp_path, params(formats=["parquet"], lufs=-20.0))
     import pyarrow.parquet as pq
 
-    rows = pq.read_table(tmp_path / "export" / "parquet" / "shard-0000.parquet").to_pylist()
+    rows = pq.read_table(tmp_path / "export" / "parquet" / "data" / "train-000000.parquet").to_pylist()
     assert len(rows) == len(lines)
     for row in rows:
-        x, sr = sf.read(io.BytesIO(row["audio"]), dtype="float32")
+        x, sr = sf.read(io.BytesIO(row["audio"]["bytes"]), dtype="float32")
         meter = pyloudnorm.Meter(sr, block_size=min(0.4, len(x) / sr))
         assert abs(meter.integrated_loudness(x) - (-20.0)) < 0.5
 
@@ -221,7 +224,7 @@ def test_a_packed_layout_shard_exports_the_same_members(tmp_path):
     formats = ["webdataset", "nemo_tarred", "lhotse_shar"]
     run(a, params(formats=formats))
     run(b, params(formats=formats))
-    shar = [f"lhotse_shar/shard-0000/{k}.tar" for k in ("recording", *export.FEATURES)]
+    shar = [f"lhotse_shar/data/{k}.000000.tar" for k in ("recording", *export.FEATURES)]
     for name in ("nemo_tarred/audio_0.tar", *shar):
         assert (a / "export" / name).read_bytes() == (b / "export" / name).read_bytes(), name
 
@@ -235,7 +238,7 @@ def test_a_packed_layout_shard_exports_the_same_members(tmp_path):
     assert members(a) == members(b)
     from lhotse import CutSet
 
-    cuts = list(CutSet.from_shar(in_dir=str(b / "export" / "lhotse_shar" / "shard-0000")))
+    cuts = list(CutSet.from_shar(in_dir=str(b / "export" / "lhotse_shar" / "data")))
     for line, cut in zip(lines, cuts, strict=True):
         check_features(line, {kind: cut.load_custom(kind) for kind in export.FEATURES})
 

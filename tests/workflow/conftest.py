@@ -67,8 +67,22 @@ def kill_group(proc):
     proc.wait()
 
 
-def write_config(workdir, datasets, **sections):
+# What the session's runs share (set by the session fixture shared_dirs): the built
+# text-normalisation grammars, so a run in another working directory does not build them again.
+SHARED: dict[str, str] = {}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def shared_dirs(tmp_path_factory):
+    SHARED["grammars"] = str(tmp_path_factory.mktemp("text_normalization"))
+
+
+def write_config(workdir, datasets, shared_grammars=True, **sections):
+    """The run's config.yaml: ``datasets`` and ``sections``; with ``shared_grammars`` the
+    session's one grammar cache (``tts.normalize_grammars``) unless ``sections`` name one."""
     workdir.mkdir(parents=True, exist_ok=True)
+    if shared_grammars and "grammars" in SHARED:
+        sections["tts"] = {"normalize_grammars": SHARED["grammars"], **sections.get("tts", {})}
     cfg = {"datasets": datasets, **sections}
     (workdir / "config.yaml").write_text(yaml.safe_dump(cfg), encoding="utf-8")
 

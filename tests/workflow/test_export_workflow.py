@@ -1,5 +1,7 @@
-"""A full run of one voice with the export stage: every format read back by its own library
-(in the export env) against the TTS manifests, an export option change rerunning only export;
+"""A full run of one voice with the export stage: every format read back by its own library's
+loader as documented (Lhotse from_shar + a bucketing sampler, datasets.load_dataset on the
+directory, WebDataset; NeMo's tarred dataset over all shards in the ASR env) against the TTS
+manifests, an export option change (two formats of four) rerunning only export and reading back;
 then, in the same working directory, ``asr.trim`` on (S2S and TTS get the trimmed segments,
 VAD is untouched) and off again (the earlier outputs come back); then ``tts.layout: packed``
 (the same content, one file per shard and kind)."""
@@ -19,34 +21,65 @@ pytestmark = pytest.mark.slow  # real snakemake runs
 FORMATS = ["webdataset", "parquet", "lhotse_shar", "nemo_tarred"]
 STAGES = ["vad", "asr", "s2s", "curate", "tts", "export"]
 
-# run in .venvs/export: what a trainer reading each container sees (id -> duration in s)
+# run in .venvs/export: what a trainer reading each container with its library's own
+# loader sees (id -> duration in s), each array checked against the TTS manifests' own
 READ_BACK = r"""
 import glob, io, json, sys
+import numpy as np
 import soundfile as sf
-import webdataset as wds
-from datasets import load_dataset
-from lhotse import CutSet
+from speechprep.core.npyio import load_ref
 
-root = sys.argv[1]
+root, formats, manifests, cache = sys.argv[1], json.loads(sys.argv[2]), json.loads(sys.argv[3]), sys.argv[4]
+lines = {x["id"]: x for m in manifests for x in map(json.loads, open(m, encoding="utf-8"))}
+ARRAYS = ("text_ids", "codes", "condition", "emo_vec")
+
+def same(id_, kind, a):
+    assert np.array_equal(np.asarray(a).reshape(-1), load_ref(lines[id_][kind]).reshape(-1)), (id_, kind)
+
 seen = {}
-tars = sorted(glob.glob(f"{root}/webdataset/*.tar"))
-seen["webdataset"] = {
-    json.loads(s["json"])["id"]: sf.info(io.BytesIO(s["flac"])).duration
-    for s in wds.WebDataset(tars, shardshuffle=False)
-}
-files = sorted(glob.glob(f"{root}/parquet/*.parquet"))
-rows = load_dataset("parquet", data_files=files, split="train")
-seen["parquet"] = {r["id"]: sf.info(io.BytesIO(r["audio"])).duration for r in rows}
-seen["lhotse_shar"] = {}
-for d in sorted(glob.glob(f"{root}/lhotse_shar/shard-*/")):  # the shards' directories
-    for c in CutSet.from_shar(in_dir=d):
+if "webdataset" in formats:
+    import webdataset as wds
+    tars = sorted(glob.glob(f"{root}/webdataset/*.tar"))
+    seen["webdataset"] = {
+        json.loads(s["json"])["id"]: sf.info(io.BytesIO(s["flac"])).duration
+        for s in wds.WebDataset(tars, shardshuffle=False)
+    }
+if "parquet" in formats:
+    from datasets import Audio, load_dataset
+    ds = load_dataset(f"{root}/parquet", split="train", cache_dir=cache)  # the directory, as documented
+    assert ds.features["audio"] == Audio(sampling_rate=16000), ds.features
+    rows = ds.cast_column("audio", Audio(decode=False))  # decoding is torchcodec's (a CUDA torch build)
+    seen["parquet"] = {}
+    for r in rows:
+        seen["parquet"][r["id"]] = sf.info(io.BytesIO(r["audio"]["bytes"])).duration
+        for kind in ARRAYS:
+            same(r["id"], kind, r[kind])
+if "lhotse_shar" in formats:
+    from lhotse import CutSet
+    from lhotse.dataset import DynamicBucketingSampler
+    seen["lhotse_shar"] = {}
+    for c in CutSet.from_shar(in_dir=f"{root}/lhotse_shar/data"):
         seen["lhotse_shar"][c.id] = c.load_audio().shape[-1] / c.sampling_rate
-seen["nemo_tarred"] = {}
-for m in sorted(glob.glob(f"{root}/nemo_tarred/manifest_*.json")):
-    for line in open(m, encoding="utf-8"):
-        x = json.loads(line)
-        seen["nemo_tarred"][x["id"]] = x["duration"]
+        for kind in ARRAYS:
+            same(c.id, kind, c.load_custom(kind))
+    cuts = CutSet.from_shar(in_dir=f"{root}/lhotse_shar/data", shuffle_shards=True, seed=1)
+    sampler = DynamicBucketingSampler(cuts, max_duration=20.0, num_buckets=2, shuffle=True, seed=0)
+    ids = [c.id for batch in sampler for c in batch]
+    assert sorted(ids) == sorted(seen["lhotse_shar"]), ids
 print(json.dumps(seen))
+"""
+
+# run in .venvs/asr: NeMo's tarred dataset over every shard, from the config keys in stats.json
+READ_NEMO = r"""
+import json, sys
+from nemo.collections.asr.data.audio_to_text_dataset import get_tarred_dataset
+
+cfg = json.load(open(sys.argv[1], encoding="utf-8"))["nemo_config"]
+lines = [json.loads(x) for x in open(cfg["manifest_filepath"], encoding="utf-8")]
+labels = sorted({c for x in lines for c in x["text"]})
+ds = get_tarred_dataset({**cfg, "labels": labels, "return_sample_id": True}, 0, 0, 1)
+seen = {lines[int(i)]["id"]: int(n) / cfg["sample_rate"] for _, n, _, _, i in ds}
+print(json.dumps({"nemo_tarred": seen}))
 """
 
 
@@ -74,15 +107,23 @@ def test_export_in_a_full_run_and_an_option_change_reruns_only_export(voice):
     want = {x["id"]: x["duration"] for x in final}
     assert len(want) >= 4, final
 
-    def read_back():
-        py = REPO / ".venvs" / "export" / "bin" / "python"
-        p = subprocess.run(
-            [str(py), "-c", READ_BACK, str(res / "export")], capture_output=True, text=True, encoding="utf-8"
-        )
-        assert p.returncode == 0, p.stderr[-3000:]
-        return json.loads(p.stdout.strip().splitlines()[-1])
+    manifests = [str(res / "tts" / f"{m}_manifest.jsonl") for m in ("train", "val")]
 
-    seen = read_back()
+    def read_back(formats):
+        def run(env, *args):
+            py = REPO / ".venvs" / env / "bin" / "python"
+            p = subprocess.run([str(py), "-c", *args], capture_output=True, text=True, encoding="utf-8")
+            assert p.returncode == 0, p.stderr[-3000:]
+            return json.loads(p.stdout.strip().splitlines()[-1])
+
+        cache = str(tmp_path / f"hf-cache-{len(formats)}")
+        seen = run("export", READ_BACK, str(res / "export"), json.dumps(formats), json.dumps(manifests), cache)
+        if "nemo_tarred" in formats:
+            seen.update(run("asr", READ_NEMO, str(res / "export" / "nemo_tarred" / "stats.json")))
+        assert sorted(seen) == sorted(formats)
+        return seen
+
+    seen = read_back(FORMATS)
     for fmt in FORMATS:
         assert set(seen[fmt]) == set(want), fmt
         for id_, d in seen[fmt].items():  # the segment's duration, to a sample at 16 kHz
@@ -94,13 +135,18 @@ def test_export_in_a_full_run_and_an_option_change_reruns_only_export(voice):
         assert stats["segments"] == len(want), (fmt, stats)
     assert all(not read_jsonl(p) for p in (res / "export").glob("shard-*.rejects.jsonl"))
 
-    write_config(tmp_path, ds, **base, export={"lufs": -23.0})  # an export option changes
-    base["export"] = {"lufs": -23.0}  # (kept for the trim test, which runs after this one)
+    # export options change, two formats of four: only export reruns, and what it wrote reads back
+    some = ["parquet", "lhotse_shar"]
+    write_config(tmp_path, ds, **base, export={"lufs": -23.0, "formats": some})
+    base["export"] = {"lufs": -23.0, "formats": some}  # (kept for the trim test, which runs after this one)
     _, out = snakemake(tmp_path)
-    ran = {r: jobs_run(out, r) for r in ("export_shard", "export_summary", "tts_features", "tts_manifest")}
+    rules = ("export_shard", "export_summary", "export_summary_parquet", "tts_features", "tts_manifest")
+    ran = {r: jobs_run(out, r) for r in rules}
     assert sorted(ran["export_shard"]) == ["ds=v, shard=shard-0000", "ds=v, shard=shard-0001"], out[-3000:]
-    assert ran["export_summary"] and not ran["tts_features"] and not ran["tts_manifest"], out[-3000:]
-    assert set(read_back()["parquet"]) == set(want)
+    assert ran["export_summary"] == ["ds=v, fmt=lhotse_shar"] and ran["export_summary_parquet"], out[-3000:]
+    assert not ran["tts_features"] and not ran["tts_manifest"], out[-3000:]
+    seen = read_back(some)
+    assert all(set(seen[fmt]) == set(want) for fmt in some)
 
 
 def test_trim_changes_what_s2s_and_tts_read_and_nothing_upstream(voice):

@@ -152,7 +152,9 @@ def profile_copy(dest, settings=None, **set_resources):
 @pytest.fixture(scope="module")
 def slurm_demo(cluster, demo, demo_copy, tmp_path_factory):
     work = tmp_path_factory.mktemp("slurm_demo")
-    write_config(work, {"demo": {"audio_dir": str(demo_copy), "shards": 3}}, **demo_models(demo[0]))
+    # its own grammar cache: every rule, tts_grammars too, runs as a SLURM job
+    demo_ds = {"demo": {"audio_dir": str(demo_copy), "shards": 3}}
+    write_config(work, demo_ds, shared_grammars=False, **demo_models(demo[0]))
     return work, slurm_snakemake(work)
 
 

@@ -21,7 +21,7 @@ from conftest import (
     write_config,
 )
 
-from speechprep.tts.text import TextNormalizer
+from speechprep.text.normalize import TextNormalizer
 
 pytestmark = pytest.mark.slow  # real snakemake runs
 
