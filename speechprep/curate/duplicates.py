@@ -105,6 +105,24 @@ def better(a: Candidate, b: Candidate) -> bool:
     return qa > qb if qa != qb else a.id < b.id
 
 
+def _kept_copies(cands: list[Candidate], groups: _Groups) -> dict[int, int]:
+    """Each member of a group of copies -> the copy kept (:func:`better`)."""
+    members: dict[int, list[int]] = {}
+    for i in range(len(cands)):
+        members.setdefault(groups.find(i), []).append(i)
+    keep_of: dict[int, int] = {}
+    for m in members.values():
+        if len(m) > 1:
+            by_id = sorted(m, key=lambda i: cands[i].id)  # the margins are not transitive: a fixed order
+            k = by_id[0]
+            for i in by_id[1:]:
+                if better(cands[i], cands[k]):
+                    k = i
+            for i in m:
+                keep_of[i] = k
+    return keep_of
+
+
 def find_duplicates(cands: list[Candidate], threshold: float, num_perm: int) -> list[Duplicate]:
     """Every segment that duplicates a kept one (exactly or near), in input order."""
     from datasketch import LeanMinHash, MinHashLSH
@@ -129,19 +147,7 @@ def find_duplicates(cands: list[Candidate], threshold: float, num_perm: int) -> 
             if j > i and jaccard(cands[i].signature, cands[j].signature) >= threshold:
                 groups.union(i, j)
                 near += 1
-    members: dict[int, list[int]] = {}
-    for i in range(len(cands)):
-        members.setdefault(groups.find(i), []).append(i)
-    keep_of: dict[int, int] = {}
-    for m in members.values():
-        if len(m) > 1:
-            by_id = sorted(m, key=lambda i: cands[i].id)  # the margins are not transitive: a fixed order
-            k = by_id[0]
-            for i in by_id[1:]:
-                if better(cands[i], cands[k]):
-                    k = i
-            for i in m:
-                keep_of[i] = k
+    keep_of = _kept_copies(cands, groups)
     out = []
     for i, c in enumerate(cands):
         k = keep_of.get(i)
