@@ -4,9 +4,10 @@ Each VAD segment line ends in exactly one of: the line itself (one speaker, not
 cut), its pieces (cut at speaker changes; ids ``<segment id>_<k>``, ``k`` from 0
 in time order, each naming its ``diarize_source``), or a reject (``multi_speaker``).
 Overlap pieces are lines flagged ``overlap: true`` in the ASR view, rejects
-(reason ``overlap``, the piece's id) in the TTS view. Every line carries
-``diarize_speaker``, the file's local speaker (``spk<k>``, most speech first);
-phase 2 maps ``(file id, local speaker)`` to the run's speaker ids.
+(reason ``overlap``, the piece's id) in the TTS view. In a file of two or more local speakers every line carries
+``diarize_speaker``, its local speaker (``spk<k>``, most speech first), which
+curation's speakers job and the RTTM map to the run's speaker ids; a file of one
+speaker keeps its lines as VAD wrote them (its speaker is the file's, ``spk0``).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ def local_name(k: int) -> str:
     return f"spk{k}"
 
 
-def _piece_lines(line: dict[str, Any], d: SegmentDecision) -> list[dict[str, Any]]:
+def _piece_lines(line: dict[str, Any], d: SegmentDecision, named: bool) -> list[dict[str, Any]]:
     out = []
     for k, p in enumerate(d.pieces):
         new = dict(line)  # a segment not cut keeps its bounds as VAD wrote them
@@ -33,7 +34,8 @@ def _piece_lines(line: dict[str, Any], d: SegmentDecision) -> list[dict[str, Any
             new.update(offset=round(p.start, 4), duration=round(p.end - p.start, 4))
             new["id"] = f"{line['id']}_{k}"
             new["diarize_source"] = line["id"]
-        new["diarize_speaker"] = local_name(p.speaker)
+        if named:
+            new["diarize_speaker"] = local_name(p.speaker)
         if p.overlap:
             new["overlap"] = True
             if p.other is not None:
@@ -48,6 +50,7 @@ def segment_lines(
     """``(kept lines, rejects)`` of a file's VAD segment ``lines`` (in the order their segments
     were diarized). ``tts``: overlap pieces are rejected ``overlap``; else kept, flagged."""
     kept, rejected = [], []
+    named = len(result.centroids) > 1  # one speaker: the file's; its lines stay as VAD wrote them
     for d in result.decisions:
         line = lines[d.index]
         if d.reason is not None:
@@ -64,7 +67,7 @@ def segment_lines(
                 )
             )
             continue
-        for new in _piece_lines(line, d):
+        for new in _piece_lines(line, d, named):
             if tts and new.get("overlap"):
                 detail = f"two voices at once ({new['diarize_speaker']} and {new.get('overlap_speaker', '?')})"
                 rejected.append(

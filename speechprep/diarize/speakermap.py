@@ -1,7 +1,8 @@
 """A file's local speakers named by the run's speaker ids, and the shard's turns as RTTM.
 
 The run-wide ``curate speakers`` job pools each file's segments by local speaker
-(``<file id>#<diarize_speaker>``): every local speaker of every file is one item
+(``<file id>#<diarize_speaker>``; a file of one speaker by its id, as any file):
+every local speaker of every file is one item
 of the cross-file clustering, so its measured segments share one run speaker id.
 :func:`speaker_names` reads that back from curation's files (the measurements'
 ``file_id`` and ``diarize_speaker``, the assignments' ``speaker``): a local speaker
@@ -22,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from ..core.jsonio import read_jsonl
+from .lines import local_name
 from .params import RttmParams
 from .rttm import RttmTurn, write_rttm
 
@@ -34,12 +36,13 @@ def own_name(key: Key) -> str:
 
 
 def measured_names(measures: str, assign: str) -> dict[Key, str]:
-    """The run speaker most measured segments of each local speaker got."""
+    """The run speaker most measured segments of each local speaker got (a line without
+    ``diarize_speaker`` is of a file with one speaker: ``spk0``)."""
     speaker = {a["id"]: a["speaker"] for a in read_jsonl(assign)}
     votes: dict[Key, Counter] = defaultdict(Counter)
     for m in read_jsonl(measures):
-        if m.get("diarize_speaker") and m["id"] in speaker:
-            votes[(str(m["file_id"]), m["diarize_speaker"])][speaker[m["id"]]] += 1
+        if m["id"] in speaker:
+            votes[(str(m["file_id"]), m.get("diarize_speaker") or local_name(0))][speaker[m["id"]]] += 1
     return {k: sorted(c.items(), key=lambda x: (-x[1], x[0]))[0][0] for k, c in votes.items()}
 
 

@@ -7,8 +7,9 @@ file on :class:`~speechprep.core.shardjob.ShardJob`. Writes, under ``diarize/``:
 
 * ``<s>.segments.jsonl``: the ASR view, what ASR and S2S read: a segment of one
   speaker as VAD wrote it, the pieces of a cut one (``<id>_<k>``,
-  ``diarize_source``), overlap pieces flagged ``overlap: true``; every line with
-  its file's local speaker ``diarize_speaker``;
+  ``diarize_source``), overlap pieces flagged ``overlap: true``; in a file of two
+  or more speakers every line with its local speaker ``diarize_speaker`` (a file
+  of one speaker: its lines as VAD wrote them);
 * ``<s>.rejects.jsonl``: segments dropped ``multi_speaker``;
 * ``<s>.turns.jsonl``, ``<s>.speakers.jsonl`` (each local speaker's centroid),
   ``<s>.stats.jsonl`` (per file: speakers, segments and seconds cut, dropped,

@@ -44,7 +44,8 @@ def unit(v):
 def shard(tmp_path):
     """Two files: a has spk0 and spk1 (both measured), b has spk0 (measured) and spk1 (nothing
     measured: its centroid near run speaker cluster_0001), c has spk0 (nothing measured, far
-    from every run speaker)."""
+    from every run speaker), d has one speaker (its lines as VAD wrote them, no
+    ``diarize_speaker``; measured)."""
     rng = np.random.default_rng(0)
     a, b = unit(rng.standard_normal(256)), unit(rng.standard_normal(256))
     far = unit(rng.standard_normal(256))
@@ -55,6 +56,7 @@ def shard(tmp_path):
         {"file_id": "b b", "diarize_speaker": "spk0", "centroid": a.tolist()},
         {"file_id": "b b", "diarize_speaker": "spk1", "centroid": near_b.tolist()},
         {"file_id": "c", "diarize_speaker": "spk0", "centroid": far.tolist()},
+        {"file_id": "d", "diarize_speaker": "spk0", "centroid": far.tolist()},
     ]
     write_jsonl(tmp_path / "speakers.jsonl", local)
     measures = [
@@ -63,10 +65,12 @@ def shard(tmp_path):
         {"id": "a_0001_1", "file_id": "a", "diarize_speaker": "spk1"},
         {"id": "a_0002", "file_id": "a", "diarize_speaker": "spk1"},
         {"id": "b b_0000", "file_id": "b b", "diarize_speaker": "spk0"},
+        {"id": "d_0000", "file_id": "d"},
     ]
     write_jsonl(tmp_path / "measures.jsonl", measures)
     assign = {"a_0000": "cluster_0000", "a_0001_0": "cluster_0001", "a_0001_1": "cluster_0001"}
     assign |= {"a_0002": "cluster_0000", "b b_0000": "cluster_0000"}  # spk1 of a: two votes of three
+    assign |= {"d_0000": "cluster_0001"}
     write_jsonl(
         tmp_path / "assign.jsonl", [{"id": k, "speaker": v, "speaker_distance": 0.1} for k, v in assign.items()]
     )
@@ -81,6 +85,7 @@ def shard(tmp_path):
         {"file_id": "a", "start": 3.0, "end": 5.25, "segment": "a_0001", "speaker": "spk1", "overlap": False},
         {"file_id": "b b", "start": 1.0, "end": 2.0, "segment": "b b_0000", "speaker": "spk0", "overlap": True},
         {"file_id": "b b", "start": 1.0, "end": 2.0, "segment": "b b_0000", "speaker": "spk1", "overlap": True},
+        {"file_id": "d", "start": 0.0, "end": 2.5, "segment": "d_0000", "speaker": "spk0", "overlap": False},
         {"file_id": "c", "start": 0.0, "end": 1.5, "segment": "c_0000", "speaker": "spk0", "overlap": False},
     ]
     write_jsonl(tmp_path / "turns.jsonl", turns)
@@ -97,6 +102,7 @@ def test_local_speakers_named_by_the_run(shard):
         ("b b", "spk0"): "cluster_0000",
         ("b b", "spk1"): "cluster_0001",  # nothing measured: the nearest run speaker, within the distance
         ("c", "spk0"): "c#spk0",  # nothing measured, no run speaker near: a speaker of that file alone
+        ("d", "spk0"): "cluster_0001",  # one speaker: its lines name none, the file's votes
     }
     off = speaker_names(
         f("speakers.jsonl"),
@@ -107,7 +113,7 @@ def test_local_speakers_named_by_the_run(shard):
     )
     assert off[("b b", "spk1")] == "b b#spk1"
     alone = speaker_names(f("speakers.jsonl"), p)  # a run without curation
-    assert set(alone.values()) == {"a#spk0", "a#spk1", "b b#spk0", "b b#spk1", "c#spk0"}
+    assert set(alone.values()) == {"a#spk0", "a#spk1", "b b#spk0", "b b#spk1", "c#spk0", "d#spk0"}
 
 
 def test_rttm_of_the_shard_is_read_by_pyannote(shard):
@@ -124,12 +130,13 @@ def test_rttm_of_the_shard_is_read_by_pyannote(shard):
         f("assign.jsonl"),
         f("clusters.json"),
     )
-    assert got == {"turns": 5, "local_speakers": 5, "named_by_the_file_alone": 1}
+    assert got == {"turns": 6, "local_speakers": 6, "named_by_the_file_alone": 1}
     lines = (shard / "x.rttm").read_text(encoding="utf-8").splitlines()
     assert lines[0] == "SPEAKER a 1 0.500 2.500 <NA> <NA> cluster_0000 <NA> <NA>"
     assert lines[2] == "SPEAKER b%20b 1 1.000 1.000 <NA> <NA> cluster_0000 <NA> <NA>"
     assert [t.speaker for t in read_rttm(shard / "x.rttm")][-1] == "c#spk0"
     ann = load_rttm(f("x.rttm"))
-    assert set(ann) == {"a", "b%20b", "c"}
+    assert set(ann) == {"a", "b%20b", "c", "d"}
+    assert set(ann["d"].labels()) == {"cluster_0001"}
     assert set(ann["b%20b"].labels()) == {"cluster_0000", "cluster_0001"}  # an overlap: two voices at once
     assert ann["a"].label_duration("cluster_0001") == pytest.approx(2.25)

@@ -139,6 +139,9 @@ def test_every_vad_segment_ends_once(shard, done):
     assert summary["files"] == 5 and summary["segments"] == len(lines)
     assert stats["three"]["speakers"] == 3 and stats["overlaps"]["overlap"] >= 2
     assert stats["one"]["speakers"] == 1 and stats["one"]["cut"] == 0 and stats["one"]["multi_speaker"] == 0
+    # one speaker: the file's lines as VAD wrote them (no diarize_speaker: curation pools it by file)
+    assert [x for x in out["segments"] if x["file_id"] == "one"] == [x for x in lines if x["file_id"] == "one"]
+    assert all(x["diarize_speaker"].startswith("spk") for x in out["segments"] if x["file_id"] == "three")
 
 
 def test_audio_is_read_only_around_the_speech(shard, done):
