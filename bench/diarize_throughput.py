@@ -17,7 +17,10 @@ segment):
   per VAD segment, sliced, every window through the LSTM in batches;
 * step: :func:`speechprep.diarize.core.diarize_file`, the windows and then all the
   rest (change scores, pieces, clustering, Viterbi turns, change points, overlaps,
-  segment decisions).
+  segment decisions);
+* job: the workflow's shard job (:func:`speechprep.diarize.stage.run`) on the
+  conversation written as a FLAC file with its VAD segment lines: the step, plus
+  decoding the audio around the segments and writing every output (no resume file).
 
 Prints wall seconds (median), seconds per audio hour, audio seconds per second, the
 loop/step and loop/windows ratios, CPU seconds, and the largest difference between
@@ -30,6 +33,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
+import tempfile
 import time
 import warnings
 from pathlib import Path
@@ -44,6 +48,32 @@ def conversation(minutes: float, seed: int = 0):
     from tests.diarize import conversations as C
 
     return C.three_voices(("librivox", "klettres_lt", "klettres_fr"), seed, seconds=minutes * 60)
+
+
+def job_variant(model, conv, segs, threads: int, hop: float, tmp: Path):
+    """The shard job on the conversation as a FLAC file and its segment lines."""
+    import soundfile as sf
+
+    from speechprep.core.jsonio import write_jsonl
+    from speechprep.diarize import stage
+    from speechprep.diarize.params import DiarizeJobParams
+    from tests.support import params as config_params
+
+    sf.write(tmp / "conv.flac", conv.audio, 16000, subtype="PCM_16")
+    lines = [
+        {
+            "id": f"conv_{k:04d}",
+            "file_id": "conv",
+            "audio_filepath": str(tmp / "conv.flac"),
+            "offset": s,
+            "duration": e - s,
+        }
+        for k, (s, e) in enumerate(segs)
+    ]
+    write_jsonl(tmp / "vad.jsonl", lines)
+    files = stage.DiarizeFiles(str(tmp / "vad.jsonl"), *(str(tmp / f"{k}.jsonl") for k in ("s", "r", "t", "k", "st")))
+    p = config_params(DiarizeJobParams, device="cpu", hop=hop)
+    return lambda: stage.run(files, p, threads, model=model)
 
 
 def timed(fn):
@@ -81,6 +111,7 @@ def main() -> None:
         "loop": lambda: window_loop(model, conv.audio, win),
         "windows": lambda: window_embeddings(model, conv.audio, segs, p.hop, p.batch).emb,
         "step": lambda: diarize_file(model, conv.audio, segs, p),
+        "job": job_variant(model, conv, segs, a.threads, a.hop, Path(tempfile.mkdtemp())),
     }
     wall: dict[str, list[float]] = {k: [] for k in variants}
     cpu: dict[str, list[float]] = {k: [] for k in variants}
@@ -101,8 +132,8 @@ def main() -> None:
     for name in variants:
         w, c = statistics.median(wall[name]), statistics.median(cpu[name])
         print(f"| {name} | {w:.2f} | {w / hours:.0f} | {conv.duration / w:.0f} | {c:.2f} |")
-    loop, step, batched = (statistics.median(wall[k]) for k in ("loop", "step", "windows"))
-    print(f"loop / step: {loop / step:.2f}x; loop / windows: {loop / batched:.2f}x")
+    loop, step, batched, job = (statistics.median(wall[k]) for k in ("loop", "step", "windows", "job"))
+    print(f"loop / step: {loop / step:.2f}x; loop / windows: {loop / batched:.2f}x; loop / job: {loop / job:.2f}x")
     print(
         f"1 - cosine between the loop's and the batched windows' vectors: median {np.median(gap):.1e}, "
         f"largest {gap.max():.1e} (the mel's edge frames: framed with or without the audio around)"

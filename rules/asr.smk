@@ -1,4 +1,4 @@
-# ASR: NeMo transcripts per shard of VAD segments, then the merged manifest. A
+# ASR: NeMo transcripts per shard of VAD segments (diarized: rules/diarize.smk), then the merged manifest. A
 # transcribed dataset (text: given or verify) keeps its given text (verify: checked by
 # the model); where a shard holds long recordings with their text, asr_align first cuts
 # them into utterances, which the ASR job reads with the shard's other utterances.

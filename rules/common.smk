@@ -18,6 +18,7 @@ from speechprep.core.inventory import inventory_digest
 from speechprep.core.modelfiles import is_local_model
 from speechprep.core.resources import memory_mb, shard_content
 from speechprep.core.slurm import use_status_shims
+from speechprep.diarize.params import runs_for as diarize_runs_for
 
 REPO = Path(workflow.basedir)
 # what the conda env files' last pip line installs: this checkout, editable
@@ -246,6 +247,20 @@ def speaker_job_args(wildcards):
     )
 
 
+def diarized(ds):
+    """Whether the diarization step runs for dataset `ds` (diarize.enabled, the dataset's
+    single_speaker: speechprep.diarize.params.runs_for) and a stage after VAD reads it."""
+    return diarize_runs_for(config, ds) and bool(set(config["stages"]) - {"vad"})
+
+
+def asr_segments(wildcards):
+    """What ASR reads: the diarization's segments (cut at speaker changes) where it runs
+    for the dataset, else VAD's."""
+    if diarized(wildcards.ds):
+        return f"{RESULTS}/{wildcards.ds}/diarize/{wildcards.shard}.segments.jsonl"
+    return f"{RESULTS}/{wildcards.ds}/vad/{wildcards.shard}.segments.jsonl"
+
+
 def dataset_text(ds):
     """What dataset `ds`'s text is: asr, given or verify (`datasets.<ds>.text`, else `ingest.text`)."""
     return config["datasets"][ds].get("text", config["ingest"]["text"])
@@ -262,10 +277,11 @@ def needs_align(wildcards):
 
 
 def asr_items(wildcards):
-    """What the ASR job reads: the VAD segments, or the align job's utterances (`needs_align`)."""
+    """What the ASR job reads: the align job's utterances (`needs_align`), else the segments
+    of `asr_segments` (a transcribed dataset is never diarized)."""
     if needs_align(wildcards):
         return f"{RESULTS}/{wildcards.ds}/asr/{wildcards.shard}.utterances.jsonl"
-    return f"{RESULTS}/{wildcards.ds}/vad/{wildcards.shard}.segments.jsonl"
+    return asr_segments(wildcards)
 
 
 def asr_align_rejects(wildcards):
@@ -311,12 +327,45 @@ def audio_minutes(base, per_audio_hour, of):
 
 
 def s2s_segments(wildcards):
-    """What S2S reads: the VAD segments, or the ASR lines with `asr.trim` (trimmed to their
-    words) or for a transcribed dataset (its utterances, long recordings cut by the align
-    job), so that units and the other features cover the same audio."""
+    """What S2S reads: the segments of `asr_segments`, or the ASR lines with `asr.trim`
+    (trimmed to their words) or for a transcribed dataset (its utterances, long recordings
+    cut by the align job), so that units and the other features cover the same audio."""
     if (config["asr"]["trim"] or dataset_text(wildcards.ds) != "asr") and "asr" in config["stages"]:
         return f"{RESULTS}/{wildcards.ds}/asr/{wildcards.shard}.jsonl"
-    return f"{RESULTS}/{wildcards.ds}/vad/{wildcards.shard}.segments.jsonl"
+    return asr_segments(wildcards)
+
+
+def diarize_rttm_inputs(wildcards):
+    """The RTTM job's inputs: the shard's turns and local speakers, and with curation the
+    run's speakers (the shard's measurements and assignments, the run's centroids)."""
+    d = f"{RESULTS}/{wildcards.ds}"
+    files = {
+        "turns": f"{d}/diarize/{wildcards.shard}.turns.jsonl",
+        "speakers": f"{d}/diarize/{wildcards.shard}.speakers.jsonl",
+    }
+    if "curate" in config["stages"]:
+        files["measures"] = f"{d}/curate/{wildcards.shard}.measures.jsonl"
+        files["assign"] = f"{d}/curate/speaker_assignments"
+        files["clusters"] = f"{RESULTS}/{ALL}/curate/speaker_clusters.json"
+    return files
+
+
+def diarize_rttm_flags(wildcards, input):
+    """The RTTM job's flags naming the run's speakers (none without curation)."""
+    if "measures" not in input.keys():
+        return ""
+    assign = f"{input.assign}/{wildcards.shard}.jsonl"
+    return f"--measures {shlex.quote(input.measures)} --assign {shlex.quote(assign)} --clusters {shlex.quote(input.clusters)}"
+
+
+def diarize_report_files(wildcards):
+    """What the curation report reads of the diarization (per shard: stats, rejects, RTTM)."""
+    if not diarized(wildcards.ds):
+        return []
+    names = ("stats.jsonl", "rejects.jsonl", "rttm")
+    return [
+        f"{RESULTS}/{wildcards.ds}/diarize/{s}.{n}" for s in shards(wildcards.ds) for n in names
+    ]
 
 
 def tts_segments(wildcards):
@@ -371,6 +420,8 @@ def all_targets(wildcards):
         ]
         for stage in config["stages"]:
             targets += stage_targets(ds, stage)
+        if diarized(ds):
+            targets += expand(f"{RESULTS}/{ds}/diarize/{{shard}}.rttm", shard=shards(ds))
         targets.append(f"{RESULTS}/{ds}/report/stages.csv")
         if "curate" in config["stages"]:
             targets.append(f"{RESULTS}/{ds}/report/curation.html")
@@ -381,7 +432,12 @@ def report_inputs(wildcards):
     ds, names = wildcards.ds, shards(wildcards.ds)
     files = [f"{RESULTS}/{ds}/rejects/ingest.jsonl"]
     files += expand(f"{RESULTS}/{ds}/vad/{{shard}}.stats.jsonl", shard=names)
-    for stage in ["vad"] + [s for s in config["stages"] if s != "vad"]:
+    steps = (
+        ["vad"]
+        + (["diarize"] if diarized(ds) else [])
+        + [s for s in config["stages"] if s != "vad"]
+    )
+    for stage in steps:
         files += expand(f"{RESULTS}/{ds}/{stage}/{{shard}}.rejects.jsonl", shard=names)
         files += expand(f"{RESULTS}/{ds}/benchmarks/{stage}/{{shard}}.tsv", shard=names)
     return files

@@ -40,6 +40,7 @@ rule report_curation:
         kept=per_shard(f"{RESULTS}/{{ds}}/curate/{{shard}}.jsonl"),
         rejects=per_shard(f"{RESULTS}/{{ds}}/curate/{{shard}}.rejects.jsonl"),
         speakers=f"{RESULTS}/{{ds}}/curate/speakers.jsonl",
+        diarize=diarize_report_files,
     output:
         report(
             f"{RESULTS}/{{ds}}/report/curation.html",
@@ -48,6 +49,7 @@ rule report_curation:
         ),
         report_plot("curation_metrics.png"),
         report_plot("speakers_by_hours.png"),
+        report_plot("diarization_turns.png"),
         report(
             f"{RESULTS}/{{ds}}/report/curation.csv",
             caption="../report/curation.rst",

@@ -86,6 +86,23 @@ def _vad_merge(a, p):
     stage.merge(a.stats, a.rejects, a.segments, a.csv, a.summary)
 
 
+@job("diarize run", "segments threads? resume out rejects turns speakers stats")
+def _diarize(a, p):
+    """Speaker turns inside each file of one shard; its VAD segments cut at changes, overlaps flagged."""
+    from .diarize import stage
+
+    files = stage.DiarizeFiles(a.segments, a.out, a.rejects, a.turns, a.speakers, a.stats, a.resume)
+    stage.run(files, p, a.threads)
+
+
+@job("diarize rttm", "turns speakers out measures? assign? clusters?")
+def _diarize_rttm(a, p):
+    """A shard's turns as RTTM, each file's speakers named by the run's speaker ids (when curated)."""
+    from .diarize import speakermap
+
+    speakermap.write_rttm_shard(a.turns, a.speakers, a.out, p, a.measures, a.assign, a.clusters)
+
+
 def _grammar_dirs(dirs) -> dict[str, str]:
     """Built text-normalisation grammars by language (each directory is named after its language)."""
     return {Path(d).name: d for d in dirs or ()}

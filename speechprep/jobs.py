@@ -16,6 +16,7 @@ from typing import Any
 from .asr.params import AlignJobParams, AsrParams, GivenParams
 from .core.config import StageParams
 from .curate.params import DecideParams, DuplicateParams, MeasureParams, SpeakerParams
+from .diarize.params import DiarizeJobParams, RttmParams
 from .export.params import BucketParams, ExportParams
 from .ingest.params import IngestParams
 from .report.params import PlotParams
@@ -34,6 +35,8 @@ JOBS: dict[str, Job] = {
     "ingest run": Job("ingest", IngestParams),
     "vad run": Job("vad", VadParams),
     "vad merge": Job("vad"),
+    "diarize run": Job("curate", DiarizeJobParams),  # Resemblyzer lives in the curate env
+    "diarize rttm": Job("curate", RttmParams),
     "asr run": Job("asr", AsrParams),
     "asr given": Job("asr", GivenParams),
     "asr align": Job("asr", AlignJobParams),

@@ -46,6 +46,7 @@ FIXED_MB = {
     "align": 1300,  # the ASR model and the text-normalisation grammars (bench/align_memory.py)
     "s2s": 650,
     "curate": 1950,
+    "diarize": 700,  # demo peak 455 MB (benchmark max_rss); a file's windows and one chunk of its audio on top
     "tts": 700,
     "export": 500,
 }
@@ -55,7 +56,7 @@ VAD_WORKER_MB = 100
 # peak against 832 MB for 10 minutes, docs/benchmarks.md), with headroom.
 BATCH_MB_PER_S = {"asr": 4.0, "s2s": 4.0, "curate": 2.0, "tts": 2.0, "align": 0.05}
 # MB per audio second of the whole shard kept until the shard is written.
-SHARD_MB_PER_S = {"asr": 0.01, "s2s": 0.02, "curate": 0.01, "tts": 0.01, "export": 0.15}
+SHARD_MB_PER_S = {"asr": 0.01, "s2s": 0.02, "curate": 0.01, "tts": 0.01, "export": 0.15, "diarize": 0.01}
 # Copies of a VAD decode block held at once: the block (every channel), its mono mix, its resampling.
 VAD_BLOCK_COPIES = 3
 

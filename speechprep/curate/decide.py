@@ -18,6 +18,7 @@ from .params import DecideParams
 STAGE = "curate"
 # every reason code the decisions give, in the order a segment failing several is rejected with
 ORDER = (
+    "overlap",  # two voices at once (the diarization flagged it `overlap`; ASR kept it)
     "clipped",
     "narrowband",
     "low_snr",
@@ -65,6 +66,8 @@ def failures(
 ) -> list[tuple[str, str]]:
     """``(reason, detail)`` of every check the segment fails, in :data:`ORDER`."""
     out = []
+    if m.get("overlap") is True:
+        out.append(("overlap", f"two voices at once ({m.get('diarize_speaker')} and {m.get('overlap_speaker')})"))
     if _above(m.get("clipping_ratio"), p.max_clipping_ratio):
         out.append(
             (

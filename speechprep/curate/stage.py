@@ -104,11 +104,12 @@ def _cluster(files: SpeakerFiles, rows: ShardRows, shards: list[list[tuple]], se
     """Every segment's speaker (:mod:`.speakers`), by file or by segment (``speaker_unit``)."""
     from .speakers import assign_speakers, assign_speakers_by_file
 
-    given = [spk for lines in shards for _, spk, _ in lines]
+    given = [spk for lines in shards for _, spk, _, _ in lines]
     if p.speaker_unit == "file":
         # a file id is its dataset's: the same name in two datasets is two files (one
-        # dataset: the names as they are, no copy of a million strings)
-        ids = [f if f is not None else i for lines in shards for i, _, f in lines]
+        # dataset: the names as they are, no copy of a million strings); a diarized file's
+        # local speakers are items of their own (`<file id>#<diarize_speaker>`)
+        ids = [(f if f is not None else i) + (f"#{d}" if d else "") for lines in shards for i, _, f, d in lines]
         if len(files.datasets) > 1:
             ids = [f"{k}\t{f}" for k, f in zip(seg_ds.tolist(), ids, strict=True)]
         how = lambda *a: assign_speakers_by_file(rows, ids, *a)
@@ -123,7 +124,7 @@ def _write_assignments(spk, shards: list[list[tuple]], assign: list[str]) -> Non
         names = [spk.names[i] for i in spk.label[k : k + len(lines)]]
         dist = spk.distance[k : k + len(lines)].tolist()
         rows = zip(lines, names, dist, strict=True)
-        write_jsonl(path, ({"id": i, "speaker": n, "speaker_distance": d} for (i, _, _), n, d in rows))
+        write_jsonl(path, ({"id": i, "speaker": n, "speaker_distance": d} for (i, *_), n, d in rows))
         k += len(lines)
 
 
@@ -147,7 +148,7 @@ def run_speakers(files: SpeakerFiles, centroids_dir: str, clusters_out: str, p: 
     each dataset's (its speakers, with how many of its segments each has)."""
     files.check()
     rows = ShardRows(files.embeddings)
-    shards = _check_rows(files.measures, rows.arrays, ("id", "speaker", "file_id"))
+    shards = _check_rows(files.measures, rows.arrays, ("id", "speaker", "file_id", "diarize_speaker"))
     shard_ds = np.repeat(np.arange(len(files.datasets)), files.shard_counts)
     seg_ds = np.repeat(shard_ds, [len(lines) for lines in shards]).astype(np.int64)
     spk, given = _cluster(files, rows, shards, seg_ds, p)

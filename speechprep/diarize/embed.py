@@ -27,6 +27,7 @@ WINDOW_FRAMES = 160  # Resemblyzer's partial: 1.6 s
 WINDOW_S = WINDOW_FRAMES * FRAME / SAMPLE_RATE
 TARGET_DBFS = -30.0  # Resemblyzer's audio_norm_target_dBFS
 INT16_MAX = 2**15 - 1
+FLUSH_BATCHES = 8  # windows' mels held before the LSTM runs: 8 x batch (64: 13 MB), not the file's
 
 
 @dataclass
@@ -103,9 +104,12 @@ def window_embeddings(
     model, audio: np.ndarray, segments: Sequence[tuple[float, float]], hop: float, batch: int = 64
 ) -> Windows:
     """The windows of every segment ``(start, end)`` (seconds) of ``audio`` (16 kHz mono
-    float32, the whole file), embedded by ``model`` (Resemblyzer's ``VoiceEncoder``)."""
+    float32 on the file's clock: an array or :class:`~speechprep.diarize.audio.SpanAudio`),
+    embedded by ``model`` (Resemblyzer's ``VoiceEncoder``); the LSTM runs every
+    ``FLUSH_BATCHES`` batches of windows, so mels of a long file are not all held at once."""
     hop_frames = max(1, int(round(hop * SAMPLE_RATE / FRAME)))
-    mels, starts, ends, seg, rms = [], [], [], [], []
+    mels, embs, starts, ends, seg, rms = [], [], [], [], [], []
+    held = 0  # windows whose mels wait for the LSTM: forwarded every FLUSH_BATCHES batches
     for k, (s, e) in enumerate(segments):
         a, b = int(round(s * SAMPLE_RATE)), int(round(e * SAMPLE_RATE))
         m, st, r = segment_mels(audio[a:b], hop_frames)
@@ -115,10 +119,16 @@ def window_embeddings(
         ends.append(np.minimum(t0 + WINDOW_S, b / SAMPLE_RATE))
         seg.append(np.full(len(st), k))
         rms.append(r)
-    if not mels:
+        held += len(m)
+        if held >= FLUSH_BATCHES * batch:
+            embs.append(_forward(model, np.concatenate(mels), batch))
+            mels, held = [], 0
+    if mels:
+        embs.append(_forward(model, np.concatenate(mels), batch))
+    if not embs:
         z = np.zeros(0)
         return Windows(z, z, z.astype(int), np.zeros((0, 256), np.float32), z.astype(np.float32))
-    emb = _forward(model, np.concatenate(mels), batch)
+    emb = np.concatenate(embs)
     return Windows(np.concatenate(starts), np.concatenate(ends), np.concatenate(seg), emb, np.concatenate(rms))
 
 

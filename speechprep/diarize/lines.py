@@ -4,9 +4,10 @@ Each VAD segment line ends in exactly one of: the line itself (one speaker, not
 cut), its pieces (cut at speaker changes; ids ``<segment id>_<k>``, ``k`` from 0
 in time order, each naming its ``diarize_source``), or a reject (``multi_speaker``).
 Overlap pieces are lines flagged ``overlap: true`` in the ASR view, rejects
-(reason ``overlap``, the piece's id) in the TTS view. Every line carries
-``diarize_speaker``, the file's local speaker (``spk<k>``, most speech first);
-phase 2 maps ``(file id, local speaker)`` to the run's speaker ids.
+(reason ``overlap``, the piece's id) in the TTS view. In a file of two or more local speakers every line carries
+``diarize_speaker``, its local speaker (``spk<k>``, most speech first), which
+curation's speakers job and the RTTM map to the run's speaker ids; a file of one
+speaker keeps its lines as VAD wrote them (its speaker is the file's, ``spk0``).
 """
 
 from __future__ import annotations
@@ -25,14 +26,16 @@ def local_name(k: int) -> str:
     return f"spk{k}"
 
 
-def _piece_lines(line: dict[str, Any], d: SegmentDecision) -> list[dict[str, Any]]:
+def _piece_lines(line: dict[str, Any], d: SegmentDecision, named: bool) -> list[dict[str, Any]]:
     out = []
     for k, p in enumerate(d.pieces):
-        new = {**line, "offset": round(p.start, 4), "duration": round(p.end - p.start, 4)}
+        new = dict(line)  # a segment not cut keeps its bounds as VAD wrote them
         if d.cut:
+            new.update(offset=round(p.start, 4), duration=round(p.end - p.start, 4))
             new["id"] = f"{line['id']}_{k}"
             new["diarize_source"] = line["id"]
-        new["diarize_speaker"] = local_name(p.speaker)
+        if named:
+            new["diarize_speaker"] = local_name(p.speaker)
         if p.overlap:
             new["overlap"] = True
             if p.other is not None:
@@ -47,6 +50,7 @@ def segment_lines(
     """``(kept lines, rejects)`` of a file's VAD segment ``lines`` (in the order their segments
     were diarized). ``tts``: overlap pieces are rejected ``overlap``; else kept, flagged."""
     kept, rejected = [], []
+    named = len(result.centroids) > 1  # one speaker: the file's; its lines stay as VAD wrote them
     for d in result.decisions:
         line = lines[d.index]
         if d.reason is not None:
@@ -57,12 +61,13 @@ def segment_lines(
                     STAGE,
                     d.reason,
                     d.detail,
+                    file_id=line.get("file_id"),
                     offset=line.get("offset"),
                     duration=line.get("duration"),
                 )
             )
             continue
-        for new in _piece_lines(line, d):
+        for new in _piece_lines(line, d, named):
             if tts and new.get("overlap"):
                 detail = f"two voices at once ({new['diarize_speaker']} and {new.get('overlap_speaker', '?')})"
                 rejected.append(
@@ -92,8 +97,38 @@ def rttm_turns(file_id: str, result: FileDiarization, names: Sequence[str] | Non
     ]
 
 
+def turn_lines(file_id: str, lines: Sequence[dict[str, Any]], result: FileDiarization) -> list[dict[str, Any]]:
+    """The file's turns as lines, time order: every piece kept in the ASR view (its local
+    speaker, the VAD segment it came from), and for an overlap piece a second line for the
+    voice mixed in; both of an overlap carry ``overlap: true``."""
+    out = []
+    for d in result.decisions:
+        for p in d.pieces:
+            base = {"file_id": file_id, "start": round(p.start, 3), "end": round(p.end, 3)}
+            base["segment"] = lines[d.index]["id"]
+            out.append({**base, "speaker": local_name(p.speaker), "overlap": p.overlap})
+            if p.overlap and p.other is not None:
+                out.append({**base, "speaker": local_name(p.other), "overlap": True})
+    return sorted(out, key=lambda t: (t["start"], t["end"], t["speaker"]))
+
+
+def speaker_lines(file_id: str, result: FileDiarization) -> list[dict[str, Any]]:
+    """One line per local speaker of the file: its name, the seconds of windows it won, its
+    centroid (unit norm, 6 decimals): what maps it to the run's speakers."""
+    return [
+        {
+            "file_id": file_id,
+            "diarize_speaker": local_name(k),
+            "speech": round(float(result.speech[k]), 3),
+            "centroid": [round(float(v), 6) for v in c],
+        }
+        for k, c in enumerate(result.centroids)
+    ]
+
+
 def counts(result: FileDiarization) -> dict[str, Any]:
-    """Per file: speakers, segments kept/cut/dropped, and seconds dropped per reason."""
+    """Per file: speakers, segments kept/cut/dropped, and seconds: of its segments
+    (``speech_s``), of those cut (``cut_s``), dropped per reason, flagged ``overlap``."""
     dec = result.decisions
     return {
         "speakers": len(result.centroids),
@@ -101,6 +136,9 @@ def counts(result: FileDiarization) -> dict[str, Any]:
         "cut": sum(d.cut for d in dec),
         "multi_speaker": sum(d.reason == "multi_speaker" for d in dec),
         "multi_speaker_s": round(sum(d.end - d.start for d in dec if d.reason == "multi_speaker"), 3),
+        "overlap": sum(p.overlap for d in dec for p in d.pieces),
         "overlap_s": round(sum(p.end - p.start for d in dec for p in d.pieces if p.overlap), 3),
         "trimmed_s": round(sum(d.trimmed for d in dec), 3),
+        "speech_s": round(sum(d.end - d.start for d in dec), 3),
+        "cut_s": round(sum(d.end - d.start for d in dec if d.cut), 3),
     }

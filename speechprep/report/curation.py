@@ -9,6 +9,9 @@ Read from the curation outputs only (``curate/<shard>.jsonl``, its rejects,
 * ``curation_metrics.png``: a histogram of every measure, kept and dropped
   stacked, with the thresholds (and the DNSMOS tier edges) drawn;
 * ``speakers_by_hours.png``: kept hours per speaker;
+* rows of kind ``diarize`` and ``diarization_turns.png`` where the diarization ran
+  (:mod:`.diarization`): hours cut, dropped, flagged; the turns of the files it
+  changed most;
 * ``curation.html``: one self-contained page (no external file: images and
   audio are embedded) with the tables, the plots, the speakers, and for each
   tier and each drop reason a few segments as playable ``<audio>`` with their
@@ -285,7 +288,9 @@ def page(
         f"<p>{len(kept)} segments kept ({_hours(kept):.3f} h), {len(dropped)} dropped ({_hours(dropped):.3f} h).</p>",
         "<h2>Kept per tier, dropped per reason</h2>",
         "<p><i>hours_failing</i>: hours of all segments failing that check (a segment failing several is "
-        "dropped with the first); <i>hours_only</i>: failing only that check, what turning it off gives back.</p>",
+        "dropped with the first); <i>hours_only</i>: failing only that check, what turning it off gives back. "
+        "Rows of kind <i>diarize</i>: VAD segments cut at speaker changes, dropped <i>multi_speaker</i>, "
+        "flagged <i>overlap</i>, and slivers under vad.min_speech a cut left (share: of the diarized speech).</p>",
         _table_html(
             rows,
             ["kind", "name", "segments", "hours", "share_of_hours", "hours_failing", "hours_only"],
@@ -299,7 +304,7 @@ def page(
             "thresholds",
         ),
     ]
-    for title, key in (("Measures", "metrics"), ("Speakers", "speakers")):
+    for title, key in (("Measures", "metrics"), ("Speakers", "speakers"), ("Speaker turns (diarization)", "turns")):
         if key in images:
             parts.append(f"<h2>{title}</h2><img alt='{key}' src='{_png_data_uri(images[key])}'>")
     if speakers:
@@ -323,14 +328,19 @@ def page(
 
 
 def make(res: str | Path, thresholds: dict[str, Any], out_dir: str | Path) -> list[Path]:
-    """Write curation.csv, curation_metrics.png, speakers_by_hours.png and curation.html."""
+    """Write curation.csv, curation_metrics.png, speakers_by_hours.png, diarization_turns.png and
+    curation.html."""
     import matplotlib
+
+    from . import diarization
 
     matplotlib.use("Agg")
     res, out = Path(res), Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     kept, dropped, speakers = load(res)
     rows = table(kept, dropped)
+    diar = diarization.load(res)  # rows of kind `diarize`: hours cut, dropped, flagged
+    rows += diarization.rows(diar) if diar else []
     by_wer = wer.kept_by_wer(kept, dropped, thresholds)
     csv_path = out / "curation.csv"
     fields = ["kind", "name", "segments", "hours", "share_of_hours", "hours_failing", "hours_only"]
@@ -339,8 +349,10 @@ def make(res: str | Path, thresholds: dict[str, Any], out_dir: str | Path) -> li
         w.writeheader()
         w.writerows({k: (round(v, 6) if isinstance(v, float) else v) for k, v in r.items()} for r in rows + by_wer)
     images = {"metrics": out / "curation_metrics.png", "speakers": out / "speakers_by_hours.png"}
+    images["turns"] = out / "diarization_turns.png"
     plot_metrics(kept, dropped, thresholds, images["metrics"])
     plot_speakers(speakers, images["speakers"])
+    diarization.plot_turns(diar, images["turns"])
     page_path = out / "curation.html"
     with atomic_open(page_path) as f:
         f.write(page(res.name, rows, kept, dropped, speakers, thresholds, images, wer.section(by_wer, thresholds)))

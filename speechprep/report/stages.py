@@ -32,7 +32,8 @@ def stage_table(res: Path, stages: list[str]) -> list[dict[str, Any]]:
     seg_audio = {}
     for sg in sorted((res / "vad").glob("shard-*.segments.jsonl")):
         seg_audio[sg.name.split(".")[0]] = sum(r["duration"] for r in read_jsonl(sg))
-    for stage in ["vad"] + [s for s in stages if s != "vad"]:
+    diarized = ["diarize"] if (res / "benchmarks" / "diarize").is_dir() else []  # a step, not a stage
+    for stage in ["vad", *diarized] + [s for s in stages if s != "vad"]:
         bench = sorted((res / "benchmarks" / stage).glob("shard-*.tsv"))
         seconds = sum(_bench_seconds(str(b)) for b in bench)
         audio = sum((shard_audio if stage == "vad" else seg_audio).get(b.stem, 0.0) for b in bench)

@@ -8,7 +8,7 @@ from tests.support import REPO
 PACKAGE = REPO / "speechprep"
 # subpackages that are stages (or build a stage's demo models); shared pieces live in core/,
 # encoders.py and text/
-STAGES = {"ingest", "vad", "asr", "s2s", "curate", "tts", "export", "report"}
+STAGES = {"ingest", "vad", "diarize", "asr", "s2s", "curate", "tts", "export", "report"}
 MAX_LINES = 60
 
 

@@ -72,6 +72,7 @@ def test_first_reason_in_order_and_all_listed():
         "speaker_outlier",
     ]
     assert set(ORDER) == {
+        "overlap",
         "clipped",
         "narrowband",
         "low_snr",
@@ -82,6 +83,15 @@ def test_first_reason_in_order_and_all_listed():
         "duplicate",
         "speaker_outlier",
     }
+
+
+def test_an_overlap_is_dropped_for_tts_whatever_its_measures():
+    """A piece the diarization flagged (two voices at once; ASR kept it, flagged) never reaches TTS."""
+    line = {**GOOD, "diarize_speaker": "spk0", "overlap": True, "overlap_speaker": "spk1"}
+    ok, out = decide(line, "s1", 0.1, None, P)
+    assert not ok and out["reason"] == "overlap" and out["failed"] == ["overlap"]
+    assert "spk0 and spk1" in out["detail"] and out["duration"] == 2.0
+    assert decide({**GOOD, "diarize_speaker": "spk0"}, "s1", 0.1, None, P)[0]  # one voice: kept
 
 
 def test_null_turns_a_check_off_and_missing_measures_fail_nothing():

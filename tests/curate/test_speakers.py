@@ -229,3 +229,56 @@ def test_one_voice_in_two_datasets_is_one_speaker(tmp_path, real_voices):
         for a in read_jsonl(tmp_path / d / "assign" / "shard-0000.jsonl"):
             side["val" if is_val(a["speaker"], 0.5) else "train"].add(a["speaker"])
     assert fr_id in side["train"] | side["val"] and not side["train"] & side["val"]
+
+
+def test_a_diarized_files_local_speakers_are_items_of_their_own(tmp_path, real_voices):
+    """Conversations (issue #25): three files hold two real voices each, told apart by the
+    diarization (``diarize_speaker`` spk0/spk1 on their lines); other files one voice each.
+    Pooled by ``<file id>#<diarize_speaker>``, every voice gets one run id in every file it
+    speaks in, and the two voices of a conversation two ids. Pooled by file alone, a
+    conversation is one item: its two voices would share an id."""
+    utts, x = real_voices
+    clips = {}
+    for k, u in enumerate(utts):
+        clips.setdefault(u.speaker, []).append(k)
+    v = [s for s in ("klettres_fr", "klettres_en", "klettres_he", "klettres_lt") if len(clips.get(s, [])) >= 15]
+    assert len(v) == 4, sorted(clips)
+    rows, lines = [], []
+
+    def add(file_id, voice, local=None, n=5):
+        for k in [clips[voice].pop() for _ in range(n)]:
+            lines.append({"id": f"{file_id}_{len(lines):04d}", "file_id": file_id, "voice": voice})
+            if local:
+                lines[-1]["diarize_speaker"] = local
+            rows.append(k)
+
+    for c, (a, b) in enumerate(((v[0], v[1]), (v[1], v[2]), (v[2], v[3]))):
+        add(f"conv{c}", a, "spk0")
+        add(f"conv{c}", b, "spk1")
+    for s in v:
+        add(f"alone_{s}", s)
+    got = {}
+    for pooled in ("diarized", "by file"):
+        d = tmp_path / pooled
+        own = [
+            {k: val for k, val in line.items() if k != "voice" and (pooled == "diarized" or k != "diarize_speaker")}
+            for line in lines
+        ]
+        write_jsonl(d / "shard-0000.measures.jsonl", own)
+        np.save(d / "shard-0000.embeddings.npy", x[rows])
+        files = stage.SpeakerFiles(
+            ["ds"],
+            [1],
+            [str(d / "shard-0000.measures.jsonl")],
+            [str(d / "shard-0000.embeddings.npy")],
+            [str(d / "assign" / "shard-0000.jsonl")],
+            [str(d / "clusters.json")],
+        )
+        stage.run_speakers(files, str(d / "speakers"), str(d / "run.json"), params("speakers"))
+        assign = {a["id"]: a["speaker"] for a in read_jsonl(d / "assign" / "shard-0000.jsonl")}
+        got[pooled] = {}
+        for line in lines:
+            got[pooled].setdefault(line["voice"], set()).add(assign[line["id"]])
+    assert all(len(ids) == 1 for ids in got["diarized"].values()), got["diarized"]
+    assert len(set.union(*got["diarized"].values())) == 4  # four voices, four ids, in every file
+    assert any(len(ids) > 1 for ids in got["by file"].values())  # a conversation as one item mixes its voices

@@ -52,7 +52,7 @@ def test_overlap_is_a_piece_of_its_own():
 def test_the_parameters_are_the_config_section_and_the_keys_it_shares():
     cfg = config()
     p = params(DiarizeParams)
-    assert {f.name for f in fields(DiarizeParams)} == (set(cfg["diarize"]) - {"threads"}) | {
+    assert {f.name for f in fields(DiarizeParams)} == (set(cfg["diarize"]) - {"threads", "enabled"}) | {
         "speaker_linkage",
         "speaker_threshold",
         "min_speech",

@@ -82,7 +82,7 @@ def test_make_writes_the_table_plots_and_a_page_to_listen_to(results, tmp_path):
     res, kept, dropped = results
     out = tmp_path / "report"
     written = cr.make(res, THRESHOLDS, out)
-    names = ["curation.csv", "curation_metrics.png", "speakers_by_hours.png", "curation.html"]
+    names = ["curation.csv", "curation_metrics.png", "speakers_by_hours.png", "diarization_turns.png", "curation.html"]
     assert [p.name for p in written] == names
     with open(out / "curation.csv", encoding="utf-8") as f:
         rows = {(r["kind"], r["name"]): r for r in csv.DictReader(f)}
@@ -105,3 +105,69 @@ def test_make_writes_the_table_plots_and_a_page_to_listen_to(results, tmp_path):
     assert [float(v) for v in re.findall(r"<th>snr_db</th><td>([\d.]+)</td>", low)] == [0.0, 2.0, 3.0]
     assert "min_snr_db" in page and "<img alt='metrics' src='data:image/png;base64," in page
     assert "spk_a" in page
+
+
+def test_diarization_rows_and_turns_on_a_timeline(results, tmp_path):
+    """Where the diarization ran: hours cut, dropped multi_speaker, flagged overlap in the table,
+    and the turns of the most changed files, one row per speaker (the RTTM's run ids)."""
+    res, _, _ = results
+    d = res / "diarize"
+    d.mkdir()
+    stats = [
+        {
+            "id": "talk a",
+            "speech_s": 60.0,
+            "cut": 3,
+            "cut_s": 36.0,
+            "multi_speaker": 1,
+            "multi_speaker_s": 4.0,
+            "overlap": 1,
+            "overlap_s": 1.8,
+            "trimmed_s": 0.2,
+        },
+        {
+            "id": "calm",
+            "speech_s": 120.0,
+            "cut": 0,
+            "cut_s": 0.0,
+            "multi_speaker": 0,
+            "multi_speaker_s": 0.0,
+            "overlap": 0,
+            "overlap_s": 0.0,
+            "trimmed_s": 0.0,
+        },
+    ]
+    (d / "shard-0000.stats.jsonl").write_text("".join(json.dumps(r) + "\n" for r in stats), encoding="utf-8")
+    reject = {
+        "id": "talk a_0003",
+        "file_id": "talk a",
+        "stage": "diarize",
+        "reason": "multi_speaker",
+        "offset": 40.0,
+        "duration": 4.0,
+    }
+    (d / "shard-0000.rejects.jsonl").write_text(json.dumps(reject) + "\n", encoding="utf-8")
+    # (start, duration, speaker): A, B with A over it (14-15.8 s: an overlap), A, a multi_speaker
+    # segment (40-44 s), a speaker of this file alone
+    turns = [(0.5, 11.5, "cluster_0000"), (12.0, 2.0, "cluster_0001"), (14.0, 1.8, "cluster_0001")]
+    turns += [(14.0, 1.8, "cluster_0000"), (15.8, 4.2, "cluster_0001"), (21.0, 18.0, "cluster_0000")]
+    turns += [(45.0, 10.0, "talk%20a#spk2")]
+    rttm = "".join(f"SPEAKER talk%20a 1 {s:.3f} {t:.3f} <NA> <NA> {n} <NA> <NA>\n" for s, t, n in turns)
+    (d / "shard-0000.rttm").write_text(rttm, encoding="utf-8")
+    out = tmp_path / "report"
+    cr.make(res, THRESHOLDS, out)
+    with open(out / "curation.csv", encoding="utf-8") as f:
+        rows = {(r["kind"], r["name"]): r for r in csv.DictReader(f)}
+    assert float(rows["diarize", "cut"]["hours"]) == pytest.approx(0.01) and rows["diarize", "cut"]["segments"] == "3"
+    assert float(rows["diarize", "multi_speaker"]["share_of_hours"]) == pytest.approx(4.0 / 180, abs=1e-6)
+    assert float(rows["diarize", "overlap"]["hours"]) == pytest.approx(1.8 / 3600, abs=1e-6)
+    assert rows["diarize", "trimmed"]["segments"] == ""
+    png = out / "diarization_turns.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10000
+    page = (out / "curation.html").read_text(encoding="utf-8")
+    assert "<img alt='turns' src='data:image/png;base64," in page and "multi_speaker" in page
+    from speechprep.report.diarization import load, most_changed
+
+    diar = load(res)
+    assert most_changed(diar["stats"]) == ["talk a"]  # a file nothing happened to is not drawn
+    assert {t[3] for t in diar["turns"]} == {"cluster_0000", "cluster_0001", "talk a#spk2"}  # decoded

@@ -39,13 +39,22 @@ MEASURES_ON = {
     "tts_combined",
 }
 DECISIONS_ON = {"curate_decide", "curate_summary", "report_curation", "report_plots", "tts_manifest", "tts_combined"}
+# the demo is diarized (an audio_dir): the RTTM names the run's speakers, so it follows curate_speakers
+DOWNSTREAM_OF_ASR |= {"diarize_rttm"}
+MEASURES_ON |= {"diarize_rttm"}
+# diarize's own keys and those it shares (curate.speaker_threshold joins local speakers; model_failure)
+DIARIZE_ON = {"diarize", "asr", "s2s"} | DOWNSTREAM_OF_ASR
 CHANGES = {
-    "vad.threshold": ({"vad": {"threshold": 0.45}}, {"vad", "vad_merge", "asr", "s2s"} | DOWNSTREAM_OF_ASR),
+    "vad.threshold": ({"vad": {"threshold": 0.45}}, {"vad", "vad_merge"} | DIARIZE_ON),
     "vad.threads": ({"vad": {"threads": 1}}, set()),
     "asr.trim_pad": ({"asr": {"trim_pad": 0.2}}, {"asr"} | DOWNSTREAM_OF_ASR),
     "asr.language": ({"asr": {"language": "de"}}, {"asr"} | DOWNSTREAM_OF_ASR),
     "datasets.demo.language": ({"datasets": {"demo": {"language": "en"}}}, {"asr"} | DOWNSTREAM_OF_ASR),
-    "model_failure": ({"model_failure": {"first_errors": 11}}, {"asr", "s2s"} | DOWNSTREAM_OF_ASR),
+    "model_failure": ({"model_failure": {"first_errors": 11}}, DIARIZE_ON),
+    "diarize.threshold": ({"diarize": {"threshold": 0.25}}, DIARIZE_ON),
+    "diarize.threads": ({"diarize": {"threads": 1}}, set()),
+    # off: ASR and S2S read VAD's segments again; no RTTM is asked for
+    "diarize.enabled": ({"diarize": {"enabled": False}}, {"asr", "s2s"} | DOWNSTREAM_OF_ASR - {"diarize_rttm"}),
     "s2s.layer": ({"s2s": {"layer": 1}}, {"s2s_export", "s2s"} | MEASURES_ON),
     "tts.layout": ({"tts": {"layout": "packed"}}, {"s2s"} | MEASURES_ON),
     "tts.vocab_size": ({"tts": {"vocab_size": 200}}, {"tts_tokenizer", "tts_text", "tts_manifest", "tts_combined"}),
@@ -56,7 +65,7 @@ CHANGES = {
     "tts.val_ratio": ({"tts": {"val_ratio": 0.2}}, {"tts_manifest", "tts_combined"}),
     "tts.threads": ({"tts": {"threads": 1}}, set()),
     "curate.minhash_perm": ({"curate": {"minhash_perm": 64}}, MEASURES_ON),
-    "curate.speaker_threshold": ({"curate": {"speaker_threshold": 0.2}}, {"curate_speakers"} | DECISIONS_ON),
+    "curate.speaker_threshold": ({"curate": {"speaker_threshold": 0.2}}, DIARIZE_ON),
     "curate.near_duplicate_jaccard": (
         {"curate": {"near_duplicate_jaccard": 0.4}},
         {"curate_duplicates"} | DECISIONS_ON,

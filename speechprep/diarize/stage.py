@@ -1,0 +1,148 @@
+"""The diarization jobs: files in, files out (docs/outputs.md, "Diarization").
+
+:func:`run` (rule ``diarize``, per shard, between VAD and ASR): the shard's VAD
+segments grouped by file, each file diarized (:func:`~.core.diarize_file`, its
+audio read around its segments only: :class:`~.audio.SpanAudio`), resumable per
+file on :class:`~speechprep.core.shardjob.ShardJob`. Writes, under ``diarize/``:
+
+* ``<s>.segments.jsonl``: the ASR view, what ASR and S2S read: a segment of one
+  speaker as VAD wrote it, the pieces of a cut one (``<id>_<k>``,
+  ``diarize_source``), overlap pieces flagged ``overlap: true``; in a file of two
+  or more speakers every line with its local speaker ``diarize_speaker`` (a file
+  of one speaker: its lines as VAD wrote them);
+* ``<s>.rejects.jsonl``: segments dropped ``multi_speaker``;
+* ``<s>.turns.jsonl``, ``<s>.speakers.jsonl`` (each local speaker's centroid),
+  ``<s>.stats.jsonl`` (per file: speakers, segments and seconds cut, dropped,
+  flagged; ``status``).
+
+Every VAD segment id ends in the segments (itself or its pieces) or the rejects.
+A file whose diarization fails passes its segments through unchanged (``status:
+failed`` with the error, logged); model errors count for the systematic-failure
+rule (``model_failure``), and a resumed job retries such files.
+
+The RTTM job (rule ``diarize_rttm``, after curation's speakers) is
+:func:`.speakermap.write_rttm_shard`.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from ..core.audio import SAMPLE_RATE, AudioError
+from ..core.errors import describe
+from ..core.failures import FailureRule
+from ..core.jsonio import read_jsonl
+from ..core.shardjob import Accepted, ShardJob
+from .audio import SpanAudio
+from .core import diarize_file
+from .lines import STAGE, counts, segment_lines, speaker_lines, turn_lines
+from .params import DiarizeJobParams, DiarizeParams
+
+log = logging.getLogger("speechprep.diarize")
+VERSION = "1"
+
+
+@dataclass(frozen=True)
+class DiarizeFiles:
+    """The diarize job's files: its input (the shard's VAD segments), its outputs, its resume file."""
+
+    segments: str
+    out: str
+    rejects: str
+    turns: str
+    speakers: str
+    stats: str
+    resume: str | None = None
+
+
+def file_items(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The shard's segment lines grouped by file (in the order files first appear), each file's
+    segments in time order: ``{id: file id, audio_filepath, duration: speech s, segments}``."""
+    files: dict[str, list[dict]] = {}
+    for line in lines:
+        files.setdefault(str(line.get("file_id") or line["audio_filepath"]), []).append(line)
+    out = []
+    for fid, segs in files.items():
+        segs = sorted(segs, key=lambda s: float(s["offset"]))
+        speech = sum(float(s["duration"]) for s in segs)
+        out.append({"id": fid, "audio_filepath": segs[0]["audio_filepath"], "duration": speech, "segments": segs})
+    return out
+
+
+def diarize_item(model, item: dict[str, Any], p: DiarizeParams) -> dict[str, Any]:
+    """One file's outcome: its lines (ASR view), rejects, turns, local speakers and counts."""
+    segs = item["segments"]
+    spans = [(float(s["offset"]), float(s["offset"]) + float(s["duration"])) for s in segs]
+    audio = SpanAudio(item["audio_filepath"], spans)
+    result = diarize_file(model, audio, spans, p)
+    kept, rejected = segment_lines(segs, result, tts=False)
+    ended = {x.get("diarize_source", x["id"]) for x in kept + rejected}
+    if ended != {s["id"] for s in segs}:  # never expected: then the file passes through
+        raise RuntimeError(f"diarization accounted for {len(ended)} of the file's {len(segs)} segments")
+    stats = {"id": item["id"], "audio_filepath": item["audio_filepath"], **counts(result), "status": "ok"}
+    return {
+        "lines": kept,
+        "rejects": rejected,
+        "turns": turn_lines(item["id"], segs, result),
+        "speakers": speaker_lines(item["id"], result),
+        "stats": {**stats, "decoded_s": round(audio.decoded / SAMPLE_RATE, 3)},
+    }
+
+
+def passthrough(item: dict[str, Any], error: str) -> dict[str, Any]:
+    """A file diarization failed on: its segments as VAD wrote them, the error in its stats."""
+    segs = item["segments"]
+    stats = {"id": item["id"], "audio_filepath": item["audio_filepath"], "segments": len(segs)}
+    stats |= {"speech_s": round(item["duration"], 3), "status": "failed", "error": error}
+    return {"lines": segs, "rejects": [], "turns": [], "speakers": [], "stats": stats}
+
+
+def load_model(device: str, threads: int):
+    """Resemblyzer's ``VoiceEncoder`` on ``device`` (``auto``: CUDA when there is one)."""
+    import torch
+
+    from ..core.batching import resolve_device
+    from ..encoders import ResemblyzerEncoder
+
+    torch.set_num_threads(max(1, threads))
+    return ResemblyzerEncoder(resolve_device(device), threads).model
+
+
+def _outcome(job: ShardJob, model, item: dict[str, Any], p: DiarizeParams) -> Accepted:
+    try:
+        return Accepted(diarize_item(model, item, p))
+    except AudioError as e:  # the file's fault, not the model's: ASR will say what it is
+        error = f"{e.reason}: {e.detail}"
+    except Exception as e:  # noqa: BLE001 (any failure on one file: its segments pass through)
+        error = describe(e)
+        job.model_error(item, error)
+    log.warning("%s: diarization failed, its %d segments pass through: %s", item["id"], len(item["segments"]), error)
+    return Accepted(passthrough(item, error))
+
+
+def run(files: DiarizeFiles, p: DiarizeJobParams, threads: int = 1, model=None) -> dict[str, Any]:
+    """Diarize every file of a shard (resumable per file); ``model``: a loaded encoder (tests)."""
+    items = file_items(list(read_jsonl(files.segments)))
+    own = {k: v for k, v in asdict(p).items() if k != "model_failure"}  # how it runs, not what it writes
+    rule = FailureRule.from_dict(p.model_failure)
+    job = ShardJob(STAGE, files.segments, files.resume, own, VERSION, "files", rule, "Resemblyzer", items)
+    todo = job.todo(keep=lambda item, saved: "error" not in saved.data["stats"])
+    with job.running(todo):
+        if todo and model is None:
+            model = load_model(p.device, threads)
+        for item in todo:
+            job.emit(item, _outcome(job, model, item, p), audio_seconds=item["duration"])
+    data = [d for _, d in job.accepted()]
+    every = lambda key: [x for d in data for x in (d[key] if isinstance(d[key], list) else [d[key]])]
+    outputs = {files.out: every("lines"), files.turns: every("turns"), files.speakers: every("speakers")}
+    outputs[files.stats] = every("stats")
+    stats = outputs[files.stats]
+    totals = {
+        "segments": sum(len(i["segments"]) for i in items),
+        "cut": sum(s.get("cut", 0) for s in stats),
+        "multi_speaker": sum(s.get("multi_speaker", 0) for s in stats),
+        "failed_files": sum(s["status"] == "failed" for s in stats),
+    }
+    return job.commit(outputs, files.rejects, passed=every("rejects"), **totals)
