@@ -1,37 +1,59 @@
 #!/usr/bin/env bash
-# Run the test suite: each stage's unit tests inside that stage's own venv,
-# then the shared pieces' and the workflow tests (real snakemake runs) in the
+# Run the test suite: each stage's unit tests inside that stage's own venv
+# (two suites at a time), then the shared pieces' and the workflow tests (real
+# snakemake runs, on SPEECHPREP_TEST_WORKERS pytest-xdist workers, default 2:
+# a run leaves most of a core idle while one job loads its models) in the
 # driver venv. `make test-fast` passes -m "not slow".
-# Prints one closing line "N passed, N failed" over all of them.
+# Prints the ten slowest tests and one closing line "N passed, N failed" over all of them.
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 reports="$(mktemp -d)"
 status=0
-run() {  # run ENV TESTDIR
+run() {  # run ENV TESTDIR [pytest options]: 1 when its tests failed
   local env="$1" dir="$2"
+  shift 2
   [ -d "$dir" ] || return 0
   echo "== tests/$(basename "$dir") in .venvs/$env =="
-  ".venvs/$env/bin/python" -m pytest "$dir" -q -p no:cacheprovider --junitxml="$reports/$env-$(basename "$dir").xml" "${PYTEST_ARGS[@]}"
+  ".venvs/$env/bin/python" -m pytest "$dir" -q -p no:cacheprovider --junitxml="$reports/$env-$(basename "$dir").xml" "$@" "${PYTEST_ARGS[@]}"
   local rc=$?
   # 5: no tests collected in that directory
-  if [ $rc -ne 0 ] && [ $rc -ne 5 ]; then status=1; fi
+  if [ $rc -ne 0 ] && [ $rc -ne 5 ]; then return 1; fi
 }
+suite() {  # suite STAGE: a stage's unit tests, its output printed at once when they end
+  local name="$1" env="$1"
+  [ "$name" = diarize ] && env=curate  # the diarization step runs on the curation env's Resemblyzer
+  if [ ! -d ".venvs/$env" ]; then
+    echo "no .venvs/$env for tests/$name: run scripts/setup.sh"
+    return 1
+  fi
+  run "$env" "tests/$name" > "$reports/$name.log" 2>&1
+  local rc=$?
+  cat "$reports/$name.log"
+  return $rc
+}
+export -f run suite
+export reports
 PYTEST_ARGS=("$@")
 # real human speech from Debian's archive (tests/real_speech.py), fetched once
 python3 tests/real_speech.py || { echo "cannot fetch the real-speech test data"; exit 1; }
-# tests/<stage> runs in .venvs/<stage>; tests/core (shared pieces) and
-# tests/workflow (real snakemake runs) in the driver env
-for d in tests/*/; do
-  d="${d%/}"; name="$(basename "$d")"
-  case "$name" in core|workflow|__pycache__) continue ;; esac
-  env="$name"
-  [ "$name" = diarize ] && env=curate  # the diarization step runs on the curation env's Resemblyzer
-  [ -d ".venvs/$env" ] || { echo "no .venvs/$env for $d: run scripts/setup.sh"; status=1; continue; }
-  run "$env" "$d"
-done
-run workflow tests/core
-run workflow tests/workflow
+PYTEST_ARGS_Q=""  # the options again, for the suites' subshells
+[ $# -eq 0 ] || PYTEST_ARGS_Q="$(printf '%q ' "$@")"
+export PYTEST_ARGS_Q
+# tests/<stage> runs in .venvs/<stage>, two suites at a time (the longest first);
+# tests/core (shared pieces) and tests/workflow (real snakemake runs) in the driver env
+stages=$(for d in tests/*/; do n="$(basename "$d")"; case "$n" in core|workflow|__pycache__) ;; *) echo "$n" ;; esac; done \
+  | awk '{print ($1 == "asr" || $1 == "curate" ? 0 : 1), $1}' | sort | cut -d' ' -f2)
+printf '%s\n' $stages | xargs -P 2 -I{} bash -c 'eval "PYTEST_ARGS=($PYTEST_ARGS_Q)"; suite {}' || status=1
+run workflow tests/core || status=1
+workers="${SPEECHPREP_TEST_WORKERS:-2}"
+if [ "$workers" -gt 1 ]; then
+  # a test file per worker at a time: its module fixtures (one run each) stay in one process;
+  # tests/workflow/conftest.py orders the files and shares the demo run between the workers
+  run workflow tests/workflow -n "$workers" --dist loadfile --no-loadscope-reorder || status=1
+else
+  run workflow tests/workflow || status=1
+fi
 python3 - "$reports" <<'PY'
 import glob, sys, xml.etree.ElementTree as ET
 t = f = e = s = 0

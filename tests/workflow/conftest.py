@@ -1,5 +1,7 @@
 """Helpers for tests that run the real workflow: snakemake in a subprocess."""
 
+import contextlib
+import fcntl
 import json
 import os
 import shutil
@@ -67,6 +69,10 @@ def kill_group(proc):
     proc.wait()
 
 
+# The config section of a run whose tests do not look at diarization: its one-voice files
+# would come out of the step as VAD cut them (tests/workflow/test_diarize_workflow.py).
+NOT_DIARIZED = {"diarize": {"enabled": False}}
+
 # What the session's runs share (set by the session fixture shared_dirs): the built
 # text-normalisation grammars, so a run in another working directory does not build them again.
 SHARED: dict[str, str] = {}
@@ -129,18 +135,60 @@ def read_jsonl(path):
         return [json.loads(x) for x in f if x.strip()]
 
 
+def session_root(tmp_path_factory) -> Path:
+    """The directory every pytest process of this session sees: with pytest-xdist
+    (``make test`` runs the workflow tests on two workers), the workers' common parent."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+@contextlib.contextmanager
+def built_once(root: Path, name: str):
+    """Hold ``root/name.lock`` while a session-wide product is built or read: yields
+    (directory, done) where ``done`` is False when this process must build it (into an
+    emptied directory) and then write ``directory/.done``. Another worker waiting on the
+    lock finds it done; after a failed build the next one tries again from scratch."""
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / f"{name}.lock", "w", encoding="utf-8") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        d = root / name
+        done = (d / ".done").exists()
+        if not done:
+            shutil.rmtree(d, ignore_errors=True)
+        yield d, done
+
+
 @pytest.fixture(scope="session")
 def demo_copy(tmp_path_factory):
-    """A private copy of the demo corpus (tests add files to it)."""
-    d = tmp_path_factory.mktemp("corpus") / "audio"
-    shutil.copytree(DEMO / "audio", d)
-    return d
+    """A copy of the demo corpus that the session's demo runs read (no test changes it)."""
+    with built_once(session_root(tmp_path_factory), "corpus") as (d, done):
+        if not done:
+            shutil.copytree(DEMO / "audio", d / "audio")
+            (d / ".done").touch()
+    return d / "audio"
 
 
 @pytest.fixture(scope="session")
 def demo(tmp_path_factory, demo_copy):
-    """The demo pipeline, every stage, from a clean working directory: (workdir, output)."""
-    work = tmp_path_factory.mktemp("demo")
-    write_config(work, {"demo": {"audio_dir": str(demo_copy), "shards": 3}})
-    _, out = snakemake(work)
-    return work, out
+    """The demo pipeline, every stage, from a clean working directory: (workdir, output).
+    One run per session, whichever worker needs it first; only dry runs and reports run
+    in it afterwards (a test that changes a run makes its own)."""
+    with built_once(session_root(tmp_path_factory), "demo") as (work, done):
+        if not done:
+            write_config(work, {"demo": {"audio_dir": str(demo_copy), "shards": 3}})
+            _, out = snakemake(work)
+            (work / "snakemake.out").write_text(out, encoding="utf-8")
+            (work / ".done").touch()
+    return work, (work / "snakemake.out").read_text(encoding="utf-8")
+
+
+def pytest_collection_modifyitems(items):
+    """The SLURM tests first, those that do not wait for the demo run ahead of those that do:
+    with two workers (``make test``: pytest-xdist, a test file per worker at a time) one
+    worker starts on them while the other builds the demo run."""
+
+    def rank(item):
+        slurm = item.path.name == "test_slurm.py"
+        return (not slurm, slurm and "slurm_demo" in item.fixturenames)
+
+    items.sort(key=rank)

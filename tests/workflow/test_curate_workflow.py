@@ -4,7 +4,7 @@ import json
 
 import numpy as np
 import pytest
-from conftest import TRUTH, demo_models, jobs_run, read_jsonl, snakemake, write_config
+from conftest import NOT_DIARIZED, TRUTH, demo_models, jobs_run, read_jsonl, snakemake, write_config
 
 pytestmark = pytest.mark.slow  # real snakemake runs
 
@@ -114,7 +114,7 @@ def test_tts_keeps_the_kept_segments_with_their_speaker_vectors(demo):
 
 def test_a_threshold_change_reruns_decisions_not_measurements(tmp_path, demo, demo_copy):
     work, _ = demo
-    base = demo_models(work)
+    base = {**demo_models(work), **NOT_DIARIZED}
     audio = demo_copy / "variants"
     write_config(tmp_path, {"v": {"audio_dir": str(audio), "shards": 1}}, **base)
     snakemake(tmp_path)

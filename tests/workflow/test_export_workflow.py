@@ -11,7 +11,7 @@ import subprocess
 
 import numpy as np
 import pytest
-from conftest import REPO, demo_models, jobs_run, read_jsonl, snakemake, write_config
+from conftest import NOT_DIARIZED, REPO, demo_models, jobs_run, read_jsonl, snakemake, write_config
 
 from speechprep.core.artifacts import read_wav
 from speechprep.core.npyio import load_ref
@@ -93,7 +93,7 @@ def voice(tmp_path_factory, demo, demo_copy):
     """(workdir, config sections, dataset) of a run of us_male with every stage and export."""
     work, _ = demo
     tmp_path = tmp_path_factory.mktemp("voice")
-    base = {"stages": STAGES, **demo_models(work)}  # the demo run's models (built from code)
+    base = {"stages": STAGES, **demo_models(work), **NOT_DIARIZED}  # the demo run's models (built from code)
     ds = {"v": {"audio_dir": str(demo_copy / "us_male"), "shards": 2}}
     write_config(tmp_path, ds, **base)
     snakemake(tmp_path)

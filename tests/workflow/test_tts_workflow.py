@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from conftest import (
     DEMO,
+    NOT_DIARIZED,
     REPO,
     TRUTH,
     demo_models,
@@ -188,7 +189,7 @@ def small(tmp_path_factory, demo):
             (work / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy(DEMO / "audio" / rel, work / rel)
     shutil.copy(DEMO / "audio" / "us_male" / "clip01.wav", work / "us_male" / LONG_NAME)
-    base = demo_models(demo[0])
+    base = {**demo_models(demo[0]), **NOT_DIARIZED}
 
     def configure(**tts):
         write_config(

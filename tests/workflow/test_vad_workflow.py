@@ -152,15 +152,17 @@ def test_rerun_with_nothing_changed_runs_zero_jobs(demo):
     assert "Nothing to be done" in out, out[-3000:]
 
 
-def test_new_file_reruns_only_its_shard(demo, demo_copy):
-    work, _ = demo
-    vad_dir = work / "results" / "demo" / "vad"
+def test_new_file_reruns_only_its_shard(tmp_path, demo_copy):
+    """A file added to a finished run's corpus: ingest reruns, then only the VAD job of the
+    shard the file lands in (the VAD stage alone: the session's demo run stays as it is)."""
+    audio = tmp_path / "audio"
+    shutil.copytree(demo_copy, audio)
+    write_config(tmp_path, {"demo": {"audio_dir": str(audio), "shards": 3}}, stages=["vad"])
+    snakemake(tmp_path)
+    vad_dir = tmp_path / "results" / "demo" / "vad"
     before = {p.name: p.stat().st_mtime_ns for p in vad_dir.glob("shard-*.jsonl")}
-    shutil.copy(demo_copy / "us_male" / "clip01.wav", demo_copy / "us_male" / "clip99.wav")
-    try:
-        _, out = snakemake(work)
-    finally:
-        (demo_copy / "us_male" / "clip99.wav").unlink()
+    shutil.copy(audio / "us_male" / "clip01.wav", audio / "us_male" / "clip99.wav")
+    _, out = snakemake(tmp_path)
     assert len(jobs_run(out, "ingest")) == 1
     ran = jobs_run(out, "vad")
     assert len(ran) == 1, out[-4000:]
