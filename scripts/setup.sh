@@ -155,7 +155,13 @@ build_env() {  # build_env STAGE STAMP: (re)build .venvs/STAGE from envs/STAGE.y
     [ -n "$req" ] || continue
     echo "setup: $req ($opts)"
     # shellcheck disable=SC2086
-    uv_install $opts "$req" -c "$tmp/constraints.txt"
+    uv_install $opts "$req" -c "$tmp/constraints.txt" || {
+      # extensions built side by side can race (fairseq, 1 fresh build in 3 here: "ld:
+      # cannot find .../data_utils_fast.o"): once more, one extension at a time
+      echo "setup: $req failed; once more with one extension at a time"
+      # shellcheck disable=SC2086
+      (unset DIST_EXTRA_CONFIG && uv_install $opts "$req" -c "$tmp/constraints.txt")
+    }
   done < <(cd "$ROOT" && "$PY" -m speechprep.core.envspec "$spec" --setup)
   # PyPI's torchaudio is a CUDA build that breaks on import here; no stage uses it
   if "$venv/bin/python" -c 'import importlib.metadata as m; m.version("torchaudio")' 2>/dev/null; then
