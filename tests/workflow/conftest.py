@@ -182,13 +182,20 @@ def demo(tmp_path_factory, demo_copy):
     return work, (work / "snakemake.out").read_text(encoding="utf-8")
 
 
+# The files in the order the workers take them (the others after these, by name): the SLURM
+# tests (most of their time is the scheduler's), the file whose first test builds the demo run,
+# then those with tests that do not need it (run ahead of their file's demo tests).
+FIRST = ("test_slurm.py", "test_asr_workflow.py", "test_config.py", "test_vad_workflow.py", "test_diarize_workflow.py")
+
+
 def pytest_collection_modifyitems(items):
-    """The SLURM tests first, those that do not wait for the demo run ahead of those that do:
-    with two workers (``make test``: pytest-xdist, a test file per worker at a time) one
-    worker starts on them while the other builds the demo run."""
+    """Order the tests for ``make test``'s workers (pytest-xdist, one file per worker at a time,
+    in this order): while one worker builds the demo run, the others run what does not wait
+    for it; inside a file, the tests that do not need the demo run first."""
 
     def rank(item):
-        slurm = item.path.name == "test_slurm.py"
-        return (not slurm, slurm and "slurm_demo" in item.fixturenames)
+        name = item.path.name
+        first = FIRST.index(name) if name in FIRST else len(FIRST)
+        return (first, name, "demo" in item.fixturenames or "slurm_demo" in item.fixturenames)
 
     items.sort(key=rank)
