@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Run the test suite: each stage's unit tests inside that stage's own venv
 # (two suites at a time), then the shared pieces' and the workflow tests (real
-# snakemake runs, on SPEECHPREP_TEST_WORKERS pytest-xdist workers, default 3:
+# snakemake runs, on SPEECHPREP_TEST_WORKERS pytest-xdist workers, default 2:
 # a run keeps about one of the two cores busy, the SLURM tests less) in the
 # driver venv. `make test-fast` passes -m "not slow".
 # Prints the ten slowest tests and one closing line "N passed, N failed" over all of them.
@@ -46,7 +46,7 @@ stages=$(for d in tests/*/; do n="$(basename "$d")"; case "$n" in core|workflow|
   | awk '{print ($1 == "asr" || $1 == "curate" ? 0 : 1), $1}' | sort | cut -d' ' -f2)
 printf '%s\n' $stages | xargs -P 2 -I{} bash -c 'eval "PYTEST_ARGS=($PYTEST_ARGS_Q)"; suite {}' || status=1
 run workflow tests/core || status=1
-workers="${SPEECHPREP_TEST_WORKERS:-3}"
+workers="${SPEECHPREP_TEST_WORKERS:-2}"
 if [ "$workers" -gt 1 ]; then
   # a test file per worker at a time: its module fixtures (one run each) stay in one process;
   # tests/workflow/conftest.py orders the files and shares the demo run between the workers
