@@ -75,12 +75,14 @@ NOT_DIARIZED = {"diarize": {"enabled": False}}
 
 # What the session's runs share (set by the session fixture shared_dirs): the built
 # text-normalisation grammars, so a run in another working directory does not build them again.
+# One directory for every worker: the demo run builds them (test_tts_workflow checks it did),
+# and every other run that normalises text uses the demo run's models, so it starts after.
 SHARED: dict[str, str] = {}
 
 
 @pytest.fixture(scope="session", autouse=True)
 def shared_dirs(tmp_path_factory):
-    SHARED["grammars"] = str(tmp_path_factory.mktemp("text_normalization"))
+    SHARED["grammars"] = str(session_root(tmp_path_factory) / "text_normalization")
 
 
 def write_config(workdir, datasets, shared_grammars=True, **sections):

@@ -3,8 +3,8 @@ loader as documented (Lhotse from_shar + a bucketing sampler, datasets.load_data
 directory, WebDataset; NeMo's tarred dataset over all shards in the ASR env) against the TTS
 manifests, an export option change (two formats of four) rerunning only export and reading back;
 then, in the same working directory, ``asr.trim`` on (S2S and TTS get the trimmed segments,
-VAD is untouched) and off again (the earlier outputs come back); then ``tts.layout: packed``
-(the same content, one file per shard and kind)."""
+VAD is untouched); then ``asr.trim`` off again with ``tts.layout: packed`` (the first run's
+content comes back, one file per shard and kind)."""
 
 import json
 import subprocess
@@ -88,20 +88,38 @@ def outputs(res, pattern):
     return {x["id"]: x for p in sorted(res.glob(pattern)) for x in read_jsonl(p)}
 
 
+ARRAYS = ("text_ids", "codes", "condition", "emo_vec")
+
+
+def snapshot(res):
+    """What the layout and trim tests compare: the ASR, S2S and TTS lines by id, and every
+    array and unit WAV they point to."""
+    tts = outputs(res, "tts/*_manifest.jsonl")
+    units = outputs(res, "s2s/shard-*.units.jsonl")
+    return {
+        "asr": outputs(res, "asr/shard-*[0-9].jsonl"),
+        "units": units,
+        "tts": tts,
+        "arrays": {(i, k): load_ref(x[k]) for i, x in tts.items() for k in ARRAYS},
+        "wavs": {i: read_wav(u["wav"]) for i, u in units.items()},
+    }
+
+
 @pytest.fixture(scope="module")
 def voice(tmp_path_factory, demo, demo_copy):
-    """(workdir, config sections, dataset) of a run of us_male with every stage and export."""
+    """(workdir, config sections, dataset, snapshot of the first run) of a run of us_male with
+    every stage and export."""
     work, _ = demo
     tmp_path = tmp_path_factory.mktemp("voice")
     base = {"stages": STAGES, **demo_models(work), **NOT_DIARIZED}  # the demo run's models (built from code)
     ds = {"v": {"audio_dir": str(demo_copy / "us_male"), "shards": 2}}
     write_config(tmp_path, ds, **base)
     snakemake(tmp_path)
-    return tmp_path, base, ds
+    return tmp_path, base, ds, snapshot(tmp_path / "results" / "v")
 
 
 def test_export_in_a_full_run_and_an_option_change_reruns_only_export(voice):
-    tmp_path, base, ds = voice
+    tmp_path, base, ds, _ = voice
     res = tmp_path / "results" / "v"
     final = [x for m in ("train", "val") for x in read_jsonl(res / "tts" / f"{m}_manifest.jsonl")]
     want = {x["id"]: x["duration"] for x in final}
@@ -150,15 +168,15 @@ def test_export_in_a_full_run_and_an_option_change_reruns_only_export(voice):
 
 
 def test_trim_changes_what_s2s_and_tts_read_and_nothing_upstream(voice):
-    tmp_path, base, ds = voice
+    """``asr.trim`` on, the TTS manifests as targets (the export is not what changes);
+    the layout test below turns it off again."""
+    tmp_path, base, ds, first = voice
     res = tmp_path / "results" / "v"
     vad_before = {p.name: p.read_bytes() for p in sorted((res / "vad").glob("shard-*.segments.jsonl"))}
-    asr_before = outputs(res, "asr/shard-*[0-9].jsonl")
-    units_before = outputs(res, "s2s/shard-*.units.jsonl")
-    tts_before = outputs(res, "tts/*_manifest.jsonl")
+    asr_before, units_before = first["asr"], first["units"]
 
     write_config(tmp_path, ds, **{**base, "asr": {**base["asr"], "trim": True}})
-    _, out = snakemake(tmp_path)
+    _, out = snakemake(tmp_path, *(f"results/v/tts/{m}_manifest.jsonl" for m in ("train", "val")))
     assert not jobs_run(out, "vad") and jobs_run(out, "s2s") and jobs_run(out, "tts_manifest"), out[-3000:]
     assert {p.name: p.read_bytes() for p in sorted((res / "vad").glob("shard-*.segments.jsonl"))} == vad_before
     asr_trim = outputs(res, "asr/shard-*[0-9].jsonl")
@@ -180,47 +198,37 @@ def test_trim_changes_what_s2s_and_tts_read_and_nothing_upstream(voice):
     for id_, line in outputs(res, "tts/*_manifest.jsonl").items():  # TTS lines carry the trimmed bounds
         assert (line["offset"], line["duration"]) == (asr_trim[id_]["offset"], asr_trim[id_]["duration"])
 
-    write_config(tmp_path, ds, **base)  # trim off again: the earlier outputs come back
-    snakemake(tmp_path)
-    assert outputs(res, "asr/shard-*[0-9].jsonl") == asr_before
-    assert outputs(res, "s2s/shard-*.units.jsonl") == units_before
-    assert outputs(res, "tts/*_manifest.jsonl") == tts_before
-
-
-ARRAYS = ("text_ids", "codes", "condition", "emo_vec")
-
 
 def test_packed_layout_same_content_and_file_count_grows_with_shards_not_segments(voice):
-    tmp_path, base, ds = voice
+    """``tts.layout: packed`` with ``asr.trim`` off again (after the trim test): the first
+    run's ASR lines come back, and its S2S and TTS content in one file per shard and kind."""
+    tmp_path, base, ds, first = voice
     res = tmp_path / "results" / "v"
     dirs = [
         d for pattern in ("s2s/shard-*[0-9]", *(f"tts/shard-*[0-9]/{k}" for k in ARRAYS)) for d in res.glob(pattern)
     ]
     assert len(dirs) == 2 * (1 + len(ARRAYS))
-    tts_before = outputs(res, "tts/*_manifest.jsonl")
-    units_before = outputs(res, "s2s/shard-*.units.jsonl")
-    arrays_before = {(i, k): load_ref(x[k]) for i, x in tts_before.items() for k in ARRAYS}
-    wavs_before = {i: read_wav(u["wav"]) for i, u in units_before.items()}
     files = lambda: sorted(p for p in res.rglob("*") if p.is_file())
     before = files()
     mark = ".snakemake_timestamp"  # Snakemake's own, in each directory output: one per shard and kind
     per_segment = [p for d in dirs for p in d.iterdir() if p.name != mark]
-    assert len(per_segment) >= len(units_before) + len(ARRAYS) * len(tts_before)
+    assert len(per_segment) >= len(first["units"]) + len(ARRAYS) * len(first["tts"])
 
     write_config(tmp_path, ds, **{**base, "tts": {**base.get("tts", {}), "layout": "packed"}})
     _, out = snakemake(tmp_path)
-    assert not jobs_run(out, "vad") and not jobs_run(out, "asr"), out[-3000:]
+    assert not jobs_run(out, "vad"), out[-3000:]
     assert len(jobs_run(out, "s2s")) == len(jobs_run(out, "tts_features")) == len(jobs_run(out, "tts_text")) == 2
 
-    # the same content: every field but where the arrays are, every array and WAV equal
+    # the first run's content: every field but where the arrays are, every array and WAV equal
+    assert outputs(res, "asr/shard-*[0-9].jsonl") == first["asr"]
     tts_after = outputs(res, "tts/*_manifest.jsonl")
     strip = lambda lines, keys: {i: {k: v for k, v in x.items() if k not in keys} for i, x in lines.items()}
-    assert strip(tts_after, ARRAYS) == strip(tts_before, ARRAYS)
-    for (i, k), a in arrays_before.items():
+    assert strip(tts_after, ARRAYS) == strip(first["tts"], ARRAYS)
+    for (i, k), a in first["arrays"].items():
         assert "#" in tts_after[i][k] and np.array_equal(load_ref(tts_after[i][k]), a), (i, k)
     units_after = outputs(res, "s2s/shard-*.units.jsonl")
-    assert strip(units_after, ("wav",)) == strip(units_before, ("wav",))
-    for i, w in wavs_before.items():
+    assert strip(units_after, ("wav",)) == strip(first["units"], ("wav",))
+    for i, w in first["wavs"].items():
         assert np.array_equal(read_wav(units_after[i]["wav"]), w), i
 
     # the files: each per-segment directory now holds one packed file; nothing else changed in number

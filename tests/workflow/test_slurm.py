@@ -16,20 +16,29 @@ import yaml
 from conftest import REPO, demo_models, read_jsonl, snakemake, write_config
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(os.geteuid() != 0, reason="the test SLURM's daemons need root")]
-RULES = (
+RULES = (  # every rule of the run but `all` (the grammars come from the session's cache)
     "ingest",
     "vad",
     "vad_merge",
+    "diarize",
+    "diarize_rttm",
     "asr",
     "asr_merge",
+    "s2s_export",
     "s2s",
-    "tts_grammars",
+    "curate_measure",
+    "curate_speakers",
+    "curate_duplicates",
+    "curate_decide",
+    "curate_summary",
     "tts_normalize",
     "tts_tokenizer",
     "tts_features",
     "tts_text",
     "tts_manifest",
     "tts_combined",
+    "report_plots",
+    "report_curation",
 )
 
 
@@ -152,9 +161,10 @@ def profile_copy(dest, settings=None, **set_resources):
 @pytest.fixture(scope="module")
 def slurm_demo(cluster, demo, demo_copy, tmp_path_factory):
     work = tmp_path_factory.mktemp("slurm_demo")
-    # its own grammar cache: every rule, tts_grammars too, runs as a SLURM job
+    # the session's grammar cache, which the local demo run built (rule tts_grammars is a
+    # plain one-command rule in the tts env, as tts_normalize is)
     demo_ds = {"demo": {"audio_dir": str(demo_copy), "shards": 3}}
-    write_config(work, demo_ds, shared_grammars=False, **demo_models(demo[0]))
+    write_config(work, demo_ds, **demo_models(demo[0]))
     return work, slurm_snakemake(work)
 
 

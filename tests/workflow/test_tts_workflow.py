@@ -261,55 +261,6 @@ def test_tokenizer_change_reruns_only_text_ids_and_manifests(small):
     assert "Nothing to be done" in out
 
 
-SLOW_ENCODER = """
-import sys, torch
-
-class Slow(torch.nn.Module):
-    # a lab's own condition encoder, slow on purpose (about 0.3 s a clip)
-    def forward(self, wav: torch.Tensor) -> torch.Tensor:
-        m = torch.full((192, 192), 0.5)
-        for _ in range(3000):
-            m = torch.tanh(m @ m / 192.0)
-        return torch.cat([wav.mean().reshape(1), wav.std().reshape(1), m[0, :30]])
-
-torch.jit.script(Slow()).save(sys.argv[1])
-"""
-
-
-def test_killed_features_job_resumes_and_recomputes_a_truncated_array(small):
-    """SIGKILL mid-shard, a truncated array planted among the finished ones (as a crash
-    before the data reached the disk leaves it), rerun: it is detected and recomputed."""
-    work, configure = small
-    slow = work / "slow_encoder.pt"
-    (work / "slow_encoder.py").write_text(SLOW_ENCODER, encoding="utf-8")  # TorchScript reads the source
-    subprocess.run(
-        [str(REPO / ".venvs" / "tts" / "bin" / "python"), str(work / "slow_encoder.py"), str(slow)], check=True
-    )
-    configure(condition=f"torchscript:{slow}", cpu_batch_seconds=1.0)  # one segment a batch
-    res = work / "results" / "a" / "tts"
-    proc = start_snakemake(work, "results/a/tts/shard-0000.features.jsonl")
-    checkpoint = res / ".partial" / "shard-0000.jsonl"
-    kill_when_checkpointed(proc, checkpoint, 2)
-    done = [json.loads(x)["id"] for x in checkpoint.read_text(encoding="utf-8").splitlines()[1:] if x.endswith("}")]
-    victim = res / ".partial" / "shard-0000" / "condition" / f"{done[0]}.npy"
-    victim.write_bytes(victim.read_bytes()[:90])
-
-    snakemake(work, "--unlock")
-    _, out = snakemake(work)
-    assert len(jobs_run(out, "tts_features")) == 2  # the killed shard and b's (new encoder)
-    log = (work / "results" / "a" / "logs" / "tts" / "shard-0000.log").read_text(encoding="utf-8")
-    n = len(read_jsonl(work / "results" / "a" / "asr" / "shard-0000.jsonl"))
-    assert f"{n} segments, {len(done) - 1} already done or screened out" in log, log
-    lines = {x["id"]: x for x in read_jsonl(res / "shard-0000.features.jsonl")}
-    assert set(done) <= set(lines) and len(lines) == n
-    for x in lines.values():
-        v = np.load(x["condition"])
-        assert v.dtype == np.float32 and v.shape == (32,) == (x["condition_dim"],)
-    ref = np.load(lines[done[1]]["condition"])
-    assert np.array_equal(np.load(lines[done[0]]["condition"])[2:], ref[2:])  # the module's constant part
-    assert not checkpoint.exists() and not (res / ".partial" / "shard-0000").exists()
-
-
 def test_a_file_name_near_the_limit_goes_through_every_stage(small):
     """Its 242-byte id makes segment ids whose .wav/.npy names would not fit in 255
     bytes: they get a readable prefix + hash, and the lines keep the full ids."""
@@ -354,3 +305,53 @@ def test_normalize_change_reruns_only_the_text_side(small):
     configure()
     _, out = snakemake(work)
     assert not jobs_run(out, "tts_features") and not jobs_run(out, "tts_grammars")  # the cache is still there
+
+
+SLOW_ENCODER = """
+import sys, torch
+
+class Slow(torch.nn.Module):
+    # a lab's own condition encoder, slow on purpose (about 0.3 s a clip)
+    def forward(self, wav: torch.Tensor) -> torch.Tensor:
+        m = torch.full((192, 192), 0.5)
+        for _ in range(3000):
+            m = torch.tanh(m @ m / 192.0)
+        return torch.cat([wav.mean().reshape(1), wav.std().reshape(1), m[0, :30]])
+
+torch.jit.script(Slow()).save(sys.argv[1])
+"""
+
+
+def test_killed_features_job_resumes_and_recomputes_a_truncated_array(small):
+    """SIGKILL mid-shard, a truncated array planted among the finished ones (as a crash
+    before the data reached the disk leaves it), rerun: it is detected and recomputed.
+    The module's last test: it leaves the slow encoder in the config."""
+    work, configure = small
+    slow = work / "slow_encoder.pt"
+    (work / "slow_encoder.py").write_text(SLOW_ENCODER, encoding="utf-8")  # TorchScript reads the source
+    subprocess.run(
+        [str(REPO / ".venvs" / "tts" / "bin" / "python"), str(work / "slow_encoder.py"), str(slow)], check=True
+    )
+    configure(condition=f"torchscript:{slow}", cpu_batch_seconds=1.0)  # one segment a batch
+    res = work / "results" / "a" / "tts"
+    proc = start_snakemake(work, "results/a/tts/shard-0000.features.jsonl")
+    checkpoint = res / ".partial" / "shard-0000.jsonl"
+    kill_when_checkpointed(proc, checkpoint, 2)
+    done = [json.loads(x)["id"] for x in checkpoint.read_text(encoding="utf-8").splitlines()[1:] if x.endswith("}")]
+    victim = res / ".partial" / "shard-0000" / "condition" / f"{done[0]}.npy"
+    victim.write_bytes(victim.read_bytes()[:90])
+
+    snakemake(work, "--unlock")
+    _, out = snakemake(work, "results/a/tts/shard-0000.features.jsonl")
+    assert jobs_run(out, "tts_features") == ["ds=a, shard=shard-0000"], out[-3000:]
+    log = (work / "results" / "a" / "logs" / "tts" / "shard-0000.log").read_text(encoding="utf-8")
+    n = len(read_jsonl(work / "results" / "a" / "asr" / "shard-0000.jsonl"))
+    assert f"{n} segments, {len(done) - 1} already done or screened out" in log, log
+    lines = {x["id"]: x for x in read_jsonl(res / "shard-0000.features.jsonl")}
+    assert set(done) <= set(lines) and len(lines) == n
+    for x in lines.values():
+        v = np.load(x["condition"])
+        assert v.dtype == np.float32 and v.shape == (32,) == (x["condition_dim"],)
+    ref = np.load(lines[done[1]]["condition"])
+    assert np.array_equal(np.load(lines[done[0]]["condition"])[2:], ref[2:])  # the module's constant part
+    assert not checkpoint.exists() and not (res / ".partial" / "shard-0000").exists()

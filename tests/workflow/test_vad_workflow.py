@@ -190,7 +190,7 @@ def test_single_target_builds_only_what_it_needs(tmp_path, demo_copy):
 
 def test_other_corpus_from_configfile_manifest_and_plain_cores(tmp_path, demo):
     """`--configfile` with a manifest dataset runs that dataset alone, also
-    without a profile (`--cores N`: each rule uses its stage's venv)."""
+    without a profile (`--cores N`: each rule uses its stage's venv); VAD and ASR."""
     audio = DEMO / "audio"
     lines = [
         json.dumps(
@@ -205,12 +205,13 @@ def test_other_corpus_from_configfile_manifest_and_plain_cores(tmp_path, demo):
         tmp_path,
         {"mine": {"manifest": str(tmp_path / "in.jsonl"), "shards": 2}},
         asr={"model": str(demo[0] / "resources" / "models" / "demo_asr.nemo")},
+        stages=["vad", "asr"],
     )
     _, out = snakemake(tmp_path, "--cores", "2", profile=False)
     assert not jobs_run(out, "demo_asr_model")  # the given model is used, not rebuilt
     res = tmp_path / "results"
-    # _all: the TTS tokenizer, combined split (.cache: model digests)
-    assert sorted(p.name for p in res.iterdir() if not p.name.startswith(".")) == ["_all", "mine"]
+    assert sorted(p.name for p in res.iterdir() if not p.name.startswith(".")) == ["mine"]  # (.cache: model digests)
+    assert len(jobs_run(out, "asr")) == 2 and not jobs_run(out, "s2s")
     ing = {r["reason"] for r in read_jsonl(res / "mine" / "rejects" / "ingest.jsonl")}
     assert ing == {"malformed_line", "bad_encoding", "missing"}
     vad_rejects = [r for p in (res / "mine" / "vad").glob("*.rejects.jsonl") for r in read_jsonl(p)]
