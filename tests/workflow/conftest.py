@@ -18,6 +18,8 @@ from tests.support import kill_when_checkpointed  # noqa: F401 (the workflow tes
 REPO = Path(__file__).resolve().parents[2]
 DEMO = REPO / "resources" / "demo"
 TRUTH = json.loads((DEMO / "truth.json").read_text(encoding="utf-8"))
+# The session's demo runs (local and SLURM) cut the demo corpus (32 files) into this many shards.
+DEMO_SHARDS = 2
 
 
 def snakemake(workdir, *args, profile=True, check=True, timeout=900):
@@ -177,7 +179,7 @@ def demo(tmp_path_factory, demo_copy):
     in it afterwards (a test that changes a run makes its own)."""
     with built_once(session_root(tmp_path_factory), "demo") as (work, done):
         if not done:
-            write_config(work, {"demo": {"audio_dir": str(demo_copy), "shards": 3}})
+            write_config(work, {"demo": {"audio_dir": str(demo_copy), "shards": DEMO_SHARDS}})
             _, out = snakemake(work)
             (work / "snakemake.out").write_text(out, encoding="utf-8")
             (work / ".done").touch()

@@ -3,7 +3,7 @@
 import json
 
 import pytest
-from conftest import REPO, TRUTH, jobs_run, read_jsonl
+from conftest import DEMO_SHARDS, REPO, TRUTH, jobs_run, read_jsonl
 
 pytestmark = pytest.mark.slow  # real snakemake runs
 
@@ -31,7 +31,7 @@ def test_demo_model_built_by_the_workflow_and_used(demo):
     work, out = demo
     assert len(jobs_run(out, "demo_asr_model")) == 1
     assert (work / "resources" / "models" / "demo_asr.nemo").is_file()
-    assert len(jobs_run(out, "asr")) == 3 and len(jobs_run(out, "asr_merge")) == 1
+    assert len(jobs_run(out, "asr")) == DEMO_SHARDS and len(jobs_run(out, "asr_merge")) == 1
     log = (work / "resources" / "models" / "logs" / "demo_asr.log").read_text(encoding="utf-8")
     assert f"stage 'asr' env ok: prefix={REPO / '.venvs' / 'asr'}" in log
     for p in (work / "results" / "demo" / "logs" / "asr").glob("*.log"):
@@ -80,5 +80,5 @@ def test_asr_accounting_and_contract_fields(demo):
     merged = read_jsonl(res / "asr" / "manifest.jsonl")
     assert len(merged) == total
     summary = json.loads((res / "asr" / "summary.json").read_text(encoding="utf-8"))
-    assert summary["transcribed"] == total and summary["shards"] == 3
+    assert summary["transcribed"] == total and summary["shards"] == DEMO_SHARDS
     assert summary["empty_text"] == sum(x["text"] == "" for x in merged)

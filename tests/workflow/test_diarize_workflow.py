@@ -9,7 +9,7 @@ import json
 import subprocess
 
 import pytest
-from conftest import REPO, jobs_run, read_jsonl, snakemake, write_config
+from conftest import DEMO_SHARDS, REPO, jobs_run, read_jsonl, snakemake, write_config
 
 pytestmark = pytest.mark.slow  # the session's demo run
 
@@ -23,7 +23,7 @@ def shards(res):
 def test_diarize_runs_per_shard_and_touches_no_one_voice_file(demo):
     work, out = demo
     res = work / "results" / "demo"
-    assert len(jobs_run(out, "diarize")) == 3 and len(jobs_run(out, "diarize_rttm")) == 3
+    assert len(jobs_run(out, "diarize")) == DEMO_SHARDS == len(jobs_run(out, "diarize_rttm"))
     vad = segments = touched = 0
     for s in shards(res):
         given = list(read_jsonl(res / "vad" / f"{s}.segments.jsonl"))

@@ -5,7 +5,7 @@ import re
 import subprocess
 
 import pytest
-from conftest import snakemake
+from conftest import DEMO_SHARDS, snakemake
 
 from tests.support import REPO, Browser, chromium
 
@@ -33,7 +33,7 @@ def check_report(work, out_name="report.html"):
     with open(work / "results" / "demo" / "report" / "stages.csv", encoding="utf-8") as f:
         rows = {r["stage"]: r for r in csv.DictReader(f)}
     assert set(rows) == {"vad", "diarize", "asr", "s2s", "curate", "tts"}  # the demo is diarized
-    assert all(int(r["shard_jobs"]) == 3 and float(r["job_seconds"]) > 0 for r in rows.values())
+    assert all(int(r["shard_jobs"]) == DEMO_SHARDS and float(r["job_seconds"]) > 0 for r in rows.values())
     assert int(rows["vad"]["rejected"]) == 4
     # curation's count is every segment it dropped, as its rejects files list them
     curate = work / "results" / "demo" / "curate"

@@ -2,14 +2,14 @@
 
 import pytest
 import soundfile as sf
-from conftest import REPO, jobs_run, read_jsonl
+from conftest import DEMO_SHARDS, REPO, jobs_run, read_jsonl
 
 pytestmark = pytest.mark.slow  # real snakemake runs
 
 
 def test_demo_s2s_models_built_and_used(demo):
     work, out = demo
-    assert len(jobs_run(out, "demo_s2s_models")) == 1 and len(jobs_run(out, "s2s")) == 3
+    assert len(jobs_run(out, "demo_s2s_models")) == 1 and len(jobs_run(out, "s2s")) == DEMO_SHARDS
     for p in (work / "results" / "demo" / "logs" / "s2s").glob("*.log"):
         text = p.read_text(encoding="utf-8")
         assert f"stage 's2s' env ok: prefix={REPO / '.venvs' / 's2s'}" in text

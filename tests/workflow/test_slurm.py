@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 import yaml
-from conftest import REPO, demo_models, read_jsonl, snakemake, write_config
+from conftest import DEMO_SHARDS, REPO, demo_models, read_jsonl, snakemake, write_config
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(os.geteuid() != 0, reason="the test SLURM's daemons need root")]
 RULES = (  # every rule of the run but `all` (the grammars come from the session's cache)
@@ -163,7 +163,7 @@ def slurm_demo(cluster, demo, demo_copy, tmp_path_factory):
     work = tmp_path_factory.mktemp("slurm_demo")
     # the session's grammar cache, which the local demo run built (rule tts_grammars is a
     # plain one-command rule in the tts env, as tts_normalize is)
-    demo_ds = {"demo": {"audio_dir": str(demo_copy), "shards": 3}}
+    demo_ds = {"demo": {"audio_dir": str(demo_copy), "shards": DEMO_SHARDS}}
     write_config(work, demo_ds, **demo_models(demo[0]))
     return work, slurm_snakemake(work)
 
@@ -190,7 +190,8 @@ def test_every_shard_job_fit_its_first_memory_request(cluster, slurm_demo, demo)
     res = work / "results" / "demo"
     for rule in ("vad", "asr", "s2s", "curate_measure", "tts_features"):
         records = [comp.get(j) for j in jobs[rule]]
-        assert len(records) == 3 and all(r and [s for s, _ in r] == ["COMPLETED"] for r in records), (rule, records)
+        ok = [r and [s for s, _ in r] == ["COMPLETED"] for r in records]
+        assert len(records) == DEMO_SHARDS and all(ok), (rule, records)
     # each task asked for its shard's request; in an array, the plugin adds a few MB for its payload
     asked = lambda rule: [comp[j][0][1] for j in jobs[rule]]
     vad = memory_mb("vad", shard_content(res / "manifest.jsonl"), threads=2)
@@ -217,7 +218,7 @@ def test_outputs_identical_to_the_local_run(slurm_demo, demo):
     work, _ = slurm_demo
     local, remote = demo[0] / "results" / "demo", work / "results" / "demo"
     names = ["manifest.jsonl", "rejects/ingest.jsonl", "vad/stats.csv", "asr/manifest.jsonl"]
-    for s in ("shard-0000", "shard-0001", "shard-0002"):
+    for s in (f"shard-{k:04d}" for k in range(DEMO_SHARDS)):
         names += [
             f"vad/{s}.segments.jsonl",
             f"vad/{s}.stats.jsonl",

@@ -11,6 +11,7 @@ import pytest
 import soundfile as sf
 from conftest import (
     DEMO,
+    DEMO_SHARDS,
     REPO,
     TRUTH,
     jobs_run,
@@ -49,7 +50,7 @@ def test_demo_run_writes_contract_outputs(demo):
     for p in ["manifest.jsonl", "rejects/ingest.jsonl", "vad/stats.csv", "vad/summary.json"]:
         assert (res / p).is_file(), p
     shards = sorted(p.stem for p in (res / "shards").glob("*.jsonl"))
-    assert shards == ["shard-0000", "shard-0001", "shard-0002"]
+    assert shards == [f"shard-{k:04d}" for k in range(DEMO_SHARDS)]
     for s in shards:
         for kind in ("segments", "stats", "rejects"):
             assert (res / "vad" / f"{s}.{kind}.jsonl").is_file()
@@ -61,7 +62,7 @@ def test_demo_run_writes_contract_outputs(demo):
             assert Path(seg["audio_filepath"]).is_absolute()
     header = (res / "vad" / "stats.csv").read_text(encoding="utf-8").splitlines()[0]
     assert header.split(",") == STATS_FIELDS
-    assert len(jobs_run(out, "vad")) == 3
+    assert len(jobs_run(out, "vad")) == DEMO_SHARDS
 
 
 def test_rules_ran_in_their_own_environments(demo):
