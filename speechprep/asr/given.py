@@ -24,6 +24,16 @@ STAGE = "asr"
 VERSION = "1"
 
 
+def duration_screen(d: float | None, p: AsrParams | GivenParams, too_long_why: str) -> Rejected | None:
+    """``too_long`` over ``asr.max_duration`` (``too_long_why``: what should have cut it),
+    ``too_short`` under ``asr.min_duration``: the ASR stage's checks of a line's duration."""
+    if d is not None and d > p.max_duration:
+        return Rejected("too_long", f"{d:.2f} s exceeds asr.max_duration ({p.max_duration} s); {too_long_why}")
+    if d is not None and d < p.min_duration:
+        return Rejected("too_short", f"{d:.3f} s is below asr.min_duration ({p.min_duration} s)")
+    return None
+
+
 def screen(seg: dict[str, Any], p: AsrParams | GivenParams) -> Rejected | None:
     """The rejects decided from the line alone (a given utterance, or one ASR will verify)."""
     d = seg.get("duration")
@@ -33,12 +43,7 @@ def screen(seg: dict[str, Any], p: AsrParams | GivenParams) -> Rejected | None:
             f"a recording of {d} s with its text, longer than vad.max_segment, reached ASR without the align job "
             "(its manifest duration said it was shorter: probe the files, or fix the manifest's durations)",
         )
-    if d is not None and d > p.max_duration:
-        why = f"{d:.2f} s exceeds asr.max_duration ({p.max_duration} s); a given utterance is never cut"
-        return Rejected("too_long", why)
-    if d is not None and d < p.min_duration:
-        return Rejected("too_short", f"{d:.3f} s is below asr.min_duration ({p.min_duration} s)")
-    return None
+    return duration_screen(d, p, "a given utterance is never cut")
 
 
 def run(files: ShardFiles, p: AsrParams | GivenParams) -> dict[str, Any]:

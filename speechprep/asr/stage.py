@@ -35,6 +35,7 @@ from ..core.jsonio import atomic_open, read_jsonl, write_json
 from ..core.language import segment_language
 from ..core.modelstage import Accepted, ModelStage, Rejected, ShardFiles
 from ..core.rejects import count_reasons
+from .given import duration_screen
 from .given import run as given_run
 from .given import screen as given_screen
 from .model import load_model, model_identity, model_sample_rate
@@ -71,15 +72,9 @@ class AsrStage(ModelStage):
         return segment_language(seg, self.p.dataset_language, self.p.language)
 
     def screen(self, seg: dict) -> Rejected | None:
-        d, p = seg.get("duration"), self.p
         if seg.get("long_form"):  # a long recording with its text that the align job did not cut
-            return given_screen(seg, p)
-        if d is not None and d > p.max_duration:
-            why = f"{d:.2f} s exceeds asr.max_duration ({p.max_duration} s); VAD's max_segment should cut it"
-            return Rejected("too_long", why)
-        if d is not None and d < p.min_duration:
-            return Rejected("too_short", f"{d:.3f} s is below asr.min_duration ({p.min_duration} s)")
-        return None
+            return given_screen(seg, self.p)
+        return duration_screen(seg.get("duration"), self.p, "VAD's max_segment should cut it")
 
     def load(self, device: str, threads: int) -> None:
         if self.transcribe is not None:

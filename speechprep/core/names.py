@@ -24,16 +24,17 @@ def file_stem(id_: str) -> str:
     else a readable prefix (cut at a character boundary) + ``-`` + 16 hex digits
     of the id's sha256, so different ids never share a name."""
     raw = id_.encode("utf-8", "surrogatepass")
-    safe = not (_UNSAFE & set(id_)) and id_ not in ("", ".", "..") and _encodable(id_)
+    safe = not (_UNSAFE & set(id_)) and id_ not in ("", ".", "..") and utf8_encodable(id_)
     if safe and len(raw) <= MAX_STEM_BYTES:
         return id_
     digest = hashlib.sha256(raw).hexdigest()[:_HASH_CHARS]
-    readable = "".join("_" if c in _UNSAFE or not _encodable(c) else c for c in id_)
+    readable = "".join("_" if c in _UNSAFE or not utf8_encodable(c) else c for c in id_)
     prefix = readable.encode("utf-8")[: MAX_STEM_BYTES - _HASH_CHARS - 1].decode("utf-8", "ignore")
     return f"{prefix}-{digest}"
 
 
-def _encodable(s: str) -> bool:
+def utf8_encodable(s: str) -> bool:
+    """Whether ``s`` can be written as UTF-8 (a lone surrogate from a badly encoded file name cannot)."""
     try:
         s.encode("utf-8")
         return True

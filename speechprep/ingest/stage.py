@@ -26,6 +26,7 @@ from typing import Any
 from ..core.errors import UsageError
 from ..core.inventory import walk_audio
 from ..core.jsonio import dumps, write_jsonl, write_text_if_changed
+from ..core.names import utf8_encodable
 from ..core.rejects import reject
 from .params import IngestParams
 from .texts import read_texts, text_file_problem, without_text
@@ -100,14 +101,6 @@ def _line_problem(rec) -> str | None:
     return text_file_problem(rec)
 
 
-def _utf8_ok(s: str) -> bool:
-    try:
-        s.encode("utf-8")
-        return True
-    except UnicodeEncodeError:
-        return False
-
-
 class Ingest:
     """Collects candidates and rejects for one dataset."""
 
@@ -130,7 +123,7 @@ class Ingest:
             raise UsageError(f"dataset {self.name!r}: audio_dir {root!r} is not a directory")
         for rel, st in walk_audio(root, extensions):
             path = os.path.join(root, rel)
-            if not _utf8_ok(rel):
+            if not utf8_encodable(rel):
                 shown = printable_path(rel)
                 self.warn(f"file name is not valid UTF-8: {shown}")
                 self.add_reject(
