@@ -131,6 +131,18 @@ trap 'rm -f "$DIST_CFG"' EXIT
 printf '[build_ext]\nparallel = %s\n' "$(nproc 2>/dev/null || echo 2)" > "$DIST_CFG"
 export DIST_EXTRA_CONFIG="$DIST_CFG"
 
+# uv installs no bytecode (pip compiles it), and where Python cannot write it (a read-only
+# install, PYTHONDONTWRITEBYTECODE=1) every job compiles each module it imports again:
+# importing NeMo took 34 s of CPU that way, 14 s with the bytecode (docs/benchmarks.md, "Setup").
+compile_env() {  # compile_env VENV: the bytecode of every module in its site-packages, once
+  local venv="$1" site
+  [ -f "$venv/.speechprep-bytecode" ] && return 0
+  site="$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+  # a few packages ship files that are not Python 3.11 (templates, test data): not an error
+  "$venv/bin/python" -m compileall -q -j 0 "$site" > "$venv/.speechprep-bytecode.log" 2>&1 || true
+  touch "$venv/.speechprep-bytecode"
+}
+
 build_env() {  # build_env STAGE STAMP: (re)build .venvs/STAGE from envs/STAGE.yaml; output goes to its log
   local stage="$1" stamp="$2" spec="$ROOT/envs/$1.yaml" tmp req opts torch_pin
   venv="$VENVS/$stage"
@@ -169,6 +181,7 @@ build_env() {  # build_env STAGE STAMP: (re)build .venvs/STAGE from envs/STAGE.y
   fi
   (cd "$ROOT" && "$venv/bin/python" -c "import sys; from speechprep.core.envspec import check_stage_env as c; p = c('$spec'); print(*p, sep='\n', file=sys.stderr); sys.exit(1 if p else 0)") \
     || { echo "setup: ERROR: env '$stage' does not satisfy envs/$stage.yaml after install"; return 1; }
+  compile_env "$venv"
   echo "$stamp" > "$venv/.speechprep-stamp"
 }
 
@@ -233,6 +246,7 @@ for stage in "${stages[@]}"; do
     say "  speechprep -> $ROOT (editable)"
     uv_install -q --no-deps --editable="$ROOT"
   fi
+  [ -f "$venv/.speechprep-bytecode" ] || { say "  compiling the bytecode of env '$stage'"; compile_env "$venv"; }
   # A wheel that installs a top-level `tests` package (nemo-text-processing's does)
   # would shadow this repository's tests/ (tests.support) in the env: remove its files.
   "$venv/bin/python" - <<'PY'
