@@ -4,7 +4,8 @@
     SPEECHPREP_REAL_SPEECH=.cache/real_speech .venvs/curate/bin/python bench/duplicates_scale.py \\
         [--sizes 100000 1000000] [--group 50] [--member-flip 0.17] [--frame-flip 0.2]
 
-Per size, shards of 10,000 segments as the measure job writes them: measurement lines
+Per size, shards of 10,000 segments as the measure job writes them, made and written one at a
+time (the bench holds one shard's rows and about 150 bytes per segment): measurement lines
 (id, pcm_sha256, DNSMOS OVRL, SNR, bandwidth, ``minhash`` and ``fingerprint`` flags), a
 uint64 ``(rows, num_perm)`` MinHash array and a fingerprint array
 (:data:`speechprep.curate.fingerprint.DTYPE`).
@@ -52,6 +53,7 @@ from curate_jobs import in_fresh_process
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from speechprep.curate import fingerprint as FP  # noqa: E402
 from tests import real_speech as R  # noqa: E402
 
 SHARD = 10_000
@@ -61,8 +63,6 @@ def pool() -> dict[str, np.ndarray]:
     """Fingerprints of real recordings (``rows``) and of real codec copies (``copy_rows``, each
     of ``copy_of`` in ``rows``, its score against it ``copy_score``), cached."""
     from duplicates_calibration import sources
-
-    from speechprep.curate import fingerprint as FP
 
     cache = R.root() / f"duplicates_scale_pool.v{FP.VERSION}.npz"
     if cache.exists():
@@ -111,10 +111,9 @@ def masked(rows: np.ndarray, anchor_mask: np.ndarray, frame_mask: np.ndarray) ->
 def make(
     root: Path, n: int, num_perm: int, group: int, member_flip: float, frame_flip: float, thr: float, seed: int = 0
 ) -> dict:
-    """Write the shards; return what was planted."""
-    from speechprep.core.jsonio import write_jsonl
-    from speechprep.curate import fingerprint as FP
-
+    """Write the shards one at a time (memory holds one shard's rows and a few arrays of ``n``);
+    return what was planted. A copy's source in an earlier shard is read back from (and, for an
+    acoustic copy, rewritten in) that shard's files."""
     rng = np.random.default_rng(seed)
     P = pool()
     kind = rng.random(n)
@@ -122,67 +121,114 @@ def make(
     src = (rng.random(n) * np.arange(n)).astype(np.int64)  # a random earlier segment
     base = rng.integers(0, len(P["rows"]), n // group + 1)
     pick = rng.integers(0, len(P["copy_rows"]), n)
-    sigs = rng.integers(0, 2**32, (n, num_perm), dtype=np.uint64)
+    ovrl = rng.uniform(1.5, 3.5, n)
     # each segment's masks: one 1024-bit word XORed into every anchor, one 32-bit word into every
-    # frame (the same at every slot and frame, so a copy at another offset keeps its distances)
+    # frame (the same at every slot and frame, so a copy at another offset keeps its distances);
+    # kept for every segment, as a copy's source may be in any earlier shard
     amask = np.zeros((n, FP.ANCHOR_BITS // 8), np.uint8)
     fmask = np.zeros(n, np.uint32)
-    rows = np.zeros(n, FP.DTYPE)
-    for a in range(0, n, SHARD):
-        b = min(a + SHARD, n)
-        g = np.arange(a, b) // group
-        gm = np.random.default_rng([seed, 1, a])  # the group masks
-        ga = flips(gm, (b // group - a // group + 1, FP.ANCHOR_BITS // 8), 0.5, np.uint8)
-        gf = flips(gm, (b // group - a // group + 1,), 0.5, np.uint32)
-        amask[a:b] = ga[g - a // group] ^ flips(rng, (b - a, FP.ANCHOR_BITS // 8), member_flip, np.uint8)
-        fmask[a:b] = gf[g - a // group] ^ flips(rng, (b - a,), member_flip, np.uint32)
-        rows[a:b] = masked(P["rows"][base[g]], amask[a:b], fmask[a:b])
-        rows[a:b]["frame_bits"] ^= flips(rng, (b - a, FP.FRAMES), frame_flip, np.uint32)  # frame by frame
+    pcm = np.arange(n)  # whose PCM each segment carries (an exact copy: its source's)
     planted = {"exact": 0, "acoustic": 0, "acoustic_expected": 0, "near": 0, "edges": []}
-    taken = set()  # sources of acoustic copies: their rows are replaced once
-    sha = [hashlib.sha256(f"pcm{i}".encode("ascii")).hexdigest() for i in range(n)]
-    for i in np.flatnonzero(kind < 0.03):
-        s = int(src[i])
-        if kind[i] < 0.01:  # exact: the same PCM (and so the same units and fingerprint)
-            sha[i], sigs[i], rows[i] = sha[s], sigs[s], rows[s]
-            planted["exact"] += 1
-        elif kind[i] < 0.02:  # acoustic: a real codec copy of the source's recording, under its mask
-            if kind[s] < 0.03 or s in taken:
-                continue  # its source is a planted copy or has one already: left as background
-            taken.add(s)
-            k = int(pick[i])
-            rows[s] = masked(P["rows"][P["copy_of"][k]][None], amask[s][None], fmask[s][None])[0]
-            rows[i] = masked(P["copy_rows"][k][None], amask[s][None], fmask[s][None])[0]
-            planted["acoustic"] += 1
-            planted["acoustic_expected"] += bool(P["copy_score"][k] >= thr)
-        else:  # near: three quarters of the MinHash values shared
-            sigs[i] = sigs[s]
-            swap = rng.choice(num_perm, num_perm // 4, replace=False)
-            sigs[i, swap] = rng.integers(0, 2**32, len(swap), dtype=np.uint64)
-            planted["near"] += 1
-        planted["edges"].append((i, s, "exact" if kind[i] < 0.01 else "acoustic" if kind[i] < 0.02 else "near"))
-    ovrl = rng.uniform(1.5, 3.5, n)
+    taken = np.zeros(n, bool)  # sources of acoustic copies: their rows are replaced once
     for k, a in enumerate(range(0, n, SHARD)):
         b = min(a + SHARD, n)
-        np.save(root / f"shard-{k:04d}.minhash.npy", sigs[a:b])
-        np.save(root / f"shard-{k:04d}.fingerprint.npy", rows[a:b])
+        srng = np.random.default_rng([seed, 2, a])  # this shard's own draws
+        rows, sigs = background(srng, P, base, amask, fmask, a, b, group, member_flip, frame_flip, seed, num_perm)
+        shard = Shard(root, k, a, rows, sigs)
+        for i in a + np.flatnonzero(kind[a:b] < 0.03):
+            s = int(src[i])
+            if kind[i] < 0.01:  # exact: the same PCM (and so the same units and fingerprint)
+                pcm[i] = pcm[s]
+                shard.set(i, shard.get(s))
+                planted["exact"] += 1
+            elif kind[i] < 0.02:  # acoustic: a real codec copy of the source's recording, under its mask
+                if kind[s] < 0.03 or taken[s]:
+                    continue  # its source is a planted copy or has one already: left as background
+                taken[s] = True
+                c = int(pick[i])
+                shard.set(s, (masked(P["rows"][P["copy_of"][c]][None], amask[s][None], fmask[s][None])[0], None))
+                shard.set(i, (masked(P["copy_rows"][c][None], amask[s][None], fmask[s][None])[0], None))
+                planted["acoustic"] += 1
+                planted["acoustic_expected"] += bool(P["copy_score"][c] >= thr)
+            else:  # near: three quarters of the MinHash values shared
+                sig = shard.get(s)[1].copy()
+                swap = srng.choice(num_perm, num_perm // 4, replace=False)
+                sig[swap] = srng.integers(0, 2**32, len(swap), dtype=np.uint64)
+                shard.set(i, (None, sig))
+                planted["near"] += 1
+            planted["edges"].append((i, s, "exact" if kind[i] < 0.01 else "acoustic" if kind[i] < 0.02 else "near"))
+        shard.write(pcm[a:b], ovrl[a:b])
+    return planted
+
+
+def background(srng, P, base, amask, fmask, a: int, b: int, group, member_flip, frame_flip, seed, num_perm):
+    """Rows ``a..b-1`` before any copy is planted: fingerprints of their groups' real recordings
+    under their masks (set here in ``amask``/``fmask``), random MinHash signatures."""
+    g = np.arange(a, b) // group
+    gm = np.random.default_rng([seed, 1, a])  # the group masks
+    ga = flips(gm, (b // group - a // group + 1, FP.ANCHOR_BITS // 8), 0.5, np.uint8)
+    gf = flips(gm, (b // group - a // group + 1,), 0.5, np.uint32)
+    amask[a:b] = ga[g - a // group] ^ flips(srng, (b - a, FP.ANCHOR_BITS // 8), member_flip, np.uint8)
+    fmask[a:b] = gf[g - a // group] ^ flips(srng, (b - a,), member_flip, np.uint32)
+    rows = masked(P["rows"][base[g]], amask[a:b], fmask[a:b])
+    rows["frame_bits"] ^= flips(srng, (b - a, FP.FRAMES), frame_flip, np.uint32)  # frame by frame
+    return rows, srng.integers(0, 2**32, (b - a, num_perm), dtype=np.uint64)
+
+
+class Shard:
+    """The shard being made (rows from ``first``) and, behind it, the shards already written."""
+
+    def __init__(self, root: Path, k: int, first: int, rows: np.ndarray, sigs: np.ndarray):
+        self.root, self.k, self.first, self.rows, self.sigs = root, k, first, rows, sigs
+
+    def _files(self, i: int) -> tuple[Path, Path]:
+        k = i // SHARD
+        return self.root / f"shard-{k:04d}.fingerprint.npy", self.root / f"shard-{k:04d}.minhash.npy"
+
+    def get(self, i: int) -> tuple[np.ndarray, np.ndarray]:
+        """Row ``i``'s fingerprint and MinHash signature (copies)."""
+        if i >= self.first:
+            return self.rows[i - self.first].copy(), self.sigs[i - self.first].copy()
+        fp, mh = (np.load(p, mmap_mode="r") for p in self._files(i))
+        return np.array(fp[i % SHARD]), np.array(mh[i % SHARD])
+
+    def set(self, i: int, value: tuple[np.ndarray | None, np.ndarray | None]) -> None:
+        """Row ``i``'s fingerprint and/or signature (``None``: kept), in memory or in its written shard."""
+        if i >= self.first:
+            arrays = (self.rows, self.sigs)
+            at = i - self.first
+        else:
+            arrays = tuple(np.load(p, mmap_mode="r+") for p in self._files(i))
+            at = i % SHARD
+        for arr, v in zip(arrays, value, strict=True):
+            if v is not None:
+                arr[at] = v
+        for arr in arrays:
+            if isinstance(arr, np.memmap):
+                arr.flush()
+
+    def write(self, pcm: np.ndarray, ovrl: np.ndarray) -> None:
+        from speechprep.core.jsonio import write_jsonl
+
+        fp, mh = self._files(self.first)
+        np.save(mh, self.sigs)
+        np.save(fp, self.rows)
         write_jsonl(
-            root / f"shard-{k:04d}.measures.jsonl",
+            self.root / f"shard-{self.k:04d}.measures.jsonl",
             (
                 {
-                    "id": f"s{i:08d}",
+                    "id": f"s{self.first + j:08d}",
                     "duration": 3.0,
-                    "pcm_sha256": sha[i],
-                    "dnsmos_ovrl": ovrl[i],
+                    "pcm_sha256": hashlib.sha256(f"pcm{pcm[j]}".encode("ascii")).hexdigest(),
+                    "dnsmos_ovrl": ovrl[j],
                     "snr_db": 40.0,
                     "bandwidth_hz": 7000.0,
                     "minhash": True,
                     "fingerprint": True,
                 }
-                for i in range(a, b)
+                for j in range(len(self.rows))
             ),
         )
-    return planted
 
 
 def outcome(root: Path, n: int, edges: list[tuple[int, int, str]]) -> tuple[dict, int]:
