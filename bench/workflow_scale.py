@@ -2,10 +2,13 @@
 """Workflow scale: a 1,000,000-entry manifest through ingest and planning.
 
     .venvs/workflow/bin/python bench/workflow_scale.py [--entries 1000000] [--shard-hours 1.0]
-        [--text asr|given|verify] [--asr-model demo_asr.nemo]
+        [--text asr|given|verify] [--asr-model demo_asr.nemo] [--real-audio SECONDS]
 
 Generates a manifest (durations 2-12 s, files that need not exist: probing is
-off, so durations are trusted and unreadable files would be caught by VAD),
+off, so durations are trusted and unreadable files would be caught by VAD; or, with
+``--real-audio S``, a file per line that is a link to one of the real recordings of
+tests/real_speech.py no longer than S seconds: the klettres letters and syllables,
+with their letter as the text, the cards speaker and the LibriVox reader with theirs),
 then, with the real workflow and the local profile, the VAD stage (``--text asr``,
 the default) or, for a transcribed dataset (``--text given`` or ``verify``: every
 line carries its ``text``), the VAD and ASR stages (``verify`` needs ``--asr-model``;
@@ -13,8 +16,9 @@ its jobs load it only for a shard with segments left):
   1. ingest only (``snakemake results/big/manifest.jsonl``)  target: < 2 min
   2. a dry run of everything after it: jobs planned          target: <= 5,000
   3. the real run of every job: the files do not exist, so VAD rejects each
-     one ``missing`` (the path unprobed corpora take); accounting is checked
-     (every line in VAD's rejects; with given text, no ASR output line either)
+     one ``missing`` (the path unprobed corpora take); with ``--real-audio``, VAD
+     and the ASR model run on every file; accounting is checked (every line in
+     VAD's or ASR's rejects or in ASR's output)
   4. the no-op dry run after it (``Nothing to be done``)     target: < 30 s
 Prints each wall time and the job count.
 """
@@ -59,6 +63,51 @@ def smk(work: Path, *args: str) -> tuple[float, str]:
     return dt, p.stdout + p.stderr
 
 
+def lines(path: Path) -> int:
+    with open(path, "rb") as f:
+        return sum(1 for _ in f)
+
+
+def real_pool(max_seconds: float) -> list[tuple[str, float, str]]:
+    """``(path, duration, text)`` of the real recordings no longer than ``max_seconds``."""
+    import soundfile as sf
+
+    sys.path.insert(0, str(REPO))
+    from tests import real_speech as R
+
+    utts = R.librivox() + R.cards()
+    for lang in R.klettres_languages():
+        utts += R.klettres_voices(lang)
+    out = []
+    for u in utts:
+        d = sf.info(str(u.path)).duration
+        if d <= max_seconds:
+            out.append((str(u.path), round(d, 3), u.text or u.path.stem))
+    return out
+
+
+def write_manifest(work: Path, entries: int, text: str, real_audio: float | None) -> None:
+    """``work/big.jsonl``; with ``real_audio``, each line's own link under ``work/audio``."""
+    rng = random.Random(0)
+    pool = real_pool(real_audio) if real_audio else []
+    with open(work / "big.jsonl", "w", encoding="utf-8") as f:
+        for i in range(entries):
+            path = f"/data/corpus/spk{i % 5000:04d}/utt{i:07d}.flac"
+            duration, words = round(rng.uniform(2.0, 12.0), 3), f"utterance number {i} of the corpus"
+            if pool:
+                src, duration, words = pool[i % len(pool)]
+                link = work / "audio" / f"spk{i % 5000:04d}" / f"utt{i:07d}{Path(src).suffix}"
+                link.parent.mkdir(parents=True, exist_ok=True)
+                link.unlink(missing_ok=True)
+                link.symlink_to(src)
+                path = str(link)
+            line = {"audio_filepath": path, "duration": duration, **({"text": words} if text != "asr" else {})}
+            f.write(json.dumps(line, ensure_ascii=False) + "\n")
+    if pool:
+        hours = sum(p[1] for p in pool) * (entries / len(pool)) / 3600
+        print(f"real audio: {len(pool)} recordings of at most {real_audio} s, {hours:.1f} h in all")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--entries", type=int, default=1_000_000)
@@ -66,26 +115,15 @@ def main() -> None:
     ap.add_argument("--text", choices=("asr", "given", "verify"), default="asr")
     ap.add_argument("--asr-model", help="the ASR model for --text verify (a .nemo)")
     ap.add_argument("--keep", help="work in this directory and keep it")
+    ap.add_argument("--real-audio", type=float, metavar="SECONDS", help="lines link to real recordings this short")
     a = ap.parse_args()
     if a.text == "verify" and not a.asr_model:
         ap.error("--text verify needs --asr-model")
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(a.keep or tmp)
         work.mkdir(parents=True, exist_ok=True)
-        rng = random.Random(0)
         t = time.perf_counter()
-        with open(work / "big.jsonl", "w", encoding="utf-8") as f:
-            for i in range(a.entries):
-                f.write(
-                    json.dumps(
-                        {
-                            "audio_filepath": f"/data/corpus/spk{i % 5000:04d}/utt{i:07d}.flac",
-                            "duration": round(rng.uniform(2.0, 12.0), 3),
-                            **({"text": f"utterance number {i} of the corpus"} if a.text != "asr" else {}),
-                        }
-                    )
-                    + "\n"
-                )
+        write_manifest(work, a.entries, a.text, a.real_audio)
         gen = time.perf_counter() - t
         stages = "[vad]" if a.text == "asr" else "[vad, asr]"
         (work / "config.yaml").write_text(
@@ -108,16 +146,19 @@ def main() -> None:
         print(f"2. dry run after ingest: {t_plan:.1f} s, {jobs:,} jobs planned   (target <= 5,000)")
 
         t_run, _ = smk(work)
-        summary = json.loads((work / "results/big/vad/summary.json").read_text(encoding="utf-8"))
-        ok = summary["rejected"] + summary["files"] == a.entries
-        if a.text != "asr":
-            text = (work / "results/big/asr/manifest.jsonl").read_text(encoding="utf-8")
-            asr_lines = len(text.splitlines())
-            ok = ok and asr_lines == 0
-            print(f"   ASR ({a.text}): {asr_lines} lines (the VAD rejects every missing file)")
+        vad = json.loads((work / "results/big/vad/summary.json").read_text(encoding="utf-8"))
+        if a.text == "asr":  # every file in VAD's per-file statistics or its rejects
+            ok = vad["rejected"] + vad["files"] == a.entries
+        else:  # every line a VAD segment (trimmed) or rejected; every segment an ASR line or rejected
+            asr_lines = lines(work / "results/big/asr/manifest.jsonl")
+            asr_rejects = sum(lines(p) for p in (work / "results/big/asr").glob("shard-*.rejects.jsonl"))
+            ok = vad["segments"] + vad["rejected"] == a.entries and asr_lines + asr_rejects == vad["segments"]
+            print(
+                f"   VAD: {vad['segments']:,} segments; ASR ({a.text}): {asr_lines:,} lines, {asr_rejects:,} rejected"
+            )
         print(
             f"3. full run: {t_run:.1f} s ({t_run / max(jobs, 1) * 1000:.0f} ms/job); "
-            f"VAD rejects {summary['rejects_by_reason']}; accounting {'holds' if ok else 'BROKEN'}"
+            f"VAD rejects {vad['rejects_by_reason']}; accounting {'holds' if ok else 'BROKEN'}"
         )
         t_noop, out = smk(work, "--dry-run")
         nothing = "Nothing to be done" in out
