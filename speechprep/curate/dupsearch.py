@@ -1,6 +1,7 @@
 """The duplicates job over a whole dataset in bounded memory: no Python object per
 segment on the hot path, one LSH band in memory at a time (512 MB peak at 10^6
-segments, about 0.37 KB more per segment: docs/benchmarks.md, "Duplicates at scale").
+segments, 3.2 GB at 10^7 through its first band: docs/benchmarks.md, "Duplicates at
+scale", which also shows why its time at 10^7 does not scale: chance band collisions).
 
 * :class:`Table`: the few measurements the job needs, as numpy arrays (ids as
   fixed-width bytes per shard, the PCM sha256 as four uint64, DNSMOS OVRL, SNR,
@@ -28,6 +29,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import logging
+import mmap
 import os
 import tempfile
 from collections.abc import Callable, Iterator
@@ -140,8 +142,16 @@ class Rows:
         self.offsets = np.cumsum([0, *self.lengths]).astype(np.int64)
 
     @staticmethod
-    def _open(s) -> np.ndarray:
-        return s if isinstance(s, np.ndarray) else np.load(s, mmap_mode="r", allow_pickle=False)
+    def _open(s, scattered: bool = False) -> np.ndarray:
+        if isinstance(s, np.ndarray):
+            return s
+        a = np.load(s, mmap_mode="r", allow_pickle=False)
+        if scattered and getattr(a, "_mmap", None) is not None and hasattr(mmap, "MADV_RANDOM"):
+            # Rows read here and there: without read-ahead. With it, each 2.6 KB fingerprint row
+            # read about 60 KB, and once the arrays outgrow the page cache (10^7 segments: 26 GB)
+            # that evicts the rows the next candidate pairs need (bench/duplicates_rows_io.py).
+            a._mmap.madvise(mmap.MADV_RANDOM)
+        return a
 
     def blocks(self) -> Iterator[tuple[int, np.ndarray]]:
         """``(first global index, rows)`` for each shard, read whole and released after."""
@@ -155,7 +165,7 @@ class Rows:
         shard = np.searchsorted(self.offsets, idx, side="right") - 1
         parts = []
         for k in np.unique(shard):
-            a = self._open(self.shards[k])
+            a = self._open(self.shards[k], scattered=True)
             parts.append(np.array(a[idx[shard == k] - self.offsets[k]]))
             del a
         return np.concatenate(parts)
