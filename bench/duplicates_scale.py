@@ -2,7 +2,7 @@
 """Duplicates at scale: the ``curate duplicates`` job on fingerprints of real speech.
 
     SPEECHPREP_REAL_SPEECH=.cache/real_speech .venvs/curate/bin/python bench/duplicates_scale.py \\
-        [--sizes 100000 1000000] [--group 50] [--member-flip 0.17] [--frame-flip 0.2]
+        [--sizes 100000 1000000] [--group 50] [--member-flip 0.17] [--frame-flip 0.2] [--keep DIR]
 
 Per size, shards of 10,000 segments as the measure job writes them, made and written one at a
 time (the bench holds one shard's rows and about 150 bytes per segment): measurement lines
@@ -259,6 +259,7 @@ def main() -> None:
     ap.add_argument("--group", type=int, default=50)
     ap.add_argument("--member-flip", type=float, default=0.17)
     ap.add_argument("--frame-flip", type=float, default=0.2)
+    ap.add_argument("--keep", type=Path, help="write each size's shards to KEEP/<size> and keep them")
     a = ap.parse_args()
     from speechprep.curate.params import DuplicateParams
     from tests.support import config
@@ -274,7 +275,8 @@ def main() -> None:
     )
     for n in a.sizes:
         with tempfile.TemporaryDirectory() as tmp:
-            root = Path(tmp)
+            root = Path(tmp) if a.keep is None else a.keep / str(n)
+            root.mkdir(parents=True, exist_ok=True)
             t = time.perf_counter()
             planted = make(root, n, num_perm, a.group, a.member_flip, a.frame_flip, params["acoustic_duplicate_score"])
             made = time.perf_counter() - t

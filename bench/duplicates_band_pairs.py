@@ -1,0 +1,66 @@
+#!/usr/bin/env python3
+"""Candidate pairs of one fingerprint LSH band as the segments grow, against chance.
+
+    .venvs/curate/bin/python bench/duplicates_band_pairs.py DIR [--band 1] [--sizes 100000 1000000 10000000]
+
+``DIR`` holds ``shard-*.fingerprint.npy`` files (``bench/duplicates_scale.py --keep DIR``
+leaves them). For the first N rows of each size, the band's items (one key per anchor, as
+the duplicates job makes them: :func:`speechprep.curate.fingerprint.anchor_keys` with the
+config's ``fingerprint_band_bits``) are paired as the job pairs them
+(:func:`speechprep.curate.dupsearch.run_pairs_packed`, ``duplicate_max_run``). Prints the
+items, the candidate pairs and the pairs that keys drawn at random would give (items^2 / 2
+/ 2^bits): where the two meet, the band's candidates are chance collisions, whose number
+grows with the square of the segments. Figures: docs/benchmarks.md, "Duplicates at scale".
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from speechprep.curate import dupsearch as D  # noqa: E402
+from speechprep.curate import fingerprint as FP  # noqa: E402
+from tests.support import config  # noqa: E402
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("dir", type=Path)
+    ap.add_argument("--band", type=int, default=1)
+    ap.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000, 10_000_000])
+    a = ap.parse_args()
+    cur = config()["curate"]
+    bits, max_run = cur["fingerprint_band_bits"], cur["duplicate_max_run"]
+    rows = D.Rows([str(p) for p in sorted(a.dir.glob("shard-*.fingerprint.npy"))])
+    top = min(max(a.sizes), int(rows.offsets[-1]))
+    parts = []
+    for start, block in rows.blocks():
+        if start >= top:
+            break
+        keys, valid = FP.anchor_keys(block, a.band, bits)
+        owner = np.broadcast_to(np.arange(start, start + len(block), dtype=np.uint64)[:, None], valid.shape)
+        parts.append(keys[valid] << np.uint64(D.OWNER_BITS) | owner[valid])
+    items = np.concatenate(parts)
+    row = items & np.uint64((1 << D.OWNER_BITS) - 1)
+    print(f"band {a.band} of {bits} bits, duplicate_max_run {max_run}")
+    for n in a.sizes:
+        if n > top:
+            break
+        sub = items[row < n]
+        pairs, capped = D.run_pairs_packed(sub.copy(), n, max_run)
+        chance = len(sub) ** 2 / 2 / 2**bits
+        print(
+            f"{n:>12,} segments: {len(sub):>12,} items, {len(pairs):>12,} candidate pairs "
+            f"({capped} runs capped); by chance {chance:>14,.0f}",
+            flush=True,
+        )
+
+
+if __name__ == "__main__":
+    main()
