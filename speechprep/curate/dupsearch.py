@@ -1,5 +1,5 @@
 """The duplicates job over a whole dataset in bounded memory: no Python object per
-segment on the hot path, one LSH band in memory at a time (512 MB peak at 10^6
+segment on the hot path, one LSH band in memory at a time (508 MB peak at 10^6
 segments, 3.2 GB at 10^7 through its first band: docs/benchmarks.md, "Duplicates at
 scale", which also shows why its time at 10^7 does not scale: chance band collisions).
 
