@@ -10,7 +10,11 @@ config's ``fingerprint_band_bits``) are paired as the job pairs them
 (:func:`speechprep.curate.dupsearch.run_pairs_packed`, ``duplicate_max_run``). Prints the
 items, the candidate pairs and the pairs that keys drawn at random would give (items^2 / 2
 / 2^bits): where the two meet, the band's candidates are chance collisions, whose number
-grows with the square of the segments. Figures: docs/benchmarks.md, "Duplicates at scale".
+grows with the square of the segments. With ``--keys BITSxBANDS ...`` (e.g. ``24x42 32x32``), also
+for each: the share of the real codec copies of bench/duplicates_scale.py's pool (710 copies
+through GSM, G.722, Opus, MP3, 8 kHz, and their sources) that share a key in some band, so
+become candidates, and the chance pairs a band at the largest size. Figures:
+docs/benchmarks.md, "Duplicates at scale".
 """
 
 from __future__ import annotations
@@ -29,11 +33,25 @@ from speechprep.curate import fingerprint as FP  # noqa: E402
 from tests.support import config  # noqa: E402
 
 
+def copies_found(bits: int, bands: int) -> float:
+    """The share of the pool's real codec copies sharing a ``bits``-bit key with their source in one of ``bands``."""
+    from duplicates_scale import pool
+
+    P = pool()
+    src, cp = P["rows"][P["copy_of"]], P["copy_rows"]
+    hit = np.zeros(len(cp), bool)
+    for b in range(bands):
+        (ks, vs), (kc, vc) = FP.anchor_keys(src, b, bits), FP.anchor_keys(cp, b, bits)
+        hit |= ((ks[:, :, None] == kc[:, None, :]) & vs[:, :, None] & vc[:, None, :]).any(axis=(1, 2))
+    return float(hit.mean())
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("dir", type=Path)
     ap.add_argument("--band", type=int, default=1)
     ap.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000, 10_000_000])
+    ap.add_argument("--keys", nargs="*", default=[], metavar="BITSxBANDS")
     a = ap.parse_args()
     cur = config()["curate"]
     bits, max_run = cur["fingerprint_band_bits"], cur["duplicate_max_run"]
@@ -58,6 +76,14 @@ def main() -> None:
         print(
             f"{n:>12,} segments: {len(sub):>12,} items, {len(pairs):>12,} candidate pairs "
             f"({capped} runs capped); by chance {chance:>14,.0f}",
+            flush=True,
+        )
+    for spec in a.keys:
+        kb, nb = (int(x) for x in spec.split("x"))
+        chance = len(sub) ** 2 / 2 / 2**kb
+        print(
+            f"{kb} bits x {nb} bands: {copies_found(kb, nb):.3f} of the real codec copies candidates; "
+            f"{chance:,.0f} chance pairs a band at {n:,} segments",
             flush=True,
         )
 
