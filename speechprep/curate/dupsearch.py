@@ -148,7 +148,7 @@ class Rows:
         a = np.load(s, mmap_mode="r", allow_pickle=False)
         if scattered and getattr(a, "_mmap", None) is not None and hasattr(mmap, "MADV_RANDOM"):
             # Rows read here and there: without read-ahead. With it, each 2.6 KB fingerprint row
-            # read about 60 KB, and once the arrays outgrow the page cache (10^7 segments: 26 GB)
+            # read about 38 KB, and once the arrays outgrow the page cache (10^7 segments: 26 GB)
             # that evicts the rows the next candidate pairs need (bench/duplicates_rows_io.py).
             a._mmap.madvise(mmap.MADV_RANDOM)
         return a
