@@ -33,11 +33,8 @@ from speechprep.curate import fingerprint as FP  # noqa: E402
 from tests.support import config  # noqa: E402
 
 
-def copies_found(bits: int, bands: int) -> float:
-    """The share of the pool's real codec copies sharing a ``bits``-bit key with their source in one of ``bands``."""
-    from duplicates_scale import pool
-
-    P = pool()
+def copies_found(P: dict, bits: int, bands: int) -> float:
+    """The share of pool ``P``'s real codec copies sharing a ``bits``-bit key with their source in one of ``bands``."""
     src, cp = P["rows"][P["copy_of"]], P["copy_rows"]
     hit = np.zeros(len(cp), bool)
     for b in range(bands):
@@ -78,11 +75,15 @@ def main() -> None:
             f"({capped} runs capped); by chance {chance:>14,.0f}",
             flush=True,
         )
+    if a.keys:
+        from duplicates_scale import pool
+
+        P = pool()  # read once for every BITSxBANDS
     for spec in a.keys:
         kb, nb = (int(x) for x in spec.split("x"))
         chance = len(sub) ** 2 / 2 / 2**kb
         print(
-            f"{kb} bits x {nb} bands: {copies_found(kb, nb):.3f} of the real codec copies candidates; "
+            f"{kb} bits x {nb} bands: {copies_found(P, kb, nb):.3f} of the real codec copies candidates; "
             f"{chance:,.0f} chance pairs a band at {n:,} segments",
             flush=True,
         )
