@@ -123,13 +123,12 @@ make_venv() {  # make_venv DIR: a venv with ensurepip's pip and setuptools, as `
   fi
 }
 
-# Packages built with setuptools (fairseq's six C/C++ extensions, cdifflib) compile their
-# extensions side by side, one per core (distutils reads [build_ext] parallel
-# from the file DIST_EXTRA_CONFIG names): fairseq's build is the longest step.
-DIST_CFG="$(mktemp)"
-trap 'rm -f "$DIST_CFG"' EXIT
-printf '[build_ext]\nparallel = %s\n' "$(nproc 2>/dev/null || echo 2)" > "$DIST_CFG"
-export DIST_EXTRA_CONFIG="$DIST_CFG"
+# fairseq's C/C++ extensions are built one after another (setuptools' default): built side
+# by side ([build_ext] parallel) they race on the one build.ninja torch's BuildExtension
+# writes for all of them ("ld: cannot find .../data_utils_fast.o", 2 fresh builds in 4 here),
+# and a failed side-by-side build costs more than the one-at-a-time build
+# (docs/benchmarks.md, "Setup").
+unset DIST_EXTRA_CONFIG
 
 # uv installs no bytecode (pip compiles it), and where Python cannot write it (a read-only
 # install, PYTHONDONTWRITEBYTECODE=1) every job compiles each module it imports again:
@@ -167,13 +166,7 @@ build_env() {  # build_env STAGE STAMP: (re)build .venvs/STAGE from envs/STAGE.y
     [ -n "$req" ] || continue
     echo "setup: $req ($opts)"
     # shellcheck disable=SC2086
-    uv_install $opts "$req" -c "$tmp/constraints.txt" || {
-      # extensions built side by side can race (fairseq, 1 fresh build in 3 here: "ld:
-      # cannot find .../data_utils_fast.o"): once more, one extension at a time
-      echo "setup: $req failed; once more with one extension at a time"
-      # shellcheck disable=SC2086
-      (unset DIST_EXTRA_CONFIG && uv_install $opts "$req" -c "$tmp/constraints.txt")
-    }
+    uv_install $opts "$req" -c "$tmp/constraints.txt"
   done < <(cd "$ROOT" && "$PY" -m speechprep.core.envspec "$spec" --setup)
   # PyPI's torchaudio is a CUDA build that breaks on import here; no stage uses it
   if "$venv/bin/python" -c 'import importlib.metadata as m; m.version("torchaudio")' 2>/dev/null; then
