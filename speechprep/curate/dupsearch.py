@@ -181,54 +181,95 @@ OWNER_BITS = 40  # a band item packs its key (up to 24 bits) above its row (up t
 PACKED_KEY_BITS = 64 - OWNER_BITS
 
 
-def _pairs_of_runs(key_of: np.ndarray, owner: np.ndarray, n: int, max_run: int) -> tuple[np.ndarray, int]:
-    """Pair codes of rows in runs of equal keys (items sorted by key, then row)."""
-    fresh = np.ones(len(key_of), bool)
-    fresh[1:] = (key_of[1:] != key_of[:-1]) | (owner[1:] != owner[:-1])  # a row twice under one key: once
-    k, w = key_of[fresh], owner[fresh]
-    start = np.ones(len(k), bool)
-    start[1:] = k[1:] != k[:-1]
-    del k
+def _pairs_of_runs(
+    key_of: np.ndarray, owner: np.ndarray, n: int, max_run: int, sketch: np.ndarray | None, sketch_max: int
+) -> tuple[np.ndarray, int]:
+    """Pair codes of rows in runs of equal keys (items sorted by key, then row); with sketches,
+    only items whose sketches differ in at most ``sketch_max`` bits pair."""
+    if sketch is None:
+        fresh = np.ones(len(key_of), bool)
+        fresh[1:] = (key_of[1:] != key_of[:-1]) | (owner[1:] != owner[:-1])  # a row twice under one key: once
+        key_of, owner = key_of[fresh], owner[fresh]
+    # (with sketches a row's two anchors under one key stay two items: each has its own sketch)
+    start = np.ones(len(key_of), bool)
+    start[1:] = key_of[1:] != key_of[:-1]
     run = np.cumsum(start) - 1
+    del start
     size = np.bincount(run) if len(run) else np.zeros(0, np.int64)
     shared = size[run] >= 2
-    w, run = w[shared].astype(np.int64), run[shared]
+    w, run = owner[shared].astype(np.int64), run[shared]
+    sk = sketch[shared] if sketch is not None else None
     capped = int((size > max_run).sum())
     codes = []
     for d in range(1, max_run):
-        same = run[:-d] == run[d:]
-        if not same.any():
+        same = np.flatnonzero(run[:-d] == run[d:])
+        if not len(same):
             break
-        a, b = w[:-d][same], w[d:][same]
+        a, b = w[same], w[same + d]
+        if sk is not None:
+            ok = (a != b) & (np.bitwise_count(sk[same] ^ sk[same + d]) <= sketch_max)
+            a, b = a[ok], b[ok]
         codes.append(np.minimum(a, b) * n + np.maximum(a, b))
     return (np.unique(np.concatenate(codes)) if codes else np.zeros(0, np.int64)), capped
 
 
-def run_pairs(keys: np.ndarray, owner: np.ndarray, n: int, max_run: int) -> tuple[np.ndarray, int]:
-    """Pair codes ``i * n + j`` (``i < j``) of rows sharing a key, and how many runs were capped
-    (a run of more than ``max_run`` rows pairs each only with the ``max_run - 1`` after it)."""
+def run_pairs(
+    keys: np.ndarray,
+    owner: np.ndarray,
+    n: int,
+    max_run: int,
+    sketch: np.ndarray | None = None,
+    sketch_max: int = 64,
+) -> tuple[np.ndarray, int]:
+    """Pair codes ``i * n + j`` (``i < j``) of rows sharing a key (and, given ``sketch``, with
+    sketches at most ``sketch_max`` bits apart), and how many runs were capped (a run of more
+    than ``max_run`` items pairs each only with the ``max_run - 1`` after it)."""
     o = np.lexsort((owner, keys))
-    return _pairs_of_runs(keys[o], owner[o], n, max_run)
+    return _pairs_of_runs(keys[o], owner[o], n, max_run, None if sketch is None else sketch[o], sketch_max)
 
 
-def run_pairs_packed(items: np.ndarray, n: int, max_run: int) -> tuple[np.ndarray, int]:
-    """:func:`run_pairs` of packed items (``key << OWNER_BITS | row``), sorted in place: 8 bytes an item."""
-    items.sort()
-    return _pairs_of_runs(items >> np.uint64(OWNER_BITS), items & np.uint64((1 << OWNER_BITS) - 1), n, max_run)
+def run_pairs_packed(
+    items: np.ndarray, n: int, max_run: int, sketch: np.ndarray | None = None, sketch_max: int = 64
+) -> tuple[np.ndarray, int]:
+    """:func:`run_pairs` of packed items (``key << OWNER_BITS | row``); without sketches sorted
+    in place (8 bytes an item)."""
+    if sketch is None:
+        items.sort()
+    else:
+        o = np.argsort(items)
+        items, sketch = items[o], sketch[o]
+        del o
+    mask = np.uint64((1 << OWNER_BITS) - 1)
+    return _pairs_of_runs(items >> np.uint64(OWNER_BITS), items & mask, n, max_run, sketch, sketch_max)
 
 
-ITEM = np.dtype([("key", "<u8"), ("owner", "<i8")])
+def _item_dtype(packed: bool, sketched: bool) -> np.dtype:
+    fields = [("item", "<u8")] if packed else [("key", "<u8"), ("owner", "<u8")]
+    return np.dtype(fields + ([("sketch", "<u8")] if sketched else []))
+
+
+SketchFn = Callable[[np.ndarray, int], np.ndarray]  # (rows, band) -> sketches (m, s), beside KeyFn's keys
 
 
 def lsh_bands(
-    rows: Rows, include: np.ndarray, key_fn: KeyFn, key_bits: int, bands: int, max_run: int, tmp: str
+    rows: Rows,
+    include: np.ndarray,
+    key_fn: KeyFn,
+    key_bits: int,
+    bands: int,
+    max_run: int,
+    tmp: str,
+    sketch_fn: SketchFn | None = None,
+    sketch_max: int = 64,
 ) -> Iterator[tuple[np.ndarray, int]]:
     """Per band, the candidate pairs (sorted codes ``i * N + j``) of the ``include``d rows and how
     many runs were capped. One pass over the rows writes every band's items to a file in ``tmp``
-    (packed in 8 bytes when keys have at most :data:`PACKED_KEY_BITS` bits); each band is then
-    read, sorted and paired alone, so memory holds one band's items."""
+    (key and row packed in 8 bytes when keys have at most :data:`PACKED_KEY_BITS` bits; with
+    ``sketch_fn``, each item's sketch beside it); each band is then read, sorted and paired
+    alone, so memory holds one band's items."""
     n = len(include)
     packed = key_bits <= PACKED_KEY_BITS and n < (1 << OWNER_BITS)
+    dtype = _item_dtype(packed, sketch_fn is not None)
     paths = [os.path.join(tmp, f"band{b}.bin") for b in range(bands)]
     files = [open(p, "wb") for p in paths]  # noqa: SIM115
     try:
@@ -241,26 +282,27 @@ def lsh_bands(
             for b, f in enumerate(files):
                 keys, valid = key_fn(block, b)
                 own = np.broadcast_to(owners[:, None], valid.shape)[valid]
+                out = np.empty(len(own), dtype)
                 if packed:
-                    (keys[valid] << np.uint64(OWNER_BITS) | own).tofile(f)
+                    out["item"] = keys[valid] << np.uint64(OWNER_BITS) | own
                 else:
-                    out = np.empty(len(own), ITEM)
                     out["key"], out["owner"] = keys[valid], own
-                    out.tofile(f)
+                if sketch_fn is not None:
+                    out["sketch"] = sketch_fn(block, b)[valid]
+                out.tofile(f)
             del block
     finally:
         for f in files:
             f.close()
     for path in paths:
+        items = np.fromfile(path, dtype=dtype)
+        os.unlink(path)
+        sk = items["sketch"] if sketch_fn is not None else None
         if packed:
-            items = np.fromfile(path, dtype=np.uint64)
-            os.unlink(path)
-            yield run_pairs_packed(items, n, max_run)
+            yield run_pairs_packed(items["item"], n, max_run, sk, sketch_max)
         else:
-            items = np.fromfile(path, dtype=ITEM)
-            os.unlink(path)
-            yield run_pairs(items["key"], items["owner"].astype(np.int64), n, max_run)
-        del items
+            yield run_pairs(items["key"], items["owner"].astype(np.int64), n, max_run, sk, sketch_max)
+        del items, sk
 
 
 def _mix(h: np.ndarray) -> np.ndarray:
@@ -283,6 +325,10 @@ def minhash_keys(r: int) -> KeyFn:
 
 def fingerprint_keys(bits: int) -> KeyFn:
     return lambda block, band: FP.anchor_keys(block, band, bits)
+
+
+def fingerprint_sketches(bits: int) -> SketchFn:
+    return lambda block, band: FP.anchor_sketches(block, band, bits)
 
 
 @functools.cache
@@ -370,6 +416,7 @@ class Match:
     acoustic: float  # fingerprint: :func:`speechprep.curate.fingerprint.compare` at least
     fp_bits: int  # fingerprint LSH: bits per band key
     fp_bands: int  # fingerprint LSH: bands
+    fp_sketch_max: int  # fingerprint LSH: most sketch bits matched anchors may differ in
     max_run: int  # a band run longer than this is paired as a chain
 
 
@@ -381,12 +428,12 @@ class Found:
     similarity: float
 
 
-def _lsh_verified(rows: Rows, use: np.ndarray, key_fn: KeyFn, key_bits: int, bands: int, score, thr, m: Match, tmp):
-    """Pairs found by the LSH and verified, band by band (nothing but one band's candidates and
-    the verified pairs held); and how many candidates were verified (a pair again in each band
-    it shares, unless verified a duplicate already)."""
+def _lsh_verified(rows: Rows, use: np.ndarray, lsh: dict, score, thr, m: Match, tmp):
+    """Pairs found by the LSH (:func:`lsh_bands` with ``lsh``) and verified, band by band
+    (nothing but one band's candidates and the verified pairs held); and how many candidates
+    were verified (a pair again in each band it shares, unless verified a duplicate already)."""
     n, found, tried, capped = len(use), np.zeros(0, np.int64), 0, 0
-    for cand, c in lsh_bands(rows, use, key_fn, key_bits, bands, m.max_run, tmp):
+    for cand, c in lsh_bands(rows, use, max_run=m.max_run, tmp=tmp, **lsh):
         cand = cand[~np.isin(cand, found)]
         ok, _ = verify(rows, cand, n, score, thr)
         tried, capped, found = tried + len(cand), capped + c, np.union1d(found, ok)
@@ -401,13 +448,20 @@ def _candidate_edges(table: Table, sigs: Rows | None, fps: Rows | None, m: Match
     if sigs is not None and use.any():
         num_perm = sigs(np.flatnonzero(use)[:1]).shape[1]
         bands, r = minhash_bands(m.jaccard, num_perm)
-        near, tried = _lsh_verified(sigs, use, minhash_keys(r), 64, bands, jaccard_rows, m.jaccard, m, tmp)
+        lsh = dict(key_fn=minhash_keys(r), key_bits=64, bands=bands)
+        near, tried = _lsh_verified(sigs, use, lsh, jaccard_rows, m.jaccard, m, tmp)
         out.append(near)
         counts.update(unit_candidates_verified=tried, unit_pairs=len(near))
     use = rep & table.has_fp
     if fps is not None and use.any():
-        keys = fingerprint_keys(m.fp_bits)
-        acoustic, tried = _lsh_verified(fps, use, keys, m.fp_bits, m.fp_bands, fingerprint_rows, m.acoustic, m, tmp)
+        lsh = dict(
+            key_fn=fingerprint_keys(m.fp_bits),
+            key_bits=m.fp_bits,
+            bands=m.fp_bands,
+            sketch_fn=fingerprint_sketches(m.fp_bits),
+            sketch_max=m.fp_sketch_max,
+        )
+        acoustic, tried = _lsh_verified(fps, use, lsh, fingerprint_rows, m.acoustic, m, tmp)
         out.append(acoustic)
         counts.update(acoustic_candidates_verified=tried, acoustic_pairs=len(acoustic))
     codes = np.concatenate(out) if out else np.zeros(0, np.int64)
@@ -501,6 +555,7 @@ def match_of(p) -> Match:
         p.acoustic_duplicate_score,
         p.fingerprint_band_bits,
         p.fingerprint_bands,
+        p.fingerprint_sketch_max_diff,
         p.duplicate_max_run,
     )
 

@@ -215,6 +215,33 @@ def anchor_keys(rows: np.ndarray, band: int, band_bits: int) -> tuple[np.ndarray
     return keys, valid
 
 
+SKETCH_BYTES = 8  # an anchor's sketch: the 64 anchor bits after a band's key (cyclically)
+
+
+def anchor_sketches(rows: np.ndarray, band: int, band_bits: int) -> np.ndarray:
+    """The sketch of every anchor of ``rows`` for band ``band`` as uint64 ``(N, ANCHORS)``: the 64
+    anchor bits after the band's key, wrapping round. They are projections the key does not
+    use, so between two anchors that share the key they differ about as much as the anchors'
+    other bits do: a copy's matched anchors in a few, two different sounds in a quarter or more
+    (``fingerprint_sketch_max_diff``; docs/benchmarks.md, "Duplicates at scale")."""
+    start = (band + 1) * (band_bits // 8)
+    b = rows["anchor_bits"][:, :, (start + np.arange(SKETCH_BYTES)) % (ANCHOR_BITS // 8)]
+    return np.ascontiguousarray(b).view("<u8")[:, :, 0]
+
+
+def lsh_candidates(a: np.ndarray, b: np.ndarray, band_bits: int, bands: int, sketch_max: int) -> np.ndarray:
+    """Whether each pair ``(a[k], b[k])`` is a candidate of the duplicates job's LSH: two real
+    anchors sharing a band's key whose sketches (:func:`anchor_sketches`) differ in at most
+    ``sketch_max`` bits (what :func:`speechprep.curate.dupsearch.lsh_bands` finds among many rows)."""
+    hit = np.zeros(len(a), bool)
+    for band in range(bands):
+        (ka, va), (kb, vb) = anchor_keys(a, band, band_bits), anchor_keys(b, band, band_bits)
+        same = (ka[:, :, None] == kb[:, None, :]) & va[:, :, None] & vb[:, None, :]
+        sa, sb = anchor_sketches(a, band, band_bits), anchor_sketches(b, band, band_bits)
+        hit |= (same & (_popcount(sa[:, :, None] ^ sb[:, None, :]) <= sketch_max)).any(axis=(1, 2))
+    return hit
+
+
 def _popcount(x: np.ndarray) -> np.ndarray:
     return np.bitwise_count(x)
 

@@ -54,6 +54,7 @@ class DuplicateParams(StageParams):
     acoustic_duplicate_score: float
     fingerprint_band_bits: int
     fingerprint_bands: int
+    fingerprint_sketch_max_diff: int
     duplicate_max_run: int
 
 

@@ -35,6 +35,51 @@ def test_runs_give_all_pairs_and_long_runs_a_chain():
     assert capped == 0 and len(pairs_of(codes, n)) == 3 + 100 * 99 // 2
 
 
+def test_sketches_pair_only_close_anchors():
+    """Items sharing a key pair only when their sketches differ in at most ``sketch_max`` bits;
+    a row's two anchors under one key keep their own sketches, and a row never pairs with itself."""
+    n = 100
+    keys = np.array([5, 5, 5, 5, 7, 7], np.uint64)
+    owner = np.array([1, 2, 3, 3, 4, 4], np.int64)
+    sketch = np.array([0, 0b111, 2**64 - 1, 0b1, 0, 0], np.uint64)
+    codes, _ = S.run_pairs(keys, owner, n, 64, sketch, sketch_max=3)
+    assert pairs_of(codes, n) == {(1, 2), (1, 3), (2, 3)}  # 3 through its second anchor; 4 alone
+    codes, _ = S.run_pairs(keys, owner, n, 64, sketch, sketch_max=1)
+    assert pairs_of(codes, n) == {(1, 3)}
+    packed = keys << np.uint64(S.OWNER_BITS) | owner.astype(np.uint64)
+    assert np.array_equal(S.run_pairs_packed(packed, n, 64, sketch, 1)[0], codes)
+
+
+def test_the_jobs_lsh_finds_what_lsh_candidates_says(tmp_path):
+    """On real recordings (one speaker's syllables, whose anchors meet in bands, and real codec
+    copies), the band files' pairs are exactly the pairs :func:`fingerprint.lsh_candidates` calls
+    candidates (what bench/duplicates_calibration.py measures recall with)."""
+    utts = R.klettres_voices("lt")[:16] + R.librivox()[:2]
+    paths = [u.path for u in utts] + [
+        R.through_codec(utts[k].path, codec, tmp_path / f"c{k}.wav", gain_db=3.0, delay_s=0.2)
+        for k, codec in ((0, "gsm"), (16, "mp3"))
+    ]
+    rows = [FP.fingerprint(R.read(p, 16000)[0]) for p in paths]
+    assert all(r is not None for r in rows) and len(rows) == 20
+    rows = np.stack(rows)
+    p = params("duplicates")
+    bits, bands, sketch_max = p.fingerprint_band_bits, p.fingerprint_bands, p.fingerprint_sketch_max_diff
+    n = len(rows)
+    got = set()
+    lsh = S.lsh_bands(
+        S.Rows([rows]), np.ones(n, bool), S.fingerprint_keys(bits), bits, bands, 64, str(tmp_path),
+        S.fingerprint_sketches(bits), sketch_max,
+    )  # fmt: skip
+    for codes, _ in lsh:
+        got |= pairs_of(codes, n)
+    i, j = np.triu_indices(n, 1)
+    want = FP.lsh_candidates(rows[i], rows[j], bits, bands, sketch_max)
+    assert got == {(int(a), int(b)) for a, b in zip(i[want], j[want], strict=True)}
+    loose = FP.lsh_candidates(rows[i], rows[j], bits, bands, 64)
+    assert want.sum() < loose.sum()  # the sketches turn some of one speaker's pairs away
+    assert FP.lsh_candidates(rows[[0, 16]], rows[[-2, -1]], bits, bands, sketch_max).all()  # the copies stay
+
+
 def test_minhash_banding_is_datasketchs():
     from datasketch.lsh import _optimal_param
 
