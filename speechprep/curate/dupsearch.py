@@ -1,7 +1,6 @@
 """The duplicates job over a whole dataset in bounded memory: no Python object per
-segment on the hot path, one LSH band in memory at a time (508 MB peak at 10^6
-segments, 3.2 GB at 10^7 through its first band: docs/benchmarks.md, "Duplicates at
-scale", which also shows why its time at 10^7 does not scale: chance band collisions).
+segment on the hot path, one LSH band in memory at a time (docs/benchmarks.md,
+"Duplicates at scale": 0.6 GB peak at 10^6 segments, 3.6 GB at 10^7).
 
 * :class:`Table`: the few measurements the job needs, as numpy arrays (ids as
   fixed-width bytes per shard, the PCM sha256 as four uint64, DNSMOS OVRL, SNR,
@@ -10,18 +9,21 @@ scale", which also shows why its time at 10^7 does not scale: chance band collis
   memory-mapped only while it is read, so no mapping stays resident;
 * :func:`lsh_bands`: LSH candidate pairs, band by band. One pass over the rows writes
   every band's keys to a temporary file per band (a fingerprint key and its row packed
-  in one uint64); each band is then read alone, sorted, and the pairs come from runs
-  of equal keys. A run of more than ``max_run`` rows (a key that many segments share:
-  a common sound or a huge group of copies) pairs each row only with the
-  ``max_run - 1`` rows after it in the run, so its cost is linear; copies in it stay
-  connected through the chain. Each band's candidates are verified before the next
+  in one uint64, beside the anchor's 64-bit sketch); each band is then read alone,
+  sorted, and the pairs come from runs of equal keys (of fingerprint anchors, only
+  those whose sketches differ in at most ``fingerprint_sketch_max_diff`` bits: keys
+  shared by chance would otherwise grow with the square of the segments). A run of
+  more than ``max_run`` rows (a key that many segments share: a common sound or a
+  huge group of copies) pairs each row only with the ``max_run - 1`` rows after it in
+  the run, so its cost is linear; copies in it stay connected through the chain. Each band's candidates are verified before the next
   band is read, so memory holds one band, never every candidate;
 * :func:`search`: exact groups (equal PCM hashes; one representative each enters the
   LSH), unit-MinHash pairs verified by their Jaccard similarity, fingerprint pairs
   verified by :func:`speechprep.curate.fingerprint.compare`; groups are the
   connected components (``scipy.sparse.csgraph``) and only their members become
   :class:`~speechprep.curate.duplicates.Candidate` objects, for the keeper rule
-  (:func:`~speechprep.curate.duplicates.better`).
+  (:func:`~speechprep.curate.duplicates.better`); every member is then scored
+  against its group's kept one, all groups' pairs read and scored in blocks.
 """
 
 from __future__ import annotations
@@ -261,12 +263,13 @@ def lsh_bands(
     tmp: str,
     sketch_fn: SketchFn | None = None,
     sketch_max: int = 64,
+    prepare: Callable[[np.ndarray], np.ndarray] | None = None,
 ) -> Iterator[tuple[np.ndarray, int]]:
     """Per band, the candidate pairs (sorted codes ``i * N + j``) of the ``include``d rows and how
     many runs were capped. One pass over the rows writes every band's items to a file in ``tmp``
     (key and row packed in 8 bytes when keys have at most :data:`PACKED_KEY_BITS` bits; with
-    ``sketch_fn``, each item's sketch beside it); each band is then read, sorted and paired
-    alone, so memory holds one band's items."""
+    ``sketch_fn``, each item's sketch beside it; ``prepare`` turns each block of rows into what
+    both read); each band is then read, sorted and paired alone, so memory holds one band's items."""
     n = len(include)
     packed = key_bits <= PACKED_KEY_BITS and n < (1 << OWNER_BITS)
     dtype = _item_dtype(packed, sketch_fn is not None)
@@ -277,7 +280,7 @@ def lsh_bands(
             inc = include[start : start + len(block)]
             if not inc.any():
                 continue
-            block = block[inc]
+            block = block[inc] if prepare is None else prepare(block[inc])
             owners = (np.flatnonzero(inc) + start).astype(np.uint64)
             for b, f in enumerate(files):
                 keys, valid = key_fn(block, b)
@@ -350,23 +353,27 @@ def minhash_bands(threshold: float, num_perm: int) -> tuple[int, int]:
 # ----------------------------------------------------------------------------
 # verification
 # ----------------------------------------------------------------------------
+def pair_scores(
+    rows: Rows, i: np.ndarray, j: np.ndarray, score: Callable[[np.ndarray, np.ndarray], np.ndarray]
+) -> np.ndarray:
+    """``score(rows_i, rows_j)`` of each pair, :data:`VERIFY_CHUNK` pairs at a time (each chunk's
+    rows read once, in order)."""
+    out = np.zeros(len(i))
+    for s in range(0, len(i), VERIFY_CHUNK):
+        a, b = i[s : s + VERIFY_CHUNK], j[s : s + VERIFY_CHUNK]
+        idx = np.union1d(a, b)
+        got = rows(idx)
+        out[s : s + VERIFY_CHUNK] = score(got[np.searchsorted(idx, a)], got[np.searchsorted(idx, b)])
+    return out
+
+
 def verify(
     rows: Rows, pairs: np.ndarray, n: int, score: Callable[[np.ndarray, np.ndarray], np.ndarray], threshold: float
 ) -> tuple[np.ndarray, np.ndarray]:
     """The pairs (codes) whose ``score(rows_i, rows_j)`` reaches ``threshold``, and their scores."""
-    kept, scores = [], []
-    for s in range(0, len(pairs), VERIFY_CHUNK):
-        chunk = pairs[s : s + VERIFY_CHUNK]
-        i, j = chunk // n, chunk % n
-        idx = np.union1d(i, j)
-        got = rows(idx)
-        sc = score(got[np.searchsorted(idx, i)], got[np.searchsorted(idx, j)])
-        ok = sc >= threshold
-        kept.append(chunk[ok])
-        scores.append(sc[ok])
-    if not kept:
-        return np.zeros(0, np.int64), np.zeros(0)
-    return np.concatenate(kept), np.concatenate(scores)
+    sc = pair_scores(rows, pairs // n, pairs % n, score)
+    ok = sc >= threshold
+    return pairs[ok], sc[ok]
 
 
 def jaccard_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -460,6 +467,7 @@ def _candidate_edges(table: Table, sigs: Rows | None, fps: Rows | None, m: Match
             bands=m.fp_bands,
             sketch_fn=fingerprint_sketches(m.fp_bits),
             sketch_max=m.fp_sketch_max,
+            prepare=FP.anchor_table,
         )
         acoustic, tried = _lsh_verified(fps, use, lsh, fingerprint_rows, m.acoustic, m, tmp)
         out.append(acoustic)
@@ -501,29 +509,32 @@ def _keeper(table: Table, group: np.ndarray) -> int:
 
 
 def _describe(table: Table, sigs: Rows | None, fps: Rows | None, m: Match, groups: list[np.ndarray]) -> list[Found]:
+    """Each group's kept one, and every other member tied to it, with its kind and similarity
+    (scored against the kept one, all groups' pairs at once)."""
+    if not groups:
+        return []
+    keep = np.array([_keeper(table, g) for g in groups], np.int64)
+    members = np.concatenate(groups)
+    keep_of = np.repeat(keep, [len(g) for g in groups])
+    i, k = members[members != keep_of], keep_of[members != keep_of]
+    exact = (table.sha[i] == table.sha[k]).all(axis=1)
+    js, fs = np.zeros(len(i)), np.zeros(len(i))
+    both = table.has_sig[i] & table.has_sig[k]
+    if sigs is not None and both.any():
+        js[both] = pair_scores(sigs, i[both], k[both], jaccard_rows)
+    both = table.has_fp[i] & table.has_fp[k] & ~exact
+    if fps is not None and both.any():
+        fs[both] = pair_scores(fps, i[both], k[both], fingerprint_rows)
     out = []
-    for g in groups:
-        k = _keeper(table, g)
-        rest = g[g != k]
-        exact = (table.sha[rest] == table.sha[k]).all(axis=1)
-        js = np.zeros(len(rest))
-        fs = np.zeros(len(rest))
-        both = table.has_sig[rest] & table.has_sig[k]
-        if sigs is not None and both.any():
-            js[both] = jaccard_rows(sigs(rest[both]), np.repeat(sigs(np.array([k])), both.sum(), axis=0))
-        both = table.has_fp[rest] & table.has_fp[k] & ~exact
-        if fps is not None and both.any():
-            ref = fps(np.array([k]))[0]
-            fs[both] = [FP.compare(r, ref) for r in fps(rest[both])]
-        for i, e, j, f in zip(rest.tolist(), exact, js, fs, strict=True):
-            if e:
-                out.append(Found(i, k, "exact", 1.0))
-            elif f >= m.acoustic:
-                out.append(Found(i, k, "acoustic", float(f)))
-            elif j >= m.jaccard:
-                out.append(Found(i, k, "near", float(j)))
-            else:  # a copy of a copy: tied to the kept one through the others
-                out.append(Found(i, k, "linked", float(max(f, j))))
+    for a, b, e, j, f in zip(i.tolist(), k.tolist(), exact, js, fs, strict=True):
+        if e:
+            out.append(Found(a, b, "exact", 1.0))
+        elif f >= m.acoustic:
+            out.append(Found(a, b, "acoustic", float(f)))
+        elif j >= m.jaccard:
+            out.append(Found(a, b, "near", float(j)))
+        else:  # a copy of a copy: tied to the kept one through the others
+            out.append(Found(a, b, "linked", float(max(f, j))))
     return out
 
 

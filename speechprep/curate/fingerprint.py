@@ -215,6 +215,18 @@ def anchor_keys(rows: np.ndarray, band: int, band_bits: int) -> tuple[np.ndarray
     return keys, valid
 
 
+ANCHOR_TABLE = np.dtype([("n_anchors", "u1"), ("anchor_bits", "u1", (ANCHORS, ANCHOR_BITS // 8))])
+
+
+def anchor_table(rows: np.ndarray) -> np.ndarray:
+    """The anchors of ``rows`` alone (:data:`ANCHOR_TABLE`): what :func:`anchor_keys` and
+    :func:`anchor_sketches` read, 1 KB a row instead of 2.6, so each band's bytes are read
+    twice as fast."""
+    out = np.empty(len(rows), ANCHOR_TABLE)
+    out["n_anchors"], out["anchor_bits"] = rows["n_anchors"], rows["anchor_bits"]
+    return out
+
+
 SKETCH_BYTES = 8  # an anchor's sketch: the 64 anchor bits after a band's key (cyclically)
 
 
@@ -224,9 +236,13 @@ def anchor_sketches(rows: np.ndarray, band: int, band_bits: int) -> np.ndarray:
     use, so between two anchors that share the key they differ about as much as the anchors'
     other bits do: a copy's matched anchors in a few, two different sounds in a quarter or more
     (``fingerprint_sketch_max_diff``; docs/benchmarks.md, "Duplicates at scale")."""
-    start = (band + 1) * (band_bits // 8)
-    b = rows["anchor_bits"][:, :, (start + np.arange(SKETCH_BYTES)) % (ANCHOR_BITS // 8)]
-    return np.ascontiguousarray(b).view("<u8")[:, :, 0]
+    start, end = (band + 1) * (band_bits // 8) % (ANCHOR_BITS // 8), ANCHOR_BITS // 8
+    bits = rows["anchor_bits"]
+    if start + SKETCH_BYTES <= end:
+        b = np.ascontiguousarray(bits[:, :, start : start + SKETCH_BYTES])
+    else:  # wrapping round
+        b = np.concatenate([bits[:, :, start:], bits[:, :, : start + SKETCH_BYTES - end]], axis=2)
+    return b.view("<u8")[:, :, 0]
 
 
 def lsh_candidates(a: np.ndarray, b: np.ndarray, band_bits: int, bands: int, sketch_max: int) -> np.ndarray:
