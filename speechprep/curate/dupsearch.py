@@ -15,8 +15,9 @@ segment on the hot path, one LSH band in memory at a time (docs/benchmarks.md,
   shared by chance would otherwise grow with the square of the segments). A run of
   more than ``max_run`` rows (a key that many segments share: a common sound or a
   huge group of copies) pairs each row only with the ``max_run - 1`` rows after it in
-  the run, so its cost is linear; copies in it stay connected through the chain. Each band's candidates are verified before the next
-  band is read, so memory holds one band, never every candidate;
+  the run, so its cost is linear; copies in it stay connected through the chain.
+  Each band's candidates are verified before the next band is read, so memory holds
+  one band, never every candidate;
 * :func:`search`: exact groups (equal PCM hashes; one representative each enters the
   LSH), unit-MinHash pairs verified by their Jaccard similarity, fingerprint pairs
   verified by :func:`speechprep.curate.fingerprint.compare`; groups are the
