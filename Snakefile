@@ -1,5 +1,5 @@
 # speechprep: raw recordings -> VAD segments (and, stage by stage, transcripts,
-# units and TTS features). See README.md; outputs follow ../shared/CONTRACT.md.
+# units and TTS features). See README.md; outputs follow docs/outputs.md.
 from snakemake.utils import min_version, validate
 
 min_version("9.0")

@@ -1,4 +1,4 @@
-"""File names derived from ids (../shared/CONTRACT.md, "Ids as file names").
+"""File names derived from ids (docs/outputs.md, the paragraph on ids).
 
 An id can be any text: a 247-byte file name gives a longer segment id, and
 ``<id>.npy`` plus a temp-file prefix would exceed the 255-byte limit of

@@ -6,7 +6,7 @@ the shard's ``tts/<shard>.features.jsonl`` holds. Each segment is cut from its
 source (soundfile + soxr), resampled to ``export.sample_rate``, optionally
 loudness-normalised to ``export.lufs`` (pyloudnorm) and encoded as 16-bit FLAC,
 once, into the resume directory; the shard's containers are then written from
-those bytes, one per format in ``export.formats`` (../shared/CONTRACT.md,
+those bytes, one per format in ``export.formats`` (docs/outputs.md,
 "Exports"):
 
 * ``webdataset/<shard>.tar``: ``<key>.flac``, ``<key>.json`` (the manifest

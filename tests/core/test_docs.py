@@ -3,7 +3,6 @@ as `section.key` in docs/), and every `section.key` the docs name exists."""
 
 import re
 
-import pytest
 import yaml
 
 from tests.support import CONFIG_FILE, REPO
@@ -38,17 +37,3 @@ def test_every_config_key_is_documented():
 def test_every_documented_key_exists():
     unknown = sorted(documented() - config_keys())
     assert not unknown, f"docs name keys config/config.yaml does not have: {unknown}"
-
-
-CONTRACT = REPO.parent / "shared" / "CONTRACT.md"
-
-
-def test_outputs_doc_names_everything_the_contract_names():
-    """Every path, field and reject reason ../shared/CONTRACT.md names in backticks is in
-    docs/outputs.md (where the contract is beside the checkout)."""
-    if not CONTRACT.exists():
-        pytest.skip(f"no {CONTRACT}")
-    named = set(re.findall(r"`([^`\n]+)`", CONTRACT.read_text(encoding="utf-8")))
-    doc = (DOCS / "outputs.md").read_text(encoding="utf-8")
-    missing = sorted(t for t in named if t not in doc)
-    assert not missing, f"docs/outputs.md does not name: {missing}"
