@@ -13,6 +13,19 @@ before any suite runs (``python3 tests/real_speech.py``).
   letters and syllables (ogg).
 - alsa-utils (GPL-2, ALSA project): one real voice naming loudspeaker positions
   (48 kHz wav).
+- hyperrogue-music (GPL-2+, Zeno Rogue): 17 real game-music tracks (ogg, 48-136 s).
+
+Those are the calibration sources: settings are chosen on them. The held-apart
+sources below are only reported on, never tuned to (``HELD_OUT``):
+
+- asterisk-core-sounds-{en,fr,it,ru}-wav (CC-BY-SA-3.0 / CC-BY-3.0 for ru):
+  professional telephone prompts, 8 kHz, one voice each (Allison Smith,
+  June Wallack, Carlo Flora, Maxim Topal's IVR voice), 500-600 files of 0.3-10 s.
+- asterisk-prompt-it-menardi-wav (CC-BY-SA-3.0, Marco Menardi and Paola Dal Zot):
+  the same kind, another Italian voice.
+- asterisk-moh-opsound-wav (CC-BY-SA-3.0: Macroform, Manolo Camp, Reno Project):
+  five music-on-hold tracks, 8 kHz, 73-322 s.
+- asc-music (GPL-2+, Michael Kievernagel): three game-music tracks (mp3, 290-441 s).
 
 Codecs are real too: sox (GSM 06.10, MP3 through libsox-fmt-all) and ffmpeg
 (G.722, Opus), Debian packages that ``scripts/setup.sh`` installs when root.
@@ -36,7 +49,26 @@ PACKAGES = {
     "pocketsphinx-testdata": "BSD-2-Clause (Carnegie Mellon University, CMU Sphinx)",
     "klettres-data": "GPL-2+ (KDE KLettres authors)",
     "alsa-utils": "GPL-2 (ALSA project; /usr/share/sounds/alsa)",
+    "hyperrogue-music": "GPL-2+ (Zeno Rogue; /usr/share/hyperrogue/music)",
+    "asterisk-core-sounds-en-wav": "CC-BY-SA-3.0 (Allison Smith, Digium)",
+    "asterisk-core-sounds-fr-wav": "CC-BY-SA-3.0 (June Wallack, Digium)",
+    "asterisk-core-sounds-it-wav": "CC-BY-SA-3.0 (Carlo Flora)",
+    "asterisk-core-sounds-ru-wav": "CC-BY-3.0 (Maxim Topal, ivrvoice.ru)",
+    "asterisk-prompt-it-menardi-wav": "CC-BY-SA-3.0 (Marco Menardi and Paola Dal Zot)",
+    "asterisk-moh-opsound-wav": "CC-BY-SA-3.0 (Macroform, Manolo Camp, Reno Project)",
+    "asc-music": "GPL-2+ (Michael Kievernagel)",
 }
+# Sources that settings are never chosen on: the figures on them are what a user with
+# voices and music this project never heard should expect (docs/stages.md).
+HELD_OUT = (
+    "asterisk-core-sounds-en-wav",
+    "asterisk-core-sounds-fr-wav",
+    "asterisk-core-sounds-it-wav",
+    "asterisk-core-sounds-ru-wav",
+    "asterisk-prompt-it-menardi-wav",
+    "asterisk-moh-opsound-wav",
+    "asc-music",
+)
 PSPHINX = "usr/share/pocketsphinx/test/data"
 
 
@@ -123,6 +155,38 @@ def alsa_voice() -> list[Utterance]:
     return [Utterance(p, "alsa_voice") for p in sorted(d.glob("*.wav")) if p.name != "Noise.wav"]
 
 
+# the telephone prompts' voices: (package, folder) by speaker
+TELEPHONE_VOICES = {
+    "allison_en": ("asterisk-core-sounds-en-wav", "en_US_f_Allison", "en"),
+    "june_fr": ("asterisk-core-sounds-fr-wav", "fr_CA_f_June", "fr"),
+    "carlo_it": ("asterisk-core-sounds-it-wav", "it_IT_m_Carlo", "it"),
+    "ivr_ru": ("asterisk-core-sounds-ru-wav", "ru_RU_f_IvrvoiceRU", "ru"),
+    "menardi_it": ("asterisk-prompt-it-menardi-wav", "it_IT_f_Menardi", "it"),
+}
+
+
+def telephone_prompts(speaker: str, limit: int | None = None) -> list[Utterance]:
+    """A held-apart professional voice's telephone prompts (8 kHz wav, ``TELEPHONE_VOICES``),
+    sorted by path; the ``silence/`` folder is left out."""
+    package, folder, language = TELEPHONE_VOICES[speaker]
+    d = fetch(package) / "usr/share/asterisk/sounds" / folder
+    paths = sorted(p for p in d.rglob("*.wav") if p.parent.name != "silence")
+    return [Utterance(p, speaker, None, language) for p in paths[:limit]]
+
+
+MUSIC = {
+    "hyperrogue": ("hyperrogue-music", "usr/share/hyperrogue/music", "*.ogg"),
+    "asc": ("asc-music", "usr/share/games/asc/music", "*.mp3"),
+    "moh": ("asterisk-moh-opsound-wav", "usr/share/asterisk/moh", "*.wav"),
+}
+
+
+def music(pack: str) -> list[Path]:
+    """Real music tracks: ``hyperrogue`` (calibration), ``asc`` and ``moh`` (held apart)."""
+    package, folder, pattern = MUSIC[pack]
+    return sorted((fetch(package) / folder).glob(pattern))
+
+
 # klettres names a language, not a person. bench/speaker_calibration.py measures
 # (docs/stages.md, "Speakers on real voices"): German's letters (F0 about 220 Hz)
 # and syllables (about 109 Hz) are two people; cs/en_GB, es/nl, pt_BR/tn, de/nds,
@@ -184,20 +248,39 @@ def read(path: Path, sample_rate: int | None = None):
 # real codecs
 # ---------------------------------------------------------------------------
 CODECS = ("gsm", "g722", "opus", "mp3", "resample8k")
+# what a telephone line does to a voice (all decoded to 8 kHz): G.711 u-law, GSM 06.10,
+# G.726 ADPCM at 32 kbit/s, Codec 2 at 3200 bit/s, and a plain resample
+TELEPHONE_CODECS = ("resample8k", "ulaw", "gsm", "g726", "codec2")
+_FFMPEG_8K = {
+    "g726": (["-c:a", "g726", "-b:a", "32k"], "coded.wav"),
+    "codec2": (["-c:a", "libcodec2", "-mode", "3200"], "coded.c2"),
+}
+PCM16 = ["-c:a", "pcm_s16le"]
 
 
 def through_codec(src: Path, codec: str, out: Path, gain_db: float = 0.0, delay_s: float = 0.0) -> Path:
-    """``src`` passed through a real codec (``CODECS``) and decoded back to a 16-bit WAV at
-    ``out`` (8 kHz for the telephone codecs and ``resample8k``, 16 kHz otherwise), with
+    """``src`` passed through a real codec (``CODECS``, ``TELEPHONE_CODECS``) and decoded back
+    to a 16-bit WAV at ``out`` (8 kHz for ``TELEPHONE_CODECS``, 16 kHz otherwise), with
     ``gain_db`` and ``delay_s`` of silence before it. Uses Debian's sox and ffmpeg."""
     out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         pre = Path(tmp) / "pre.wav"
-        rate = 8000 if codec in ("gsm", "resample8k") else 16000
+        rate = 8000 if codec in TELEPHONE_CODECS else 16000
         effects = ["gain", f"{gain_db}"] + (["pad", f"{delay_s}"] if delay_s else [])
         _run(["sox", str(src), "-c", "1", "-b", "16", "-r", str(rate), str(pre), *effects])
         if codec == "resample8k":
             shutil.copyfile(pre, out)
+            return out
+        if codec == "ulaw":
+            coded = Path(tmp) / "coded.wav"
+            _run(["sox", str(pre), "-e", "u-law", "-b", "8", str(coded)])
+            _run(["sox", str(coded), "-e", "signed-integer", "-b", "16", str(out)])
+            return out
+        if codec in _FFMPEG_8K:
+            args, name = _FFMPEG_8K[codec]
+            coded = Path(tmp) / name
+            _run(["ffmpeg", "-nostdin", "-v", "error", "-y", "-i", str(pre), *args, str(coded)])
+            _run(["ffmpeg", "-nostdin", "-v", "error", "-y", "-i", str(coded), "-ar", "8000", *PCM16, str(out)])
             return out
         if codec in ("gsm", "mp3"):
             coded = Path(tmp) / f"coded.{codec}"
@@ -207,7 +290,7 @@ def through_codec(src: Path, codec: str, out: Path, gain_db: float = 0.0, delay_
         args = {"g722": ["-c:a", "g722"], "opus": ["-c:a", "libopus", "-b:a", "16k"]}[codec]
         coded = Path(tmp) / ("coded.g722" if codec == "g722" else "coded.ogg")
         _run(["ffmpeg", "-nostdin", "-v", "error", "-y", "-i", str(pre), *args, str(coded)])
-        decode = ["-ar", "16000", "-c:a", "pcm_s16le", str(out)]
+        decode = ["-ar", "16000", *PCM16, str(out)]
         _run(["ffmpeg", "-nostdin", "-v", "error", "-y", "-i", str(coded), *decode])
     return out
 
@@ -247,6 +330,64 @@ def codec_copies(sources: list[Utterance], dest: Path, codecs=CODECS, seed: int 
                 through_codec(src, codec, path, gain_db=gain, delay_s=delay)
             out.append(Copy(u, path, codec, gain, delay))
     return out
+
+
+def excerpt(src: Path, start: float, seconds: float, out: Path) -> Path:
+    """``seconds`` of ``src`` from ``start``, mono, as a 16-bit WAV at its own rate (cached by name)."""
+    import soundfile as sf
+
+    if not out.exists():
+        out.parent.mkdir(parents=True, exist_ok=True)
+        x, sr = read(src)
+        a = max(0, min(int(start * sr), len(x) - int(seconds * sr)))  # the last `seconds` of a shorter track
+        sf.write(out, x[a : a + int(seconds * sr)], sr, subtype="PCM_16")
+    return out
+
+
+def trimmed(x, sr: int, floor_db: float = 40.0):
+    """``x`` without its leading and trailing silence: from its first to its last 10 ms frame
+    within ``floor_db`` of its loudest."""
+    import numpy as np
+
+    n = sr // 100
+    frames = x[: len(x) // n * n].reshape(-1, n)
+    level = 10 * np.log10(np.mean(frames**2, axis=1) + 1e-12)
+    loud = np.flatnonzero(level >= level.max() - floor_db)
+    return x[loud[0] * n : (loud[-1] + 1) * n] if len(loud) else x
+
+
+def with_music_between(prompts: list[Path], music: list[Path], out: Path, seed: int) -> list[tuple[float, float]]:
+    """One 8 kHz recording as an IVR or a radio makes it: each prompt (``trimmed``, levelled
+    to one RMS) after 0-0.4 s of silence, then 0-0.4 s of silence and 3-10 s of one of two of ``music``'s
+    tracks 0-10 dB quieter; written to ``out`` (16-bit WAV). Returns the prompts' (start, end) s."""
+    import random
+
+    import numpy as np
+    import soundfile as sf
+
+    rng = random.Random(seed)
+    tracks = [read(m, 8000)[0] for m in rng.sample(music, 2)]
+    parts, truth, t = [], [], 0
+
+    def put(x):
+        nonlocal t
+        parts.append(x.astype(np.float32))
+        t += len(x)
+
+    for k, path in enumerate(prompts):
+        put(np.zeros(int(rng.uniform(0, 0.4) * 8000)))
+        x = trimmed(read(path, 8000)[0], 8000)
+        start = t
+        put(x * (0.05 / (np.sqrt(np.mean(x**2)) + 1e-9)))
+        truth.append((start / 8000, t / 8000))
+        put(np.zeros(int(rng.uniform(0, 0.4) * 8000)))
+        m, n = tracks[k % 2], int(rng.uniform(3, 10) * 8000)
+        a = rng.randrange(0, max(1, len(m) - n))
+        piece = m[a : a + n]
+        put(piece * (0.05 / (np.sqrt(np.mean(piece**2)) + 1e-9)) * 10 ** (-rng.uniform(0, 10) / 20))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    sf.write(out, np.clip(np.concatenate(parts), -1, 1), 8000, subtype="PCM_16")
+    return truth
 
 
 def _run(cmd: list[str]) -> None:

@@ -24,6 +24,10 @@ class VadParams(StageParams):
     narrowband_rate: int
     narrowband_threshold: float
     narrowband_release: float
+    narrowband_window: float
+    narrowband_music_prob: float
+    narrowband_music_slope: float
+    narrowband_music_cap: float
     text: str = from_dataset("text", "ingest.text")  # given/verify: one utterance per line, trimmed, not cut
 
     @property

@@ -25,13 +25,14 @@ from ..core.errors import UsageError, WorkerKilled
 from ..core.jsonio import atomic_open, read_jsonl, write_json
 from ..core.rejects import count_reasons
 from ..core.shardjob import Accepted, Outcome, Rejected, ShardJob
+from .narrowband import Centroids, narrowband, narrowband_flags
 from .params import VadParams
 from .utterances import utterance_lines
 
 log = logging.getLogger("speechprep.vad")
 STAGE = "vad"
 # Bump when a change to this module changes results, so stale checkpoints are not reused.
-ALGORITHM_VERSION = "1"
+ALGORITHM_VERSION = "2"
 STATS_FIELDS = (
     "id",
     "duration",
@@ -50,8 +51,10 @@ PASSTHROUGH = ("speaker", "language")
 # --------------------------------------------------------------------------
 # TEN-VAD
 # --------------------------------------------------------------------------
-def speech_flags(chunks: Iterable[np.ndarray], params: VadParams) -> tuple[np.ndarray, np.ndarray, int]:
-    """Run a fresh TEN-VAD over 16 kHz float chunks.
+def speech_flags(
+    chunks: Iterable[np.ndarray], params: VadParams, on_chunk: Callable[[np.ndarray], None] | None = None
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """Run a fresh TEN-VAD over 16 kHz float chunks (each also given to ``on_chunk``).
 
     Returns per-frame probabilities, per-frame speech flags (0/1) and the number
     of samples seen. A TenVad instance carries state across calls, so one is
@@ -67,6 +70,8 @@ def speech_flags(chunks: Iterable[np.ndarray], params: VadParams) -> tuple[np.nd
     n = 0
     for chunk in chunks:
         n += len(chunk)
+        if on_chunk is not None:
+            on_chunk(chunk)
         a = to_int16(chunk)
         if len(carry):
             a = np.concatenate([carry, a])
@@ -94,23 +99,6 @@ def check_ten_vad(params: VadParams) -> None:
         raise UsageError(
             f"TEN-VAD's library cannot be loaded: {e}. Debian: apt-get install libc++1; conda: libcxx (envs/vad.yaml)"
         ) from None
-
-
-def hysteresis_flags(probs: np.ndarray, onset: float, release: float) -> np.ndarray:
-    """Speech flags from probabilities: speech starts at ``onset`` and lasts while ``release`` holds."""
-    flags = np.zeros(len(probs), np.uint8)
-    on = False
-    for i, q in enumerate(probs.tolist()):
-        on = q >= onset or (on and q >= release)
-        flags[i] = on
-    return flags
-
-
-def narrowband(entry: dict[str, Any], p: VadParams) -> bool:
-    """A file recorded at ``narrowband_rate`` or less (telephone, radio): TEN-VAD, trained on
-    wideband speech, gives such speech lower probabilities (docs/stages.md, VAD)."""
-    rate = entry.get("sample_rate")
-    return rate is not None and int(rate) <= p.narrowband_rate
 
 
 # --------------------------------------------------------------------------
@@ -250,9 +238,12 @@ def analyze_file(entry: dict[str, Any], p: VadParams) -> Outcome:
     (and ``notes`` for the log), or rejected."""
     fid, path = entry["id"], entry["audio_filepath"]
     damage: list[tuple[float, str]] = []
+    spectrum = Centroids(p.hop_size) if narrowband(entry, p) else None
     try:
         probs, flags, n = speech_flags(
-            stream_mono(path, SAMPLE_RATE, p.block_seconds, on_damage=lambda t, d: damage.append((t, d))), p
+            stream_mono(path, SAMPLE_RATE, p.block_seconds, on_damage=lambda t, d: damage.append((t, d))),
+            p,
+            spectrum.feed if spectrum else None,
         )
     except AudioError as e:
         return Rejected(e.reason, e.detail)
@@ -268,19 +259,18 @@ def analyze_file(entry: dict[str, Any], p: VadParams) -> Outcome:
             "too_short",
             f"{duration * 1000:.1f} ms is shorter than one VAD frame ({p.hop_size / SAMPLE_RATE * 1000:.0f} ms)",
         )
-    threshold = p.threshold
-    if narrowband(entry, p):
+    threshold, notes = p.threshold, []
+    if spectrum is not None:
         threshold = p.narrowband_threshold
-        flags = hysteresis_flags(probs, p.narrowband_threshold, p.narrowband_release)
-    notes: list[str] = []
+        flags, music_s = narrowband_flags(probs, spectrum.finish(), p)
+        if music_s > 0:
+            notes.append(f"{music_s:.2f} s over narrowband_threshold whose spectrum does not move like speech (music?)")
     segments = make_segments(flags, probs, duration, p, notes if p.text == "asr" else [])  # an utterance is not cut
+    if not segments:
+        why = f"max speech probability {float(probs.max()):.2f}, threshold {threshold}"
+        return Rejected("no_speech", f"no speech in {duration:.2f} s ({'; '.join([why, *notes])})")
     if damage:
         notes.append(f"damaged: {damage[0][1]}; the {duration:.3f} s before the damage are used")
-    if not segments:
-        return Rejected(
-            "no_speech",
-            f"no speech in {duration:.2f} s (max speech probability {float(probs.max()):.2f}, threshold {threshold})",
-        )
     if p.text == "asr":
         seg_lines = _segment_lines(entry, segments)
     else:  # one utterance per line, trimmed, never cut
