@@ -9,7 +9,8 @@ estimate), joined into chunks where they touch (at most ``max_chunk`` seconds of
 segments per chunk); a slice is served from the one chunk that holds it, decoded
 on first use (:func:`speechprep.core.audio.stream_mono`: any rate, any channel
 count, resampled to 16 kHz) and kept until a slice needs another chunk; its
-length is the file's (from its header). The
+length is the file's (from its header). A file damaged mid-stream is read as VAD
+reads it: what decodes before the damage, silence after (``truncated_at``). The
 diarization walks the segments in time order twice (windows, then cuts), so each
 chunk is decoded about twice and the job holds one chunk, whatever the file's
 length. Samples no chunk covers read as silence.
@@ -52,6 +53,7 @@ class SpanAudio:
         self.chunks = [(a, min(b, self.length)) for a, b in chunks(segments, pad, max_chunk) if a < self.length]
         self._held: tuple[int, np.ndarray] | None = None  # (chunk index, its samples)
         self.decoded = 0  # samples decoded so far (the tests read it)
+        self.truncated_at: float | None = None  # s: where the file is damaged, once a chunk reached it
 
     def __len__(self) -> int:
         return self.length
@@ -60,12 +62,25 @@ class SpanAudio:
         if self._held is None or self._held[0] != k:
             self._held = None  # the chunk held before is let go first
             a, b = self.chunks[k]
-            parts = list(stream_mono(self.path, SAMPLE_RATE, offset=a / SAMPLE_RATE, duration=(b - a) / SAMPLE_RATE))
-            x = np.concatenate(parts) if parts else np.zeros(0, np.float32)
-            x = np.pad(x[: b - a], (0, max(0, b - a - len(x))))  # a file shorter than its header: silence
+            x = np.zeros(0, np.float32)
+            if self.truncated_at is None or a < self.truncated_at * SAMPLE_RATE:
+                parts = list(
+                    stream_mono(
+                        self.path,
+                        SAMPLE_RATE,
+                        offset=a / SAMPLE_RATE,
+                        duration=(b - a) / SAMPLE_RATE,
+                        on_damage=lambda t, _: self._damaged(a / SAMPLE_RATE + t),
+                    )
+                )
+                x = np.concatenate(parts) if parts else x
+            x = np.pad(x[: b - a], (0, max(0, b - a - len(x))))  # past the damage or the file's end: silence
             self.decoded += len(x)
             self._held = (k, x.astype(np.float32, copy=False))
         return self._held[1]
+
+    def _damaged(self, at: float) -> None:
+        self.truncated_at = at if self.truncated_at is None else min(self.truncated_at, at)
 
     def __getitem__(self, key: slice) -> np.ndarray:
         if not isinstance(key, slice) or key.step not in (None, 1):

@@ -214,3 +214,26 @@ def test_sigkilled_job_resumes_per_file(shard, done, tmp_path):
     strip = lambda rows: [{k: v for k, v in r.items() if k != "centroid"} for r in rows]
     for k in KINDS:
         assert strip(got[k]) == strip(done[2][k]), k
+
+
+def test_a_file_damaged_mid_stream_is_diarized_up_to_the_damage(tmp_path, model, params):
+    """A FLAC cut short (a download that stopped): VAD keeps the audio before the damage and its
+    segments end there; diarization reads the file the same way (it failed the whole file,
+    "decode failed at 0.000 s", and passed its segments through undiarized)."""
+    from speechprep.core.audio import stream_mono
+
+    conv = C.turn_changes("librivox", "klettres_fr", seed=41)
+    path = tmp_path / "damaged.flac"
+    sf.write(path, conv.audio, SR, subtype="PCM_16")
+    path.write_bytes(path.read_bytes()[: int(path.stat().st_size * 0.6)])
+    at = []
+    decoded = sum(len(x) for x in stream_mono(str(path), on_damage=lambda t, d: at.append(t)))
+    assert at and decoded == pytest.approx(at[0] * SR, abs=1)
+    lines = [x for x in lines_of("d", path, conv) if x["offset"] < at[0] - 0.3]  # what VAD keeps
+    lines[-1]["duration"] = round(min(lines[-1]["duration"], at[0] - lines[-1]["offset"]), 4)
+    item = stage.file_items(lines)[0]
+    out = stage.diarize_item(model, item, params)
+    assert out["stats"]["status"] == "ok" and out["stats"]["truncated_at"] == pytest.approx(at[0], abs=0.01)
+    ended = {x.get("diarize_source", x["id"]) for x in out["lines"] + out["rejects"]}
+    assert ended == {x["id"] for x in lines} and out["turns"]
+    assert {t["speaker"] for t in out["turns"]} == {"spk0", "spk1"}
