@@ -2,7 +2,7 @@
 """Per-file diarization: issue #25's four figures on conversations of real and espeak-ng voices.
 
     SPEECHPREP_REAL_SPEECH=.cache/real_speech .venvs/curate/bin/python bench/diarize_accuracy.py \\
-        [--pairs 24] [--overlap-pairs 10] [--seed 0] [--set key=value ...]
+        [--pairs 24] [--overlap-pairs 10] [--seed 0] [--condition wideband] [--set key=value ...]
 
 Built as tests/diarize/conversations.py builds them (the tests use a few of the
 same plans with their own seeds): ``--pairs`` pairs of voices with 4 pause-free
@@ -12,7 +12,11 @@ alone. Prints: the share of change-holding VAD segments cut within 0.5 s of the
 change or dropped (and the pairs that missed), the share of overlapped seconds
 flagged or dropped, one-voice seconds flagged with them, DER (pyannote.metrics,
 collar 0.5 = +-0.25 s and 0.25) per trio, and the share of one-voice segments
-cut or dropped. ``--set`` overrides a parameter (``--set threshold=0.2``).
+cut or dropped. ``--set`` overrides a parameter (``--set threshold=0.2``). ``--condition``
+picks the voices (tests/diarize/conversations.py ``CONDITIONS``): ``wideband`` and
+``telephone`` (the same real voices through telephone codecs) are where the parameters
+are chosen; ``held-wideband`` (KLettres' other speakers) and ``held-telephone`` (five
+professional voices' telephone prompts) report what voices never tuned on give.
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ import argparse
 import sys
 import warnings
 from pathlib import Path
+
+import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 warnings.simplefilter("ignore")
@@ -33,6 +39,17 @@ TRIOS = [
 ]
 
 
+def trios(condition: str, seed: int) -> list[tuple[str, str, str]]:
+    """``TRIOS`` (wideband), else four trios of the condition's voices drawn with ``seed``."""
+    from tests.diarize import conversations as C
+
+    if condition == "wideband":
+        return TRIOS
+    voices = C.CONDITIONS[condition][1]
+    rng = np.random.default_rng(seed)
+    return [tuple(str(v) for v in rng.choice(voices, 3, replace=False)) for _ in range(4)]
+
+
 def run(model, p, a) -> None:
     from speechprep.diarize.core import diarize_file
     from tests.diarize import conversations as C
@@ -41,9 +58,10 @@ def run(model, p, a) -> None:
     def diarize(conv):
         return diarize_file(model, conv.audio, conv.vad_segments(), p)
 
+    first, second = C.CONDITIONS[a.condition]
     handled = total = 0
     missed = []
-    for k, (x, y) in enumerate(C.pairs(a.pairs, a.seed)):
+    for k, (x, y) in enumerate(C.pairs(a.pairs, a.seed, a.condition)):
         conv = C.turn_changes(x, y, a.seed * 1000 + k)
         h, t = S.changes_handled(conv, diarize(conv))
         handled, total = handled + h, total + t
@@ -51,7 +69,7 @@ def run(model, p, a) -> None:
             missed.append(f"{x}/{y} {h}/{t}")
     print(f"turn changes: {handled}/{total} = {handled / total:.3f} cut within 0.5 s or dropped; missed: {missed}")
     removed = over = elsewhere = speech = 0.0
-    for k, (x, y) in enumerate(C.pairs(a.overlap_pairs, a.seed + 1)):
+    for k, (x, y) in enumerate(C.pairs(a.overlap_pairs, a.seed + 1, a.condition)):
         conv = C.overlaps(x, y, a.seed * 1000 + 500 + k)
         r = diarize(conv)
         got, t = S.overlap_removed(conv, r)
@@ -64,7 +82,7 @@ def run(model, p, a) -> None:
         f"overlaps: {removed:.1f} of {over:.1f} overlapped s flagged or dropped = {removed / over:.3f}; "
         f"one-voice speech flagged with them: {elsewhere:.1f} s of {speech:.0f} s"
     )
-    for trio in TRIOS:
+    for trio in trios(a.condition, a.seed):
         conv = C.three_voices(trio, a.seed)
         r = diarize(conv)
         print(
@@ -72,7 +90,7 @@ def run(model, p, a) -> None:
             f"{S.der(conv, r, 0.5):.3f}, collar 0.25 {S.der(conv, r, 0.25):.3f}"
         )
     touched = segments = 0
-    for k, name in enumerate(C.REAL + C.ESPEAK):
+    for k, name in enumerate(dict.fromkeys(first + second)):
         t, n = S.touched(diarize(C.one_voice(name, a.seed * 1000 + 900 + k)))
         touched, segments = touched + t, segments + n
     print(f"one voice: {touched}/{segments} segments cut or dropped = {touched / segments:.3f}")
@@ -83,6 +101,7 @@ def main() -> None:
     ap.add_argument("--pairs", type=int, default=24)
     ap.add_argument("--overlap-pairs", type=int, default=10)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--condition", default="wideband", help="wideband, telephone, held-wideband, held-telephone")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     a = ap.parse_args()
     from dataclasses import asdict

@@ -15,6 +15,7 @@ import math
 
 import numpy as np
 
+from ..core.audio import bandwidth_hz as bandwidth_hz  # one measure, shared with diarization
 from ..core.audio import to_int16
 
 
@@ -114,25 +115,6 @@ def snr_db(x: np.ndarray, noise: list[np.ndarray], rate: int, band: tuple[float,
 
 
 # -- bandwidth --------------------------------------------------------------------
-def bandwidth_hz(x: np.ndarray, rate: int, floor_db: float, n_fft: int = 512) -> float | None:
-    """Effective bandwidth: the highest frequency whose long-term level (Welch
-    power spectrum, ``n_fft`` Hann frames, smoothed over 5 bins) is within
-    ``floor_db`` of the spectrum's peak. Audio band-limited at 4 kHz and
-    upsampled to 16 kHz (8 kHz telephone audio) reads about 4000 whatever its
-    sample rate. ``None`` for silence or less than one frame."""
-    from scipy.signal import welch
-
-    if len(x) < n_fft or not np.any(x):
-        return None
-    f, p = welch(
-        np.asarray(x, dtype=np.float64), fs=rate, nperseg=n_fft, noverlap=n_fft // 2, window="hann", detrend=False
-    )
-    p = np.convolve(p, np.ones(5) / 5, mode="same")
-    level = 10.0 * np.log10(np.maximum(p, 1e-30) / p.max())
-    above = np.flatnonzero(level >= -floor_db)
-    return float(f[above[-1]])
-
-
 # -- text -----------------------------------------------------------------------------
 def speaking_rate(text: str | None, duration: float) -> tuple[float, float]:
     """(characters per second, words per second) of the transcript; characters

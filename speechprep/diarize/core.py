@@ -22,6 +22,7 @@ from itertools import pairwise
 
 import numpy as np
 
+from ..core.audio import SAMPLE_RATE, bandwidth_hz
 from . import cluster, turns
 from .embed import Windows, window_embeddings
 from .params import DiarizeParams
@@ -63,6 +64,8 @@ class FileDiarization:
     decisions: list[SegmentDecision]
     windows: Windows
     labels: np.ndarray  # local speaker of each window
+    bandwidth_hz: float | None = None  # the file's speech, measured (diarize.bandwidth: auto)
+    narrow: bool = False  # diarized with the telephone-band parameters
 
     def turns(self) -> list[turns.Turn]:
         """Speaker turns, time order: every kept piece, and for an overlap both voices."""
@@ -142,12 +145,36 @@ def _overlap_stretches(
     return out
 
 
+BAND_SECONDS = 30.0  # s of a file's speech its bandwidth is measured on
+
+
+def band(audio: np.ndarray, segments: Sequence[tuple[float, float]], p: DiarizeParams) -> tuple[float | None, bool]:
+    """``(bandwidth_hz, narrow)`` of a file: ``diarize.bandwidth`` says, or with ``auto`` the
+    bandwidth of its first ``BAND_SECONDS`` of speech is under ``narrowband_hz`` (a telephone
+    call reads about 4000 Hz whether stored at 8 or 16 kHz)."""
+    if p.bandwidth != "auto":
+        return None, p.bandwidth == "narrow"
+    parts, n = [], 0
+    for s, e in segments:
+        parts.append(audio[int(s * SAMPLE_RATE) : int(e * SAMPLE_RATE)])
+        n += len(parts[-1])
+        if n >= BAND_SECONDS * SAMPLE_RATE:
+            break
+    hz = bandwidth_hz(np.concatenate(parts), SAMPLE_RATE, p.bandwidth_floor_db) if parts else None
+    return hz, hz is not None and hz < p.narrowband_hz
+
+
 def diarize_file(
     model, audio: np.ndarray, segments: Sequence[tuple[float, float]], p: DiarizeParams
 ) -> FileDiarization:
     """Diarize one file: ``audio`` 16 kHz mono float32 (the whole file), ``segments`` its VAD
-    segments ``(start, end)`` in seconds, ``model`` Resemblyzer's ``VoiceEncoder``."""
-    return diarize_windows(audio, segments, window_embeddings(model, audio, segments, p.hop, p.batch), p)
+    segments ``(start, end)`` in seconds, ``model`` Resemblyzer's ``VoiceEncoder``; a
+    telephone-band file with its band's parameters (:func:`band`)."""
+    hz, narrow = band(audio, segments, p)
+    win = window_embeddings(model, audio, segments, p.hop, p.batch)
+    result = diarize_windows(audio, segments, win, p.for_band(narrow))
+    result.bandwidth_hz, result.narrow = hz, narrow
+    return result
 
 
 def diarize_windows(

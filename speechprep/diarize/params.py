@@ -4,7 +4,7 @@ the step runs for (:func:`runs_for`)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..core.config import StageParams, from_config
@@ -52,9 +52,22 @@ class DiarizeParams(StageParams):
     overlap_windows: int
     overlap_max: float
     overlap_pad: float
+    bandwidth: str
+    narrowband_hz: float
+    narrowband_threshold: float
+    narrowband_merge: float
     speaker_linkage: str = from_config("curate.speaker_linkage")
     speaker_threshold: float = from_config("curate.speaker_threshold")
     min_speech: float = from_config("vad.min_speech")
+    bandwidth_floor_db: float = from_config("curate.bandwidth_floor_db")
+
+    def for_band(self, narrow: bool) -> DiarizeParams:
+        """The parameters a file of that band is diarized with: a telephone-band file's pieces
+        are cut at ``narrowband_threshold`` and its local speakers joined under
+        ``narrowband_merge`` (voices sit closer through 4 kHz: docs/stages.md, "Diarization")."""
+        if not narrow:
+            return self
+        return replace(self, threshold=self.narrowband_threshold, speaker_threshold=self.narrowband_merge)
 
 
 @dataclass(frozen=True)

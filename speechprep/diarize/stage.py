@@ -82,6 +82,9 @@ def diarize_item(model, item: dict[str, Any], p: DiarizeParams) -> dict[str, Any
     if ended != {s["id"] for s in segs}:  # never expected: then the file passes through
         raise RuntimeError(f"diarization accounted for {len(ended)} of the file's {len(segs)} segments")
     stats = {"id": item["id"], "audio_filepath": item["audio_filepath"], **counts(result), "status": "ok"}
+    stats["band"] = "narrow" if result.narrow else "wide"
+    if result.bandwidth_hz is not None:
+        stats["bandwidth_hz"] = round(result.bandwidth_hz, 1)
     if audio.truncated_at is not None:
         stats["truncated_at"] = round(audio.truncated_at, 4)
     return {

@@ -53,15 +53,35 @@ def _level(clips: list[np.ndarray]) -> list[np.ndarray]:
 
 
 def real_voice(name: str) -> list[np.ndarray]:
-    """The clips of a real speaker: ``librivox``, ``cards``, ``alsa`` or ``klettres_<lang>``."""
+    """The clips of a real speaker: ``librivox``, ``cards``, ``alsa``, ``klettres_<lang>`` or
+    ``tel_<speaker>`` (a held-apart voice's telephone prompts, ``real_speech.TELEPHONE_VOICES``,
+    8 kHz up-sampled as the pipeline reads them)."""
     if name.startswith("klettres_"):
         utts = real_speech.klettres_voices(name.split("_", 1)[1])
+    elif name.startswith("tel_"):
+        utts = real_speech.telephone_prompts(name[len("tel_") :])
     else:
         utts = {"librivox": real_speech.librivox, "cards": real_speech.cards, "alsa": real_speech.alsa_voice}[name]()
     out = []
     for u in utts:
         out += [r for r in _runs(real_speech.read(u.path, SR)[0]) if len(r) >= 0.2 * SR]
     return _level(out)
+
+
+def coded_voice(clips: list[np.ndarray], codec: str) -> list[np.ndarray]:
+    """A voice's clips through a telephone codec (``real_speech.TELEPHONE_CODECS``) and back to
+    16 kHz: all of them in one file, 0.5 s apart, coded once and cut where they were."""
+    import tempfile
+    from pathlib import Path
+
+    gap = np.zeros(SR // 2, np.float32)
+    starts = np.cumsum([0] + [len(c) + len(gap) for c in clips])
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp) / "voice.wav"
+        sf.write(src, np.concatenate([x for c in clips for x in (c, gap)]), SR, subtype="PCM_16")
+        y = real_speech.read(real_speech.through_codec(src, codec, Path(tmp) / "coded.wav"), SR)[0]
+    y = np.pad(y, (0, max(0, int(starts[-1]) - len(y))))
+    return _level([y[a : a + len(c)] for a, c in zip(starts, clips)])
 
 
 def espeak_voice(voice: str) -> list[np.ndarray]:
@@ -75,6 +95,11 @@ def espeak_voice(voice: str) -> list[np.ndarray]:
 
 
 def voice(name: str) -> list[np.ndarray]:
+    """``espeak_<voice>``, a real voice (:func:`real_voice`), or ``<voice>@<codec>``: that voice
+    through a telephone codec (:func:`coded_voice`)."""
+    if "@" in name:
+        base, codec = name.split("@")
+        return coded_voice(voice(base), codec)
     return espeak_voice(name[len("espeak_") :]) if name.startswith("espeak_") else real_voice(name)
 
 
@@ -183,13 +208,31 @@ def voices(*names: str) -> dict[str, list[np.ndarray]]:
     return {n: _VOICES[n] for n in names}
 
 
-def pairs(n: int, seed: int) -> list[tuple[str, str]]:
-    """``n`` pairs of different voices, the first always a real one, the second real or espeak-ng."""
+# Conditions the diarization is measured in (bench/diarize_accuracy.py): the voices of each,
+# ``first`` (real) and ``second`` (any of the condition's). Calibration: the voices the
+# parameters were chosen on, wideband and through telephone codecs; held apart: voices they
+# were never chosen on, KLettres' other speakers (wideband) and the telephone prompts'
+# professional voices (8 kHz as published).
+_TEL = dict(zip(REAL, ("gsm", "ulaw", "g726", "resample8k", "gsm", "ulaw", "g726", "resample8k", "gsm")))
+HELD_WIDE = tuple(f"klettres_{x}" for x in ("da", "ml", "ru", "es", "cs", "it"))
+HELD_TEL = tuple(f"tel_{x}" for x in real_speech.TELEPHONE_VOICES)
+CONDITIONS = {
+    "wideband": (REAL, REAL + ESPEAK),
+    "telephone": (tuple(f"{v}@{c}" for v, c in _TEL.items()),) * 2,
+    "held-wideband": (HELD_WIDE, HELD_WIDE),
+    "held-telephone": (HELD_TEL, HELD_TEL),
+}
+
+
+def pairs(n: int, seed: int, condition: str = "wideband") -> list[tuple[str, str]]:
+    """``n`` pairs of different voices of ``condition`` (``CONDITIONS``): the first always a
+    real one, the second any of the condition's voices."""
+    first, second = CONDITIONS[condition]
     rng = np.random.default_rng(seed)
     out = []
     for _ in range(n):
-        a = str(rng.choice(REAL))
-        out.append((a, str(rng.choice([v for v in REAL + ESPEAK if v != a]))))
+        a = str(rng.choice(first))
+        out.append((a, str(rng.choice([v for v in second if v != a]))))
     return out
 
 

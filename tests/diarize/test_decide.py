@@ -56,7 +56,12 @@ def test_the_parameters_are_the_config_section_and_the_keys_it_shares():
         "speaker_linkage",
         "speaker_threshold",
         "min_speech",
+        "bandwidth_floor_db",
     }
     assert (p.speaker_threshold, p.min_speech) == (cfg["curate"]["speaker_threshold"], cfg["vad"]["min_speech"])
+    assert p.bandwidth_floor_db == cfg["curate"]["bandwidth_floor_db"]
+    narrow = p.for_band(True)
+    assert (narrow.threshold, narrow.speaker_threshold) == (p.narrowband_threshold, p.narrowband_merge)
+    assert p.for_band(False) == p
     with pytest.raises(Exception, match="unknown"):
         DiarizeParams.from_dict({**asdict(p), "hopp": 0.5})
