@@ -7,8 +7,8 @@
 rule asr_align:
     input:
         segments=f"{RESULTS}/{{ds}}/vad/{{shard}}.segments.jsonl",
-        model=asr_model_file,
-        grammars=tts_grammar_dirs,
+        model=lambda wc: PLAN.asr_model_files(),
+        grammars=lambda wc: PLAN.grammar_dirs(),
     output:
         utterances=f"{RESULTS}/{{ds}}/asr/{{shard}}.utterances.jsonl",
         rejects=f"{RESULTS}/{{ds}}/asr/{{shard}}.align_rejects.jsonl",
@@ -37,10 +37,10 @@ rule asr_align:
 
 rule asr:
     input:
-        segments=asr_items,
-        model=asr_job_model,
-        grammars=asr_job_grammars,
-        align_rejects=asr_align_rejects,
+        segments=lambda wc: PLAN.asr_items(wc.ds, wc.shard),
+        model=lambda wc: PLAN.asr_job_model(wc.ds),
+        grammars=lambda wc: PLAN.asr_job_grammars(wc.ds),
+        align_rejects=lambda wc: PLAN.asr_align_rejects(wc.ds, wc.shard),
     output:
         transcripts=f"{RESULTS}/{{ds}}/asr/{{shard}}.jsonl",
         rejects=f"{RESULTS}/{{ds}}/asr/{{shard}}.rejects.jsonl",
@@ -63,8 +63,8 @@ rule asr:
         runtime=scaled(30, 60, of="segments"),
     params:
         cmd=speechprep("asr"),
-        job=asr_job,
-        p=asr_job_params,
+        job=lambda wc: PLAN.asr_job(wc.ds),
+        p=lambda wc: job_params(f"asr {PLAN.asr_job(wc.ds)}")(wc),
         resume=f"{RESULTS}/{{ds}}/asr/.partial/{{shard}}.jsonl",
         grammars=lambda wc, input: flag_list("grammars", input.grammars),
         align_rejects=lambda wc, input: flag_list("align-rejects", input.align_rejects),

@@ -1,10 +1,10 @@
 # Shared helpers: config merging, per-stage interpreters, env-modules set-up,
 # and the shard lists that the ingest checkpoint produces.
-import json
 import os
 import shlex
 import sys
 from functools import cache
+from types import SimpleNamespace
 from pathlib import Path
 
 
@@ -15,10 +15,10 @@ from speechprep.core.config import effective as effective_config
 from speechprep.jobs import job_params as select_job_params
 from speechprep.core.envmodules import setup_env_modules
 from speechprep.core.inventory import inventory_digest
-from speechprep.core.modelfiles import is_local_model
-from speechprep.core.resources import memory_mb, shard_content
+from speechprep.core.resources import shard_content
 from speechprep.core.slurm import use_status_shims
-from speechprep.diarize.params import runs_for as diarize_runs_for
+from speechprep.workflow.plan import Plan
+from speechprep.workflow.rules import audio_minutes, flag_list, scaled, shard_memory
 
 REPO = Path(workflow.basedir)
 # what the conda env files' last pip line installs: this checkout, editable
@@ -108,6 +108,20 @@ def shard_file(wildcards):
     return f"{RESULTS}/{wildcards.ds}/shards/{wildcards.shard}.jsonl"
 
 
+# The pipeline's routing (speechprep.workflow.plan): which file each step reads and what
+# a run asks for. The rules call it from their input functions with their wildcards.
+PLAN = Plan(
+    config,
+    shards,
+    lambda ds, s: shard_content(shard_file(SimpleNamespace(ds=ds, shard=s))),
+    RESULTS,
+)
+GRAMMARS = PLAN.grammars  # built text-normalisation grammars, a directory per language
+S2S_EXPORT = (
+    PLAN.s2s_export
+)  # HuBERT for ONNX Runtime (its sidecar records the checkpoint's sha256)
+
+
 def per_shard(pattern):
     """Input function: `pattern` expanded over every shard of the dataset."""
 
@@ -126,39 +140,6 @@ def every_shard(pattern):
     return f
 
 
-def scaled(base, per_mb=0.0, of=None, cap=None):
-    """A resource that grows with the size of input `of` (MB) and with each retry.
-
-    A retried job (cancelled, out of memory, out of time) is resubmitted with
-    `attempt` times the resources.
-    """
-
-    def f(wildcards, input, attempt):
-        mb = 0.0
-        if of is not None:
-            try:
-                mb = Path(input[of]).stat().st_size / 1e6
-            except (OSError, KeyError, IndexError):
-                pass
-        value = (base + per_mb * mb) * attempt
-        return int(min(value, cap) if cap else value)
-
-    return f
-
-
-def shard_memory(stage, of, models=(), **settings):
-    """`mem_mb` of a shard rule: what its job will hold (its shard's lines, longest
-    segment and audio, its models, its batch; speechprep.core.resources), x the attempt.
-    `of`: the input that lists the shard, or a function of the wildcards giving a file."""
-
-    def f(wildcards, input, threads, attempt):
-        listing = of(wildcards) if callable(of) else input[of]
-        need = memory_mb(stage, shard_content(listing), models, threads=threads, **settings)
-        return need * attempt
-
-    return f
-
-
 def dataset_manifest(wildcards):
     """The dataset's file manifest (ingest): VAD sizes its decode blocks by its widest file."""
     return f"{RESULTS}/{wildcards.ds}/manifest.jsonl"
@@ -170,277 +151,8 @@ def config_sha256():
     return config_digest(config)
 
 
-def asr_model_file(wildcards):
-    """The ASR model as an input file when it is local (a hub name is not a file)."""
-    spec = config["asr"]["model"]
-    return [spec] if is_local_model(spec) else []
-
-
-# The HuBERT exported for ONNX Runtime: one per checkpoint file and layer (the
-# sidecar records the checkpoint's sha256; a job refuses an export of another).
-S2S_EXPORT = f"{RESULTS}/{ALL}/s2s/runtime/{Path(config['s2s']['hubert']).stem}-layer{config['s2s']['layer']}.onnx"
-
-
-def s2s_export_file(wildcards):
-    """The ONNX export, when s2s.runtime may use it (auto uses it on CPU)."""
-    return [S2S_EXPORT] if config["s2s"]["runtime"] != "torch" else []
-
-
-def s2s_model_files(wildcards):
-    """The S2S model files (the demo ones are built by rule demo_s2s_models)."""
-    return [config["s2s"][k] for k in ("hubert", "kmeans", "vocoder", "vocoder_config")]
-
-
-# Built text-normalisation grammars, a directory per language (rule tts_grammars).
-GRAMMARS = config["tts"]["normalize_grammars"].rstrip("/")
-
-
-def tts_grammar_dirs(wildcards):
-    """The built grammars of `tts.normalize_languages` (none when `tts.normalize` is off)."""
-    if not config["tts"]["normalize"]:
-        return []
-    return [f"{GRAMMARS}/{lang}" for lang in config["tts"]["normalize_languages"]]
-
-
-def tts_normalized_all(wildcards):
-    """Every dataset's per-shard normalised text: what the tokenizer is trained on."""
-    return [
-        f"{RESULTS}/{ds}/tts/{shard}.normalized.jsonl"
-        for ds in config["datasets"]
-        for shard in shards(ds)
-    ]
-
-
-def tts_tokenizer_file(wildcards):
-    """`tts.tokenizer`, or the one rule tts_tokenizer trains on the transcripts."""
-    return config["tts"].get("tokenizer") or f"{RESULTS}/{ALL}/tts/tokenizer.model"
-
-
-def tts_encoder_files(wildcards):
-    """`torchscript:<path>` encoders are inputs (the built-in ones live in the env)."""
-    return [
-        config["tts"][k][len("torchscript:") :]
-        for k in ("condition", "emotion")
-        if config["tts"][k].startswith("torchscript:")
-    ]
-
-
-def per_shard_paths(ds, directory, suffix):
-    """`directory/<shard><suffix>` for every shard of `ds`, quoted for a shell line."""
-    return " ".join(shlex.quote(f"{directory}/{s}{suffix}") for s in shards(ds))
-
-
-def speaker_job_args(wildcards):
-    """The run-wide speakers job's dataset arguments: every dataset's name, its number of
-    shards and its shards' assignment files (in `<ds>/curate/speaker_assignments/`)."""
-    names = list(config["datasets"])
-    return " ".join(
-        [
-            "--datasets " + " ".join(shlex.quote(ds) for ds in names),
-            "--shard-counts " + " ".join(str(len(shards(ds))) for ds in names),
-            "--assign "
-            + " ".join(
-                per_shard_paths(ds, f"{RESULTS}/{ds}/curate/speaker_assignments", ".jsonl")
-                for ds in names
-            ),
-        ]
-    )
-
-
-def diarized(ds):
-    """Whether the diarization step runs for dataset `ds` (diarize.enabled, the dataset's
-    single_speaker: speechprep.diarize.params.runs_for) and a stage after VAD reads it."""
-    return diarize_runs_for(config, ds) and bool(set(config["stages"]) - {"vad"})
-
-
-def asr_segments(wildcards):
-    """What ASR reads: the diarization's segments (cut at speaker changes) where it runs
-    for the dataset, else VAD's."""
-    if diarized(wildcards.ds):
-        return f"{RESULTS}/{wildcards.ds}/diarize/{wildcards.shard}.segments.jsonl"
-    return f"{RESULTS}/{wildcards.ds}/vad/{wildcards.shard}.segments.jsonl"
-
-
-def dataset_text(ds):
-    """What dataset `ds`'s text is: asr, given or verify (`datasets.<ds>.text`, else `ingest.text`)."""
-    return config["datasets"][ds].get("text", config["ingest"]["text"])
-
-
-def needs_align(wildcards):
-    """Whether a shard of a transcribed dataset may hold a long recording with its text (a line
-    longer than vad.max_segment, or of unknown duration): its ASR job then reads the utterances
-    the align job cut (rule asr_align). Known once the ingest checkpoint has run."""
-    if dataset_text(wildcards.ds) == "asr":
-        return False
-    content = shard_content(shard_file(wildcards))
-    return content.undated > 0 or content.longest > config["vad"]["max_segment"]
-
-
-def asr_items(wildcards):
-    """What the ASR job reads: the align job's utterances (`needs_align`), else the segments
-    of `asr_segments` (a transcribed dataset is never diarized)."""
-    if needs_align(wildcards):
-        return f"{RESULTS}/{wildcards.ds}/asr/{wildcards.shard}.utterances.jsonl"
-    return asr_segments(wildcards)
-
-
-def asr_align_rejects(wildcards):
-    """The align job's rejects, written into the ASR job's (`needs_align`)."""
-    if needs_align(wildcards):
-        return [f"{RESULTS}/{wildcards.ds}/asr/{wildcards.shard}.align_rejects.jsonl"]
-    return []
-
-
-def asr_job(wildcards):
-    """The shard's ASR job: `given` (a `text: given` dataset: no model, speechprep.jobs
-    "asr given", whose parameters no model setting changes) or `run` (asr, verify)."""
-    return "given" if dataset_text(wildcards.ds) == "given" else "run"
-
-
-def asr_job_params(wildcards):
-    """The parameters of the shard's ASR job (`asr_job`), selected as `job_params` does."""
-    return job_params(f"asr {asr_job(wildcards)}")(wildcards)
-
-
-def asr_job_model(wildcards):
-    """The ASR model file, unless the dataset's text is given (no model is loaded)."""
-    return [] if dataset_text(wildcards.ds) == "given" else asr_model_file(wildcards)
-
-
-def asr_job_grammars(wildcards):
-    """The built grammars `text: verify` compares the given and the heard text with."""
-    return tts_grammar_dirs(wildcards) if dataset_text(wildcards.ds) == "verify" else []
-
-
-def flag_list(flag, paths):
-    """`--flag path ...` for a shell line, or nothing for no paths."""
-    return f"--{flag} " + " ".join(shlex.quote(str(x)) for x in paths) if paths else ""
-
-
-def audio_minutes(base, per_audio_hour, of):
-    """A `runtime` (minutes) that grows with the audio hours input `of` lists, and each retry."""
-
-    def f(wildcards, input, attempt):
-        return int((base + per_audio_hour * shard_content(input[of]).seconds / 3600) * attempt)
-
-    return f
-
-
-def s2s_segments(wildcards):
-    """What S2S reads: the segments of `asr_segments`, or the ASR lines with `asr.trim`
-    (trimmed to their words) or for a transcribed dataset (its utterances, long recordings
-    cut by the align job), so that units and the other features cover the same audio."""
-    if (config["asr"]["trim"] or dataset_text(wildcards.ds) != "asr") and "asr" in config["stages"]:
-        return f"{RESULTS}/{wildcards.ds}/asr/{wildcards.shard}.jsonl"
-    return asr_segments(wildcards)
-
-
-def diarize_rttm_inputs(wildcards):
-    """The RTTM job's inputs: the shard's turns and local speakers, and with curation the
-    run's speakers (the shard's measurements and assignments, the run's centroids)."""
-    d = f"{RESULTS}/{wildcards.ds}"
-    files = {
-        "turns": f"{d}/diarize/{wildcards.shard}.turns.jsonl",
-        "speakers": f"{d}/diarize/{wildcards.shard}.speakers.jsonl",
-    }
-    if "curate" in config["stages"]:
-        files["measures"] = f"{d}/curate/{wildcards.shard}.measures.jsonl"
-        files["assign"] = f"{d}/curate/speaker_assignments"
-        files["clusters"] = f"{RESULTS}/{ALL}/curate/speaker_clusters.json"
-    return files
-
-
-def diarize_rttm_flags(wildcards, input):
-    """The RTTM job's flags naming the run's speakers (none without curation)."""
-    if "measures" not in input.keys():
-        return ""
-    assign = f"{input.assign}/{wildcards.shard}.jsonl"
-    return f"--measures {shlex.quote(input.measures)} --assign {shlex.quote(assign)} --clusters {shlex.quote(input.clusters)}"
-
-
-def diarize_report_files(wildcards):
-    """What the curation report reads of the diarization (per shard: stats, rejects, RTTM)."""
-    if not diarized(wildcards.ds):
-        return []
-    names = ("stats.jsonl", "rejects.jsonl", "rttm")
-    return [
-        f"{RESULTS}/{wildcards.ds}/diarize/{s}.{n}" for s in shards(wildcards.ds) for n in names
-    ]
-
-
-def tts_segments(wildcards):
-    """What the TTS features read: every segment curation measured (with its stored
-    speaker vector; the manifests keep what it kept), or the ASR lines without curation."""
-    if "curate" in config["stages"]:
-        return f"{RESULTS}/{wildcards.ds}/curate/{wildcards.shard}.measures.jsonl"
-    return f"{RESULTS}/{wildcards.ds}/asr/{wildcards.shard}.jsonl"
-
-
-def curate_kept(wildcards):
-    """The curation's kept lines of every shard (the manifests keep only those), if it runs."""
-    if "curate" not in config["stages"]:
-        return []
-    return expand(f"{RESULTS}/{wildcards.ds}/curate/{{shard}}.jsonl", shard=shards(wildcards.ds))
-
-
-def stage_targets(ds, stage):
-    """What `rule all` asks of `stage` for dataset `ds`."""
-    if stage == "vad":
-        return [
-            f"{RESULTS}/{ds}/vad/stats.csv",
-            f"{RESULTS}/{ds}/vad/summary.json",
-        ] + expand(f"{RESULTS}/{ds}/vad/{{shard}}.segments.jsonl", shard=shards(ds))
-    if stage == "asr":
-        return [f"{RESULTS}/{ds}/asr/manifest.jsonl", f"{RESULTS}/{ds}/asr/summary.json"]
-    if stage == "s2s":
-        return expand(f"{RESULTS}/{ds}/s2s/{{shard}}.units.jsonl", shard=shards(ds))
-    if stage == "curate":
-        return [f"{RESULTS}/{ds}/curate/summary.json", f"{RESULTS}/{ds}/curate/speakers.jsonl"]
-    if stage == "tts":
-        return [
-            f"{RESULTS}/{d}/tts/{name}"
-            for d in (ds, ALL)
-            for name in ("train_manifest.jsonl", "val_manifest.jsonl", "stats.json")
-        ]
-    if stage == "export":
-        return [
-            f"{RESULTS}/{ds}/export/{fmt}/{name}"
-            for fmt in config["export"]["formats"]
-            for name in ("index.jsonl", "stats.json")
-        ]
-    raise ValueError(f"unknown stage {stage!r}")
-
-
 def all_targets(wildcards):
-    targets = []
-    for ds in config["datasets"]:
-        targets += [
-            f"{RESULTS}/{ds}/manifest.jsonl",
-            f"{RESULTS}/{ds}/rejects/ingest.jsonl",
-        ]
-        for stage in config["stages"]:
-            targets += stage_targets(ds, stage)
-        if diarized(ds):
-            targets += expand(f"{RESULTS}/{ds}/diarize/{{shard}}.rttm", shard=shards(ds))
-        targets.append(f"{RESULTS}/{ds}/report/stages.csv")
-        if "curate" in config["stages"]:
-            targets.append(f"{RESULTS}/{ds}/report/curation.html")
-    return list(dict.fromkeys(targets))  # the cross-dataset TTS targets once
-
-
-def report_inputs(wildcards):
-    ds, names = wildcards.ds, shards(wildcards.ds)
-    files = [f"{RESULTS}/{ds}/rejects/ingest.jsonl"]
-    files += expand(f"{RESULTS}/{ds}/vad/{{shard}}.stats.jsonl", shard=names)
-    steps = (
-        ["vad"]
-        + (["diarize"] if diarized(ds) else [])
-        + [s for s in config["stages"] if s != "vad"]
-    )
-    for stage in steps:
-        files += expand(f"{RESULTS}/{ds}/{stage}/{{shard}}.rejects.jsonl", shard=names)
-        files += expand(f"{RESULTS}/{ds}/benchmarks/{stage}/{{shard}}.tsv", shard=names)
-    return files
+    return PLAN.all_targets()
 
 
 def report_plot(name):

@@ -65,7 +65,7 @@ rule curate_speakers:
     params:
         cmd=speechprep("curate"),
         p=job_params("curate speakers"),
-        datasets=speaker_job_args,
+        datasets=lambda wc: PLAN.speaker_job_args(),
     shell:
         "{params.cmd} curate speakers {params.datasets} --measures {input.measures:q}"
         " --embeddings {input.embeddings:q} --dataset-clusters {output.clusters:q}"
@@ -93,7 +93,7 @@ rule curate_duplicates:
     params:
         cmd=speechprep("curate"),
         p=job_params("curate duplicates"),
-        out=lambda wc, output: per_shard_paths(wc.ds, output.out, ".jsonl"),
+        out=lambda wc, output: PLAN.per_shard_paths(wc.ds, output.out, ".jsonl"),
     shell:
         "{params.cmd} curate duplicates --measures {input.measures:q} --minhash {input.minhash:q}"
         " --fingerprint {input.fingerprint:q} --out {params.out} --params {params.p:q} > {log:q} 2>&1"

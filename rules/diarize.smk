@@ -37,7 +37,7 @@ rule diarize:
 
 rule diarize_rttm:
     input:
-        unpack(diarize_rttm_inputs),
+        unpack(lambda wc: PLAN.diarize_rttm_inputs(wc.ds, wc.shard)),
     output:
         rttm=f"{RESULTS}/{{ds}}/diarize/{{shard}}.rttm",
     log:
@@ -53,7 +53,7 @@ rule diarize_rttm:
     params:
         cmd=speechprep("curate"),
         p=job_params("diarize rttm"),
-        run=diarize_rttm_flags,
+        run=lambda wc, input: PLAN.diarize_rttm_flags(wc.shard, dict(input.items())),
     shell:
         "{params.cmd} diarize rttm --turns {input.turns:q} --speakers {input.speakers:q} --out {output.rttm:q}"
         " {params.run} --params {params.p:q} > {log:q} 2>&1"

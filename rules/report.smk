@@ -3,7 +3,7 @@
 
 rule report_plots:
     input:
-        report_inputs,
+        lambda wc: PLAN.report_inputs(wc.ds),
     output:
         report_plot("duration_hist.png"),
         report_plot("speech_ratio_hist.png"),
@@ -40,7 +40,7 @@ rule report_curation:
         kept=per_shard(f"{RESULTS}/{{ds}}/curate/{{shard}}.jsonl"),
         rejects=per_shard(f"{RESULTS}/{{ds}}/curate/{{shard}}.rejects.jsonl"),
         speakers=f"{RESULTS}/{{ds}}/curate/speakers.jsonl",
-        diarize=diarize_report_files,
+        diarize=lambda wc: PLAN.diarize_report_files(wc.ds),
     output:
         report(
             f"{RESULTS}/{{ds}}/report/curation.html",

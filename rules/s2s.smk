@@ -29,9 +29,9 @@ rule s2s_export:
 
 rule s2s:
     input:
-        segments=s2s_segments,
-        models=s2s_model_files,
-        export=s2s_export_file,
+        segments=lambda wc: PLAN.s2s_segments(wc.ds, wc.shard),
+        models=lambda wc: PLAN.s2s_model_files(),
+        export=lambda wc: PLAN.s2s_export_files(),
     output:
         units=f"{RESULTS}/{{ds}}/s2s/{{shard}}.units.jsonl",
         rejects=f"{RESULTS}/{{ds}}/s2s/{{shard}}.rejects.jsonl",
@@ -49,7 +49,7 @@ rule s2s:
         mem_mb=shard_memory(
             "s2s",
             "segments",
-            s2s_model_files(None),
+            PLAN.s2s_model_files(),
             batch_seconds=config["s2s"]["batch_seconds"],
         ),
         runtime=scaled(30, 120, of="segments"),
@@ -57,7 +57,7 @@ rule s2s:
         cmd=speechprep("s2s"),
         p=job_params("s2s run"),
         resume=f"{RESULTS}/{{ds}}/s2s/.partial/{{shard}}.jsonl",
-        export=lambda wc, input: f"--export {shlex.quote(input.export[0])}" if input.export else "",
+        export=lambda wc, input: flag_list("export", input.export),
     shell:
         "{params.cmd} s2s run --segments {input.segments:q} --params {params.p:q} --threads {threads}"
         " --resume {params.resume:q} --out {output.units:q} --wav-dir {output.wavs:q}"

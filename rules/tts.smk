@@ -29,7 +29,7 @@ rule tts_grammars:
 rule tts_normalize:
     input:
         segments=f"{RESULTS}/{{ds}}/asr/{{shard}}.jsonl",
-        grammars=tts_grammar_dirs,
+        grammars=lambda wc: PLAN.grammar_dirs(),
     output:
         f"{RESULTS}/{{ds}}/tts/{{shard}}.normalized.jsonl",
     log:
@@ -47,11 +47,7 @@ rule tts_normalize:
     params:
         cmd=speechprep("tts"),
         p=job_params("tts normalize"),
-        grammars=lambda wc, input: (
-            ("--grammars " + " ".join(shlex.quote(g) for g in input.grammars))
-            if input.grammars
-            else ""
-        ),
+        grammars=lambda wc, input: flag_list("grammars", input.grammars),
     shell:
         "{params.cmd} tts normalize --segments {input.segments:q} --params {params.p:q}"
         " {params.grammars} --out {output:q} > {log:q} 2>&1"
@@ -59,7 +55,7 @@ rule tts_normalize:
 
 rule tts_tokenizer:
     input:
-        normalized=tts_normalized_all,
+        normalized=lambda wc: PLAN.tts_normalized_all(),
     output:
         model=f"{RESULTS}/{ALL}/tts/tokenizer.model",
         vocab=f"{RESULTS}/{ALL}/tts/tokenizer.vocab",
@@ -83,10 +79,10 @@ rule tts_tokenizer:
 
 rule tts_features:
     input:
-        segments=tts_segments,
+        segments=lambda wc: PLAN.tts_segments(wc.ds, wc.shard),
         units=f"{RESULTS}/{{ds}}/s2s/{{shard}}.units.jsonl",
         s2s_rejects=f"{RESULTS}/{{ds}}/s2s/{{shard}}.rejects.jsonl",
-        models=tts_encoder_files,
+        models=lambda wc: PLAN.tts_encoder_files(),
     output:
         index=f"{RESULTS}/{{ds}}/tts/{{shard}}.features.jsonl",
         rejects=f"{RESULTS}/{{ds}}/tts/{{shard}}.rejects.jsonl",
@@ -106,7 +102,7 @@ rule tts_features:
         mem_mb=shard_memory(
             "tts",
             "segments",
-            tts_encoder_files(None),
+            PLAN.tts_encoder_files(),
             batch_seconds=config["tts"]["cpu_batch_seconds"],
         ),
         runtime=scaled(30, 60, of="segments"),
@@ -126,7 +122,7 @@ rule tts_text:
     input:
         index=f"{RESULTS}/{{ds}}/tts/{{shard}}.features.jsonl",
         normalized=f"{RESULTS}/{{ds}}/tts/{{shard}}.normalized.jsonl",
-        tokenizer=tts_tokenizer_file,
+        tokenizer=lambda wc: PLAN.tts_tokenizer(),
     output:
         index=f"{RESULTS}/{{ds}}/tts/{{shard}}.text.jsonl",
         rejects=f"{RESULTS}/{{ds}}/tts/{{shard}}.text_rejects.jsonl",
@@ -161,8 +157,8 @@ rule tts_manifest:
         pins=[str(REPO / "envs" / f"{env}.yaml") for env in ("vad", "asr", "s2s")],
         asr=per_shard(f"{RESULTS}/{{ds}}/asr/{{shard}}.jsonl"),
         units=per_shard(f"{RESULTS}/{{ds}}/s2s/{{shard}}.units.jsonl"),
-        tokenizer=tts_tokenizer_file,
-        kept=curate_kept,
+        tokenizer=lambda wc: PLAN.tts_tokenizer(),
+        kept=lambda wc: PLAN.curate_kept(wc.ds),
     output:
         train=f"{RESULTS}/{{ds}}/tts/train_manifest.jsonl",
         val=f"{RESULTS}/{{ds}}/tts/val_manifest.jsonl",
@@ -180,9 +176,7 @@ rule tts_manifest:
     params:
         cmd=speechprep("tts"),
         p=job_params("tts manifest"),
-        kept=lambda wc, input: (
-            ("--kept " + " ".join(shlex.quote(k) for k in input.kept)) if input.kept else ""
-        ),
+        kept=lambda wc, input: flag_list("kept", input.kept),
     shell:
         "{params.cmd} tts manifest --params {params.p:q} --tokenizer {input.tokenizer:q}"
         " --features {input.features:q} --texts {input.texts:q}"

@@ -1,0 +1,1 @@
+"""What only the Snakefile uses: the pipeline's routing (:mod:`.plan`). Standard library only."""

@@ -1,0 +1,237 @@
+"""The pipeline's routing, from the config: which file each step reads and which targets a
+run asks for, per dataset and shard. The rules call it through thin input functions; it is
+plain Python, unit-tested without Snakemake (tests/core/test_plan.py).
+
+The shards of a dataset are known once its ingest checkpoint has run: :class:`Plan` is given
+a function that names them, and one that reads a shard's content (its lines' durations), so
+that nothing here touches Snakemake. Standard library only: the Snakefile imports it.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..core.modelfiles import is_local_model
+from ..diarize.params import runs_for as diarize_runs_for
+
+RESULTS = "results"
+ALL = "_all"  # outputs that span every dataset (no dataset name starts with "_")
+
+
+@dataclass(frozen=True)
+class Plan:
+    """``config``: the run's effective config; ``shards(ds)``: the dataset's shard names;
+    ``content(ds, shard)``: the shard's :class:`~speechprep.core.resources.ShardContent`
+    (only :meth:`needs_align` reads it, for transcribed datasets)."""
+
+    config: dict[str, Any]
+    shards: Callable[[str], list[str]]
+    content: Callable[[str, str], Any] = lambda ds, shard: None
+    results: str = RESULTS
+
+    # -- what a dataset is -------------------------------------------------------------
+    def stages(self) -> list[str]:
+        return list(self.config["stages"])
+
+    def runs(self, stage: str) -> bool:
+        return stage in self.config["stages"]
+
+    def text(self, ds: str) -> str:
+        """asr, given or verify (``datasets.<ds>.text``, else ``ingest.text``)."""
+        return self.config["datasets"][ds].get("text", self.config["ingest"]["text"])
+
+    def diarized(self, ds: str) -> bool:
+        """The diarization step runs for ``ds`` (speechprep.diarize.params.runs_for) and a
+        stage after VAD reads it."""
+        return diarize_runs_for(self.config, ds) and bool(set(self.config["stages"]) - {"vad"})
+
+    def _at(self, ds: str, step: str, name: str) -> str:
+        return f"{self.results}/{ds}/{step}/{name}"
+
+    # -- what each step reads -------------------------------------------------------------
+    def asr_segments(self, ds: str, shard: str) -> str:
+        """The diarization's segments where it runs for ``ds``, else VAD's."""
+        step = "diarize" if self.diarized(ds) else "vad"
+        return self._at(ds, step, f"{shard}.segments.jsonl")
+
+    def needs_align(self, ds: str, shard: str) -> bool:
+        """A shard of a transcribed dataset that may hold a long recording with its text (a
+        line longer than ``vad.max_segment``, or of unknown duration): its ASR job reads the
+        utterances the align job cut."""
+        if self.text(ds) == "asr":
+            return False
+        content = self.content(ds, shard)
+        return content.undated > 0 or content.longest > self.config["vad"]["max_segment"]
+
+    def asr_items(self, ds: str, shard: str) -> str:
+        """The align job's utterances (:meth:`needs_align`), else :meth:`asr_segments`."""
+        if self.needs_align(ds, shard):
+            return self._at(ds, "asr", f"{shard}.utterances.jsonl")
+        return self.asr_segments(ds, shard)
+
+    def asr_align_rejects(self, ds: str, shard: str) -> list[str]:
+        return [self._at(ds, "asr", f"{shard}.align_rejects.jsonl")] if self.needs_align(ds, shard) else []
+
+    def asr_job(self, ds: str) -> str:
+        """``given`` (no model: speechprep.jobs "asr given") or ``run`` (asr, verify)."""
+        return "given" if self.text(ds) == "given" else "run"
+
+    def s2s_segments(self, ds: str, shard: str) -> str:
+        """The ASR lines with ``asr.trim`` or for a transcribed dataset (units cover the audio
+        the other features do), else :meth:`asr_segments`."""
+        if (self.config["asr"]["trim"] or self.text(ds) != "asr") and self.runs("asr"):
+            return self._at(ds, "asr", f"{shard}.jsonl")
+        return self.asr_segments(ds, shard)
+
+    def tts_segments(self, ds: str, shard: str) -> str:
+        """Every segment curation measured, or the ASR lines without curation."""
+        if self.runs("curate"):
+            return self._at(ds, "curate", f"{shard}.measures.jsonl")
+        return self._at(ds, "asr", f"{shard}.jsonl")
+
+    def curate_kept(self, ds: str) -> list[str]:
+        """Curation's kept lines of every shard, if it runs."""
+        return [self._at(ds, "curate", f"{s}.jsonl") for s in self.shards(ds)] if self.runs("curate") else []
+
+    def diarize_rttm_inputs(self, ds: str, shard: str) -> dict[str, str]:
+        """The RTTM job's turns and local speakers, and with curation the run's speakers."""
+        files = {k: self._at(ds, "diarize", f"{shard}.{k}.jsonl") for k in ("turns", "speakers")}
+        if self.runs("curate"):
+            files["measures"] = self._at(ds, "curate", f"{shard}.measures.jsonl")
+            files["assign"] = self._at(ds, "curate", "speaker_assignments")
+            files["clusters"] = self._at(ALL, "curate", "speaker_clusters.json")
+        return files
+
+    def diarize_report_files(self, ds: str) -> list[str]:
+        """Per shard, the diarization's stats, rejects and RTTM (the curation report)."""
+        if not self.diarized(ds):
+            return []
+        names = ("stats.jsonl", "rejects.jsonl", "rttm")
+        return [self._at(ds, "diarize", f"{s}.{n}") for s in self.shards(ds) for n in names]
+
+    def report_inputs(self, ds: str) -> list[str]:
+        """The stage table's inputs: ingest's rejects, VAD's stats, each step's rejects and
+        benchmarks per shard."""
+        names = self.shards(ds)
+        files = [self._at(ds, "rejects", "ingest.jsonl")]
+        files += [self._at(ds, "vad", f"{s}.stats.jsonl") for s in names]
+        steps = ["vad", *(["diarize"] if self.diarized(ds) else []), *(s for s in self.stages() if s != "vad")]
+        for step in steps:
+            files += [self._at(ds, step, f"{s}.rejects.jsonl") for s in names]
+            files += [self._at(ds, "benchmarks", f"{step}/{s}.tsv") for s in names]
+        return files
+
+    # -- models, grammars, tokenizer ---------------------------------------------------------
+    def asr_model_files(self) -> list[str]:
+        """The ASR model as an input file when it is local (a hub name is not a file)."""
+        spec = self.config["asr"]["model"]
+        return [spec] if is_local_model(spec) else []
+
+    def asr_job_model(self, ds: str) -> list[str]:
+        """The ASR model file, unless the dataset's text is given (no model is loaded)."""
+        return [] if self.text(ds) == "given" else self.asr_model_files()
+
+    @property
+    def grammars(self) -> str:
+        """Where the built text-normalisation grammars live, a directory per language."""
+        return self.config["tts"]["normalize_grammars"].rstrip("/")
+
+    def grammar_dirs(self) -> list[str]:
+        """The built grammars of ``tts.normalize_languages`` (none when ``tts.normalize`` is off)."""
+        if not self.config["tts"]["normalize"]:
+            return []
+        return [f"{self.grammars}/{lang}" for lang in self.config["tts"]["normalize_languages"]]
+
+    def asr_job_grammars(self, ds: str) -> list[str]:
+        """The grammars ``text: verify`` compares the given and the heard text with."""
+        return self.grammar_dirs() if self.text(ds) == "verify" else []
+
+    @property
+    def s2s_export(self) -> str:
+        """The HuBERT exported for ONNX Runtime: one per checkpoint file and layer."""
+        s2s = self.config["s2s"]
+        return self._at(ALL, "s2s", f"runtime/{Path(s2s['hubert']).stem}-layer{s2s['layer']}.onnx")
+
+    def s2s_export_files(self) -> list[str]:
+        """The ONNX export, when ``s2s.runtime`` may use it (auto uses it on CPU)."""
+        return [self.s2s_export] if self.config["s2s"]["runtime"] != "torch" else []
+
+    def s2s_model_files(self) -> list[str]:
+        return [self.config["s2s"][k] for k in ("hubert", "kmeans", "vocoder", "vocoder_config")]
+
+    def tts_normalized_all(self) -> list[str]:
+        """Every dataset's per-shard normalised text: what the tokenizer is trained on."""
+        return [self._at(ds, "tts", f"{s}.normalized.jsonl") for ds in self.config["datasets"] for s in self.shards(ds)]
+
+    def tts_tokenizer(self) -> str:
+        """``tts.tokenizer``, or the one rule tts_tokenizer trains on the transcripts."""
+        return self.config["tts"].get("tokenizer") or self._at(ALL, "tts", "tokenizer.model")
+
+    def tts_encoder_files(self) -> list[str]:
+        """``torchscript:<path>`` encoders are inputs (the built-in ones live in the env)."""
+        tts = self.config["tts"]
+        return [tts[k][len("torchscript:") :] for k in ("condition", "emotion") if tts[k].startswith("torchscript:")]
+
+    # -- shell arguments naming many files -------------------------------------------------------
+    def per_shard_paths(self, ds: str, directory: str, suffix: str) -> str:
+        """``directory/<shard><suffix>`` for every shard of ``ds``, quoted for a shell line."""
+        return " ".join(shlex.quote(f"{directory}/{s}{suffix}") for s in self.shards(ds))
+
+    def speaker_job_args(self) -> str:
+        """The run-wide speakers job's dataset arguments: every dataset's name, its number of
+        shards and its shards' assignment files (``<ds>/curate/speaker_assignments/``)."""
+        names = list(self.config["datasets"])
+        assign = [self.per_shard_paths(ds, self._at(ds, "curate", "speaker_assignments"), ".jsonl") for ds in names]
+        return " ".join(
+            [
+                "--datasets " + " ".join(shlex.quote(ds) for ds in names),
+                "--shard-counts " + " ".join(str(len(self.shards(ds))) for ds in names),
+                "--assign " + " ".join(assign),
+            ]
+        )
+
+    def diarize_rttm_flags(self, shard: str, files: dict[str, str]) -> str:
+        """The RTTM job's flags naming the run's speakers (none without curation)."""
+        if "measures" not in files:
+            return ""
+        q = shlex.quote
+        assign = f"{files['assign']}/{shard}.jsonl"
+        return f"--measures {q(files['measures'])} --assign {q(assign)} --clusters {q(files['clusters'])}"
+
+    # -- what a run asks for ----------------------------------------------------------------
+    def stage_targets(self, ds: str, stage: str) -> list[str]:
+        """What ``rule all`` asks of ``stage`` for ``ds``."""
+        if stage == "vad":
+            segments = [self._at(ds, "vad", f"{s}.segments.jsonl") for s in self.shards(ds)]
+            return [self._at(ds, "vad", "stats.csv"), self._at(ds, "vad", "summary.json"), *segments]
+        if stage == "asr":
+            return [self._at(ds, "asr", "manifest.jsonl"), self._at(ds, "asr", "summary.json")]
+        if stage == "s2s":
+            return [self._at(ds, "s2s", f"{s}.units.jsonl") for s in self.shards(ds)]
+        if stage == "curate":
+            return [self._at(ds, "curate", "summary.json"), self._at(ds, "curate", "speakers.jsonl")]
+        if stage == "tts":
+            names = ("train_manifest.jsonl", "val_manifest.jsonl", "stats.json")
+            return [self._at(d, "tts", n) for d in (ds, ALL) for n in names]
+        if stage == "export":
+            formats = self.config["export"]["formats"]
+            return [self._at(ds, "export", f"{fmt}/{n}") for fmt in formats for n in ("index.jsonl", "stats.json")]
+        raise ValueError(f"unknown stage {stage!r}")
+
+    def all_targets(self) -> list[str]:
+        """Every target of the run, each once (the cross-dataset TTS targets once)."""
+        targets = []
+        for ds in self.config["datasets"]:
+            targets += [f"{self.results}/{ds}/manifest.jsonl", self._at(ds, "rejects", "ingest.jsonl")]
+            for stage in self.stages():
+                targets += self.stage_targets(ds, stage)
+            if self.diarized(ds):
+                targets += [self._at(ds, "diarize", f"{s}.rttm") for s in self.shards(ds)]
+            targets.append(self._at(ds, "report", "stages.csv"))
+            if self.runs("curate"):
+                targets.append(self._at(ds, "report", "curation.html"))
+        return list(dict.fromkeys(targets))

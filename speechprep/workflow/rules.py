@@ -1,0 +1,52 @@
+"""What the rules compute from their inputs: resources that grow with a shard and each
+retry, and shell arguments naming many files. Standard library only (the Snakefile
+imports it); each returns the function Snakemake calls, or a string."""
+
+from __future__ import annotations
+
+import contextlib
+import shlex
+from pathlib import Path
+
+from ..core.resources import memory_mb, shard_content
+
+
+def scaled(base: float, per_mb: float = 0.0, of: str | None = None, cap: float | None = None):
+    """A resource that grows with the size of input ``of`` (MB) and with each retry: a retried
+    job (cancelled, out of memory, out of time) is resubmitted with ``attempt`` times it."""
+
+    def f(wildcards, input, attempt):
+        mb = 0.0
+        if of is not None:
+            with contextlib.suppress(OSError, KeyError, IndexError):  # not there yet: the base
+                mb = Path(input[of]).stat().st_size / 1e6
+        value = (base + per_mb * mb) * attempt
+        return int(min(value, cap) if cap else value)
+
+    return f
+
+
+def shard_memory(stage: str, of, models=(), **settings):
+    """``mem_mb`` of a shard rule: what its job will hold (its shard's lines, longest segment
+    and audio, its models, its batch; :mod:`speechprep.core.resources`), x the attempt.
+    ``of``: the input that lists the shard, or a function of the wildcards giving a file."""
+
+    def f(wildcards, input, threads, attempt):
+        listing = of(wildcards) if callable(of) else input[of]
+        return memory_mb(stage, shard_content(listing), models, threads=threads, **settings) * attempt
+
+    return f
+
+
+def audio_minutes(base: float, per_audio_hour: float, of: str):
+    """A ``runtime`` (minutes) that grows with the audio hours input ``of`` lists, and each retry."""
+
+    def f(wildcards, input, attempt):
+        return int((base + per_audio_hour * shard_content(input[of]).seconds / 3600) * attempt)
+
+    return f
+
+
+def flag_list(flag: str, paths) -> str:
+    """``--flag path ...`` for a shell line, or nothing for no paths."""
+    return f"--{flag} " + " ".join(shlex.quote(str(x)) for x in paths) if paths else ""

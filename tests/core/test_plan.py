@@ -1,0 +1,111 @@
+"""The pipeline's routing (speechprep.workflow.plan) on the config's defaults and variants of
+it, without Snakemake: which file each step reads, what a run asks for."""
+
+import copy
+import shlex
+
+import pytest
+
+from speechprep.core.resources import ShardContent
+from speechprep.workflow.plan import Plan
+from tests.support import config
+
+SHARDS = {"demo": ["shard-0000", "shard-0001"], "read": ["shard-0000"]}
+
+
+def plan(cfg=None, content=None, **changes) -> Plan:
+    cfg = copy.deepcopy(cfg or config())
+    cfg.update(changes)
+    return Plan(cfg, lambda ds: SHARDS.get(ds, ["shard-0000"]), content or (lambda ds, shard: ShardContent()))
+
+
+def test_the_defaults_route_the_demo_through_diarization_and_the_read_speech_past_it():
+    p = plan()
+    assert p.diarized("demo") and not p.diarized("read")  # an audio_dir; a manifest of given text
+    assert p.asr_segments("demo", "shard-0001") == "results/demo/diarize/shard-0001.segments.jsonl"
+    assert p.asr_segments("read", "shard-0000") == "results/read/vad/shard-0000.segments.jsonl"
+    assert (p.asr_job("demo"), p.asr_job("read")) == ("run", "given")
+    assert p.asr_job_model("read") == [] and p.asr_job_model("demo") == p.asr_model_files()
+    # units cover the audio of the text: the ASR lines of a transcribed dataset, else the segments
+    assert p.s2s_segments("read", "shard-0000") == "results/read/asr/shard-0000.jsonl"
+    assert p.s2s_segments("demo", "shard-0000") == "results/demo/diarize/shard-0000.segments.jsonl"
+    assert p.tts_segments("demo", "shard-0000") == "results/demo/curate/shard-0000.measures.jsonl"
+    assert p.curate_kept("demo") == ["results/demo/curate/shard-0000.jsonl", "results/demo/curate/shard-0001.jsonl"]
+
+
+def test_what_a_run_without_curation_or_diarization_reads():
+    p = plan(stages=["vad", "asr", "tts"])
+    assert p.tts_segments("demo", "shard-0000") == "results/demo/asr/shard-0000.jsonl"
+    assert p.curate_kept("demo") == []
+    assert p.diarize_rttm_inputs("demo", "shard-0000") == {
+        "turns": "results/demo/diarize/shard-0000.turns.jsonl",
+        "speakers": "results/demo/diarize/shard-0000.speakers.jsonl",
+    }
+    assert p.diarize_rttm_flags("shard-0000", p.diarize_rttm_inputs("demo", "shard-0000")) == ""
+    assert not plan(stages=["vad"]).diarized("demo")  # nothing after VAD reads it
+    off = plan()
+    off.config["diarize"]["enabled"] = False
+    assert off.asr_segments("demo", "shard-0000") == "results/demo/vad/shard-0000.segments.jsonl"
+    assert off.diarize_report_files("demo") == []
+
+
+def test_a_transcribed_shard_with_a_long_recording_is_aligned_first():
+    cfg = config()
+    cfg["datasets"]["read"]["text"] = "verify"
+    limit = cfg["vad"]["max_segment"]
+    long, short, undated = ShardContent(1, 90.0, 90.0), ShardContent(2, 10.0, 5.0), ShardContent(1, 0, 0, 0, 1)
+    for content, aligned in ((long, True), (short, False), (undated, True)):
+        p = plan(cfg, lambda ds, shard, c=content: c)
+        assert p.needs_align("read", "shard-0000") is aligned, (content, limit)
+        expected = "utterances.jsonl" if aligned else "segments.jsonl"
+        assert p.asr_items("read", "shard-0000").endswith(expected)
+        assert p.asr_align_rejects("read", "shard-0000") == (
+            ["results/read/asr/shard-0000.align_rejects.jsonl"] if aligned else []
+        )
+        assert p.asr_job_grammars("read") == p.grammar_dirs()
+    # a dataset the ASR model transcribes is never aligned, whatever its lines
+    assert not plan(content=lambda ds, shard: long).needs_align("demo", "shard-0000")
+
+
+def test_every_target_once_and_the_stage_table_inputs():
+    p = plan(stages=["vad", "asr", "s2s", "curate", "tts", "export"])
+    targets = p.all_targets()
+    assert len(targets) == len(set(targets))
+    assert targets.count("results/_all/tts/train_manifest.jsonl") == 1
+    assert "results/demo/diarize/shard-0001.rttm" in targets and "results/read/diarize/shard-0000.rttm" not in targets
+    assert {"results/demo/report/curation.html", "results/read/report/curation.html"} <= set(targets)
+    formats = p.config["export"]["formats"]
+    assert {f"results/read/export/{f}/index.jsonl" for f in formats} <= set(targets)
+    with pytest.raises(ValueError, match="unknown stage"):
+        p.stage_targets("demo", "vocode")
+    inputs = p.report_inputs("demo")
+    assert "results/demo/benchmarks/diarize/shard-0001.tsv" in inputs  # the diarization's own step
+    assert "results/read/benchmarks/diarize/shard-0000.tsv" not in p.report_inputs("read")
+    assert p.diarize_report_files("demo")[:3] == [
+        "results/demo/diarize/shard-0000.stats.jsonl",
+        "results/demo/diarize/shard-0000.rejects.jsonl",
+        "results/demo/diarize/shard-0000.rttm",
+    ]
+
+
+def test_models_grammars_and_the_arguments_naming_many_files():
+    p = plan()
+    p.config["datasets"]["odd name"] = dict(p.config["datasets"]["demo"])
+    args = shlex.split(p.speaker_job_args())
+    assert args[: args.index("--shard-counts")] == ["--datasets", "demo", "read", "odd name"]
+    assert args[args.index("--shard-counts") + 1 : args.index("--assign")] == ["2", "1", "1"]
+    assert "results/odd name/curate/speaker_assignments/shard-0000.jsonl" in args
+    files = p.diarize_rttm_inputs("demo", "shard-0000")
+    flags = shlex.split(p.diarize_rttm_flags("shard-0000", files))
+    assert flags == [
+        "--measures", files["measures"],
+        "--assign", "results/demo/curate/speaker_assignments/shard-0000.jsonl",
+        "--clusters", "results/_all/curate/speaker_clusters.json",
+    ]  # fmt: skip
+    p.config["s2s"]["runtime"] = "torch"
+    assert p.s2s_export_files() == [] and p.s2s_export.endswith(f"-layer{p.config['s2s']['layer']}.onnx")
+    p.config["tts"]["normalize"] = False
+    assert p.grammar_dirs() == [] and p.asr_job_grammars("read") == []
+    p.config["tts"]["condition"] = "torchscript:/models/cond.pt"
+    assert p.tts_encoder_files() == ["/models/cond.pt"]
+    assert p.tts_tokenizer() == (p.config["tts"].get("tokenizer") or "results/_all/tts/tokenizer.model")
