@@ -133,7 +133,8 @@ def main() -> None:
     ap.add_argument("--units", action="store_true", help="also the unit MinHash with the demo HuBERT (.venvs/s2s)")
     a = ap.parse_args()
     from speechprep.curate import fingerprint as FP
-    from speechprep.curate.duplicates import Candidate, find_duplicates
+    from speechprep.curate.duplicates import Candidate
+    from speechprep.curate.dupsearch import find_duplicates
     from speechprep.curate.measures import pcm_sha256
     from speechprep.curate.params import DuplicateParams
     from tests.support import params

@@ -110,12 +110,12 @@ def _grammar_dirs(dirs) -> dict[str, str]:
 
 @job("asr run", "segments threads? resume out rejects grammars* align-rejects?")
 def _asr(a, p):
-    """NeMo transcripts of one shard of segments (text: asr), the given text kept (given) or checked (verify)."""
-    from .asr import stage
+    """NeMo transcripts of one shard of segments (text: asr), or checked against the given text (verify)."""
+    from .asr import verify
     from .core.modelstage import ShardFiles
 
     files = ShardFiles(a.segments, a.out, a.rejects, a.resume, passed=a.align_rejects)
-    stage.run(files, p, a.threads, _grammar_dirs(a.grammars))
+    verify.run(files, p, a.threads, _grammar_dirs(a.grammars))
 
 
 @job("asr given", "segments threads? resume out rejects grammars* align-rejects?")

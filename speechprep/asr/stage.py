@@ -28,15 +28,13 @@ from typing import Any
 
 import numpy as np
 
-from ..core import modelstage
 from ..core.audio import read_segment
 from ..core.batching import seconds_budget
 from ..core.jsonio import atomic_open, read_jsonl, write_json
 from ..core.language import segment_language
-from ..core.modelstage import Accepted, ModelStage, Rejected, ShardFiles
+from ..core.modelstage import Accepted, ModelStage, Rejected
 from ..core.rejects import count_reasons
 from .given import duration_screen
-from .given import run as given_run
 from .given import screen as given_screen
 from .model import load_model, model_identity, model_sample_rate
 from .params import AsrParams
@@ -109,21 +107,6 @@ class AsrStage(ModelStage):
 
     def finish(self, lines: list[dict], scratch) -> dict[str, Any]:
         return {"empty_text": sum(x["text"] == "" for x in lines)}
-
-
-def run(files: ShardFiles, p: AsrParams, threads: int = 1, grammars: dict[str, str] | None = None) -> dict[str, Any]:
-    """The stage entry: transcribe the shard of ``files.items`` (``text: asr``), keep each
-    utterance's given text (``given``: no model, :mod:`.given`), or transcribe and compare
-    (``verify``: :mod:`.verify`, with ``grammars``, language -> built grammars)."""
-    if p.text == "given":
-        return given_run(files, p)
-    import torch
-
-    from .verify import VerifyStage
-
-    torch.set_num_threads(max(1, threads))
-    stage = VerifyStage(p, grammars or {}) if p.text == "verify" else AsrStage(p)
-    return modelstage.run(stage, files, threads)
 
 
 def merge(

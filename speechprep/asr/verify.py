@@ -1,4 +1,5 @@
-"""The ASR job of a ``text: verify`` dataset: the given text, checked by the ASR model.
+"""The ``asr run`` job (:func:`run`: ``text: asr`` or ``verify``), and what ``verify`` adds:
+the given text, checked by the ASR model.
 
 Every utterance is transcribed as in a ``text: asr`` dataset (batches, word
 timestamps, confidence, trimming: :class:`~.stage.AsrStage`), but its line keeps
@@ -15,7 +16,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..core.modelstage import Accepted
+from ..core import modelstage
+from ..core.errors import UsageError
+from ..core.modelstage import Accepted, ShardFiles
 from ..text.spoken import SpokenNormalizer
 from .compare import CompareNormalizer, verify_fields
 from .params import AsrParams
@@ -50,3 +53,17 @@ class VerifyStage(AsrStage):
             "empty_asr_text": sum(x["asr_text"] == "" for x in lines),
             "median_wer": wer[len(wer) // 2] if wer else None,
         }
+
+
+def run(files: ShardFiles, p: AsrParams, threads: int = 1, grammars: dict[str, str] | None = None) -> dict[str, Any]:
+    """The ``asr run`` job: transcribe the shard of ``files.items`` (``text: asr``), or
+    transcribe and compare with the given text (``verify``, with ``grammars``: language ->
+    built grammars). A ``text: given`` dataset is the ``asr given`` job (:mod:`.given`, no
+    model): the workflow's plan picks the job (speechprep.workflow.plan), once."""
+    if p.text not in ("asr", "verify"):
+        raise UsageError(f"asr run transcribes text: asr or verify datasets, not {p.text!r} (that is `asr given`)")
+    import torch
+
+    torch.set_num_threads(max(1, threads))
+    stage = VerifyStage(p, grammars or {}) if p.text == "verify" else AsrStage(p)
+    return modelstage.run(stage, files, threads)

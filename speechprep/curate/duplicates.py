@@ -5,7 +5,7 @@ same S2S units).
 * :func:`minhash_signature`: a segment's MinHash (datasketch) over the n-grams
   of its deduplicated HuBERT units (per shard, in the measure job); the acoustic
   fingerprint is :mod:`speechprep.curate.fingerprint`'s;
-* :func:`find_duplicates`: exact groups by PCM sha256; acoustic pairs by LSH over
+* :func:`speechprep.curate.dupsearch.find_duplicates`: exact groups by PCM sha256; acoustic pairs by LSH over
   fingerprint anchors, verified by :func:`speechprep.curate.fingerprint.compare`;
   near pairs by MinHash LSH (the banding datasketch's ``MinHashLSH`` picks)
   whose estimated Jaccard similarity reaches the threshold; groups are the
@@ -19,7 +19,6 @@ same S2S units).
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -27,7 +26,6 @@ import numpy as np
 
 from .measures import dedup_units
 
-log = logging.getLogger("speechprep.curate")
 MINHASH_SEED = 1
 MINHASH_SCHEME = "affine32"  # datasketch's permutation scheme (stored signatures are only comparable within one)
 # Which copy of a group is kept: DNSMOS OVRL alone ranks near copies by noise of its own
@@ -95,38 +93,3 @@ def better(a: Candidate, b: Candidate) -> bool:
     qa = a.quality if a.quality is not None else -np.inf
     qb = b.quality if b.quality is not None else -np.inf
     return qa > qb if qa != qb else a.id < b.id
-
-
-def find_duplicates(cands: list[Candidate], p) -> list[Duplicate]:
-    """Every segment that duplicates a kept one (exactly, acoustically or by units), in
-    input order; ``p``: the duplicates job's parameters (``DuplicateParams``). The same
-    search as the job's (:func:`speechprep.curate.dupsearch.search`), on arrays in memory."""
-    from . import dupsearch as S
-    from . import fingerprint as FP
-
-    n = len(cands)
-    if n == 0:
-        return []
-    num_perm = next((len(c.signature) for c in cands if c.signature is not None), 1)
-    sigs = np.zeros((n, num_perm), np.uint64)
-    fps = np.zeros(n, FP.DTYPE)
-    for i, c in enumerate(cands):
-        if c.signature is not None:
-            sigs[i] = c.signature
-        if c.fingerprint is not None:
-            fps[i] = c.fingerprint
-    nan = lambda v: np.nan if v is None else float(v)
-    table = S.Table(
-        [np.array([c.id.encode("utf-8") for c in cands], dtype=bytes)],
-        np.array([0, n], np.int64),
-        S._sha_words([c.pcm_sha256 for c in cands], [c.id for c in cands]),
-        np.array([nan(c.quality) for c in cands]),
-        np.array([nan(c.snr_db) for c in cands]),
-        np.array([nan(c.bandwidth_hz) for c in cands]),
-        np.array([c.signature is not None for c in cands]),
-        np.array([c.fingerprint is not None for c in cands]),
-    )
-    with S.tmpdir_near(None) as tmp:
-        found, counts = S.search(table, S.Rows([sigs]), S.Rows([fps]), S.match_of(p), tmp)
-    log.info("duplicates: %s", counts)
-    return [Duplicate(cands[f.i].id, cands[f.keep].id, f.kind, f.similarity) for f in found]

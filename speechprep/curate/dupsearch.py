@@ -44,6 +44,7 @@ import numpy as np
 from ..core.errors import UsageError
 from ..core.jsonio import read_jsonl
 from . import fingerprint as FP
+from .duplicates import Candidate, Duplicate, better
 
 log = logging.getLogger("speechprep.curate")
 VERIFY_CHUNK = 20_000  # candidate pairs verified per block of rows read (at most 2 x 20,000 rows held)
@@ -494,8 +495,6 @@ def _groups(n: int, edges: np.ndarray) -> list[np.ndarray]:
 
 
 def _keeper(table: Table, group: np.ndarray) -> int:
-    from .duplicates import Candidate, better
-
     nan = lambda v: None if np.isnan(v) else float(v)
     cands = {
         int(i): Candidate(table.id(int(i)), "", nan(table.quality[i]), None, nan(table.snr[i]), nan(table.bandwidth[i]))
@@ -594,3 +593,35 @@ def run_job(measures: list[str], minhash: list[str], fingerprints: list[str], ou
     kinds = {k: sum(f.kind == k for f in found) for k in ("exact", "acoustic", "near", "linked")}
     log.info("duplicates: %s; dropped: %s", counts, kinds)
     return {"segments": len(table), **kinds, "candidates": counts}
+
+
+def find_duplicates(cands: list[Candidate], p) -> list[Duplicate]:
+    """Every segment that duplicates a kept one (exactly, acoustically or by units), in
+    input order; ``p``: the duplicates job's parameters (``DuplicateParams``). The same
+    search as the job's (:func:`search`), on arrays in memory."""
+    n = len(cands)
+    if n == 0:
+        return []
+    num_perm = next((len(c.signature) for c in cands if c.signature is not None), 1)
+    sigs = np.zeros((n, num_perm), np.uint64)
+    fps = np.zeros(n, FP.DTYPE)
+    for i, c in enumerate(cands):
+        if c.signature is not None:
+            sigs[i] = c.signature
+        if c.fingerprint is not None:
+            fps[i] = c.fingerprint
+    nan = lambda v: np.nan if v is None else float(v)
+    table = Table(
+        [np.array([c.id.encode("utf-8") for c in cands], dtype=bytes)],
+        np.array([0, n], np.int64),
+        _sha_words([c.pcm_sha256 for c in cands], [c.id for c in cands]),
+        np.array([nan(c.quality) for c in cands]),
+        np.array([nan(c.snr_db) for c in cands]),
+        np.array([nan(c.bandwidth_hz) for c in cands]),
+        np.array([c.signature is not None for c in cands]),
+        np.array([c.fingerprint is not None for c in cands]),
+    )
+    with tmpdir_near(None) as tmp:
+        found, counts = search(table, Rows([sigs]), Rows([fps]), match_of(p), tmp)
+    log.info("duplicates: %s", counts)
+    return [Duplicate(cands[f.i].id, cands[f.keep].id, f.kind, f.similarity) for f in found]

@@ -34,7 +34,8 @@ from typing import Any
 import numpy as np
 
 from ..core.jsonio import atomic_open, read_jsonl
-from . import wer
+from . import diarization, wer
+from .page import fmt, save_png, table_html
 
 EXAMPLES = 3  # segments played per tier and per drop reason
 TIERS = ("premium", "standard", "basic")
@@ -199,7 +200,7 @@ def plot_metrics(kept: list[dict], dropped: list[dict], thresholds: dict[str, An
     axes.flat[0].legend(fontsize=7)
     fig.suptitle(f"Curation measures: {len(kept)} kept, {len(dropped)} dropped segments", fontsize=10)
     fig.tight_layout()
-    _save(fig, out)
+    save_png(fig, out)
     return [m[0] for m in drawn]
 
 
@@ -214,27 +215,7 @@ def plot_speakers(speakers: list[dict], out: Path, top: int = 30) -> None:
     ax.set_title(f"Kept hours per speaker ({len(ranked)} speakers{more})", fontsize=10)
     ax.set_xlabel("hours")
     ax.tick_params(labelsize=7)
-    _save(fig, out)
-
-
-def _save(fig, path: Path) -> None:
-    import matplotlib.pyplot as plt
-
-    with atomic_open(path, "wb") as f:
-        fig.savefig(f, format="png", dpi=90, bbox_inches="tight")
-    plt.close(fig)
-
-
-def _fmt(v: Any) -> str:
-    if isinstance(v, float):
-        return f"{v:.4g}"
-    return "" if v is None else str(v)
-
-
-def _table_html(rows: list[dict], columns: list[str], cls: str) -> str:
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(_fmt(r.get(c)))}</td>" for c in columns) + "</tr>" for r in rows)
-    return f'<table class="{cls}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+    save_png(fig, out)
 
 
 def _example_html(r: dict) -> str:
@@ -255,7 +236,7 @@ def _example_html(r: dict) -> str:
     if r.get("duplicate_of"):
         facts.append(("duplicate of", f"{r['duplicate_of']} ({r.get('duplicate_kind')})"))
     facts += [(k, r.get(k)) for k in SHOWN if r.get(k) is not None]
-    rows = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(_fmt(v))}</td></tr>" for k, v in facts)
+    rows = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(fmt(v))}</td></tr>" for k, v in facts)
     return f'<div class="example">{audio}<table class="measures">{rows}</table></div>'
 
 
@@ -291,14 +272,14 @@ def page(
         "dropped with the first); <i>hours_only</i>: failing only that check, what turning it off gives back. "
         "Rows of kind <i>diarize</i>: VAD segments cut at speaker changes, dropped <i>multi_speaker</i>, "
         "flagged <i>overlap</i>, and slivers under vad.min_speech a cut left (share: of the diarized speech).</p>",
-        _table_html(
+        table_html(
             rows,
             ["kind", "name", "segments", "hours", "share_of_hours", "hours_failing", "hours_only"],
             "summary",
         ),
         extra,
         "<h2>Thresholds</h2>",
-        _table_html(
+        table_html(
             [{"setting": k, "value": v} for k, v in sorted(thresholds.items())],
             ["setting", "value"],
             "thresholds",
@@ -309,7 +290,7 @@ def page(
             parts.append(f"<h2>{title}</h2><img alt='{key}' src='{_png_data_uri(images[key])}'>")
     if speakers:
         ranked = sorted(speakers, key=lambda s: (-float(s.get("hours") or 0.0), s["speaker"]))
-        parts.append(_table_html(ranked[:50], ["speaker", "source", "n_segments", "hours"], "speakers"))
+        parts.append(table_html(ranked[:50], ["speaker", "source", "n_segments", "hours"], "speakers"))
     parts.append("<h2>Listen</h2>")
     groups = [(t, [r for r in kept if r.get("tier") == t], "kept") for t in TIERS]
     reasons = sorted({r["reason"] for r in dropped})
@@ -331,8 +312,6 @@ def make(res: str | Path, thresholds: dict[str, Any], out_dir: str | Path) -> li
     """Write curation.csv, curation_metrics.png, speakers_by_hours.png, diarization_turns.png and
     curation.html."""
     import matplotlib
-
-    from . import diarization
 
     matplotlib.use("Agg")
     res, out = Path(res), Path(out_dir)

@@ -20,6 +20,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from ..core.jsonio import read_jsonl
+from .page import save_png
 
 FILES_SHOWN = 4  # files on the timeline figure: those with the most seconds cut, dropped or flagged
 COLORS = ("#4477aa", "#ee6677", "#228833", "#ccbb44", "#66ccee", "#aa3377", "#bbbbbb", "#000000")
@@ -122,15 +123,13 @@ def plot_turns(diar: dict[str, Any] | None, out: Path) -> list[str]:
     """The timeline figure of the most changed files; returns them (a note when there is none)."""
     import matplotlib.pyplot as plt
 
-    from .curation import _save
-
     shown = most_changed(diar["stats"]) if diar else []
     if not shown:
         fig, ax = plt.subplots(figsize=(7, 1.2))
         ax.axis("off")
         what = "diarization did not run for this dataset" if diar is None else "no file was cut, dropped or flagged"
         ax.text(0.5, 0.5, f"Speaker turns: {what}", ha="center", va="center", fontsize=9)
-        _save(fig, out)
+        save_png(fig, out)
         return []
     by_file, grey = defaultdict(list), defaultdict(list)
     for t in diar["turns"]:
@@ -150,5 +149,5 @@ def plot_turns(diar: dict[str, Any] | None, out: Path) -> list[str]:
     which = "the file" if len(shown) == 1 else f"the {len(shown)} files"
     fig.suptitle(f"Speaker turns of {which} the diarization changed most (cut, dropped, flagged)", fontsize=10)
     fig.tight_layout()
-    _save(fig, out)
+    save_png(fig, out)
     return shown

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from .page import table_html
+
 GRID = (0.0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.75, 1.0)
 EDGES = ("edge_start_inserted", "edge_start_deleted", "edge_end_inserted", "edge_end_deleted")
 KIND = "kept_at_max_wer"
@@ -90,8 +92,6 @@ def section(rows: list[dict], thresholds: dict[str, Any]) -> str:
     import base64
     import html
 
-    from .curation import _table_html
-
     if not rows:
         return ""
     png = base64.b64encode(plot_kept_by_wer(rows, thresholds.get("max_wer"))).decode("ascii")
@@ -101,5 +101,5 @@ def section(rows: list[dict], thresholds: dict[str, Any]) -> str:
         f"check as configured (max_cer {html.escape(str(thresholds.get('max_cer')))}, max_edge_chars "
         f"{html.escape(str(thresholds.get('max_edge_chars')))}).</p>",
         f"<img alt='kept by WER' src='data:image/png;base64,{png}'>",
-        _table_html(rows, ["name", "segments", "hours", "share_of_hours"], "wer"),
+        table_html(rows, ["name", "segments", "hours", "share_of_hours"], "wer"),
     ])  # fmt: skip

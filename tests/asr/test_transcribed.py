@@ -204,9 +204,9 @@ def aligned(tmp_path_factory, model_path, grammars_en):
     counts, lines, rejects = run_align(tmp, segs, p, grammars_en)
     files = ShardFiles(str(tmp / "align.utterances.jsonl"), str(tmp / "asr.jsonl"), str(tmp / "asr.rejects.jsonl"),
                        str(tmp / "asr.resume.jsonl"), passed=str(tmp / "align.rejects.jsonl"))  # fmt: skip
-    from speechprep.asr import stage as asr
+    from speechprep.asr import given
 
-    asr.run(files, params(text="given"))
+    given.run(files, params(text="given"))
     asr_out = (list(read_jsonl(tmp / "asr.jsonl")), list(read_jsonl(tmp / "asr.rejects.jsonl")))
     return rec, segs, p, counts, lines, rejects, asr_out
 

@@ -52,3 +52,52 @@ def test_no_function_over_60_lines():
                 if n > MAX_LINES:
                     long.append(f"{path.relative_to(REPO)}:{node.lineno} {node.name} ({n} lines)")
     assert not long, long
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(REPO).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def internal_imports(path: Path, tree: ast.AST) -> set[str]:
+    """The speechprep modules a module imports, at its top or inside a function (a
+    ``from . import x`` names module ``x`` when there is one)."""
+    package = _module_name(path).split(".")
+    if path.name != "__init__.py":
+        package = package[:-1]
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            base = (package[: len(package) - (node.level - 1)] if node.level else []) + (
+                node.module.split(".") if node.module else []
+            )
+            for alias in node.names:
+                candidate = ".".join([*base, alias.name])
+                out.add(
+                    candidate if (REPO / candidate.replace(".", "/")).with_suffix(".py").exists() else ".".join(base)
+                )
+        elif isinstance(node, ast.Import):
+            out |= {alias.name for alias in node.names}
+    return {m for m in out if m.startswith("speechprep")}
+
+
+def test_no_import_circles():
+    """No module imports, even inside a function, a module that imports it back (directly or
+    through others): each idea lives below what uses it."""
+    graph = {_module_name(p): internal_imports(p, t) for p, t in modules()}
+    graph = {m: {d for d in deps if d in graph and d != m} for m, deps in graph.items()}
+    circles, state = [], {}
+
+    def visit(m, stack):
+        state[m] = "open"
+        for d in sorted(graph[m]):
+            if state.get(d) == "open":
+                circles.append(" -> ".join([*stack[stack.index(d) :], d]))
+            elif d not in state:
+                visit(d, [*stack, d])
+        state[m] = "done"
+
+    for m in sorted(graph):
+        if m not in state:
+            visit(m, [m])
+    assert not circles, circles

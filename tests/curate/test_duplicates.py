@@ -10,7 +10,8 @@ import pytest
 from conftest import asr_lines, damage, params, s2s_units
 
 from speechprep.core.audio import read_segment
-from speechprep.curate.duplicates import Candidate, find_duplicates, jaccard, minhash_signature
+from speechprep.curate.duplicates import Candidate, jaccard, minhash_signature
+from speechprep.curate.dupsearch import find_duplicates
 from speechprep.curate.measures import pcm_sha256
 
 pytestmark = pytest.mark.slow  # builds the demo S2S models for the units

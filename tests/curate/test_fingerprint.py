@@ -11,7 +11,8 @@ import pytest
 from conftest import params
 
 from speechprep.curate import fingerprint as FP
-from speechprep.curate.duplicates import Candidate, find_duplicates
+from speechprep.curate.duplicates import Candidate
+from speechprep.curate.dupsearch import find_duplicates
 from speechprep.curate.measures import pcm_sha256
 from tests import real_speech as R
 
