@@ -13,7 +13,7 @@ rule demo_asr_model:
         "../envs/asr.yaml"
     envmodules:
         "speechprep/asr",
-    threads: 2
+    threads: 1  # speechprep.demo.asr_model trains on one thread
     resources:
         mem_mb=4000,
         runtime=30,
