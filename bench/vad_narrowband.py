@@ -162,12 +162,43 @@ def row(data: dict[str, list], analysed: dict, setting: str, p: VadParams, wide:
     return f"| {setting} | {music:.1f} of {music_total:.0f} | {(called - inside) / called:.3f} | {f1:.3f} | {found} |"
 
 
+def cost(cache: Path, repeats: int = 3) -> None:
+    """CPU seconds of the VAD of one 600 s 8 kHz recording (held-apart prompts end to end),
+    with the gate and without (taken as wideband), repeats interleaved; medians."""
+    import resource
+    import statistics
+
+    import soundfile as sf
+
+    from speechprep.vad.stage import analyze_file
+
+    x = np.concatenate([R.read(u.path, 8000)[0] for u in R.telephone_prompts("allison_en")[:300]])
+    path = cache / "cost_600s.wav"
+    sf.write(path, np.tile(x, 1 + 8000 * 600 // len(x))[: 8000 * 600], 8000, subtype="PCM_16")
+    entry = {"id": "cost", "audio_filepath": str(path), "sample_rate": 8000}
+    took: dict[str, list[float]] = {"gate": [], "no gate": []}
+    for _ in range(repeats):
+        for name, p in (("gate", P), ("no gate", replace(P, narrowband_rate=0))):
+            r0 = resource.getrusage(resource.RUSAGE_SELF)
+            analyze_file(entry, p)
+            r1 = resource.getrusage(resource.RUSAGE_SELF)
+            took[name].append(r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime)
+    med = {k: statistics.median(v) for k, v in took.items()}
+    print(
+        f"600 s at 8 kHz: {med['gate']:.2f} CPU-s with the gate, {med['no gate']:.2f} without "
+        f"({med['gate'] / med['no gate']:.2f}x; medians of {repeats})"
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--cache", type=Path, help="keep the coded files here (default: a temporary folder)")
+    ap.add_argument("--cost", action="store_true", help="only the gate's CPU cost on a 600 s recording")
     args = ap.parse_args()
     cache = args.cache or Path(tempfile.mkdtemp())
     cache.mkdir(parents=True, exist_ok=True)
+    if args.cost:
+        return cost(cache)
     fitted = None
     for split in ("calibration", "held apart"):
         data = sets(cache, split)
