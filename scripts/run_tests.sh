@@ -54,7 +54,7 @@ if [ "$workers" -gt 1 ]; then
 else
   run workflow tests/workflow || status=1
 fi
-python3 - "$reports" <<'PY'
+python3 - "$reports" "$SECONDS" <<'PY'
 import glob, sys, xml.etree.ElementTree as ET
 t = f = e = s = 0
 times = []
@@ -66,7 +66,8 @@ for p in glob.glob(sys.argv[1] + "/*.xml"):
 print("\nthe ten slowest tests (s):")
 for sec, name in sorted(times, reverse=True)[:10]:
     print(f"  {sec:8.1f}  {name}")
-print(f"\nall suites: {t - f - e - s} passed, {f + e} failed, {s} skipped")
+wall = int(sys.argv[2])
+print(f"\nall suites: {t - f - e - s} passed, {f + e} failed, {s} skipped in {wall // 60} min {wall % 60} s")
 PY
 rm -rf "$reports"
 exit $status
