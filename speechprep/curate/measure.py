@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import logging
+from concurrent.futures import ThreadPoolExecutor
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -64,18 +65,39 @@ def signal_measures(
     }
 
 
+def _one_torch_thread() -> None:
+    import torch
+
+    torch.set_num_threads(1)  # this thread's (OpenMP and MKL keep the count per thread)
+
+
 class Models:
     """DNSMOS and the Resemblyzer speaker encoder over a batch of clips:
-    ``models(clips) -> [(dnsmos scores, embedding or AudioError)]``."""
+    ``models(clips) -> [(dnsmos scores, embedding or AudioError)]``. DNSMOS scores
+    ``threads`` clips at a time; with more than one thread the speaker encoder runs beside
+    it, in a thread of its own on one torch thread: its LSTM's small matrix products cost a
+    second thread more waiting than computing (on two busy cores ten times the CPU of one
+    thread, 12 % more on idle ones; docs/benchmarks.md). With one thread they run one after
+    the other (the job has set torch's threads to one)."""
 
     def __init__(self, p: MeasureParams, device: str, threads: int):
         from .dnsmos import Dnsmos
 
         self.dnsmos = Dnsmos(p.dnsmos_personalized, threads)
         self.speaker = ResemblyzerEncoder(device, threads)
+        self.side = None
+        if threads > 1:
+            self.side = ThreadPoolExecutor(1, thread_name_prefix="speaker", initializer=_one_torch_thread)
 
     def __call__(self, clips: list[np.ndarray]) -> list[tuple[dict, np.ndarray | AudioError]]:
-        return list(zip(self.dnsmos(clips), self.speaker(clips), strict=True))
+        if self.side is None:
+            return list(zip(self.dnsmos(clips), self.speaker(clips), strict=True))
+        embeddings = self.side.submit(self.speaker, clips)
+        try:
+            scores = self.dnsmos(clips)
+        finally:
+            vectors = embeddings.result()
+        return list(zip(scores, vectors, strict=True))
 
 
 def model_identity(p: MeasureParams) -> dict[str, Any]:

@@ -88,3 +88,61 @@ def test_distinct_windows_once_equals_every_window(scorer, real_clips, monkeypat
         ref = reference.run(x, 16000)
         for k, r in KEYS:
             assert o[k] == pytest.approx(float(ref[r]), abs=1e-3), (len(x), k)
+
+
+@pytest.fixture(scope="module")
+def telephone_clips():
+    """Real 8 kHz telephone prompts of five voices read at 16 kHz as the measure job reads them,
+    cut to 1-4 s: lengths of whole milliseconds (what ASR's trimming writes: 16 samples a
+    millisecond, so the repeated clip's frames repeat after a few hundred frames) and of
+    arbitrary samples (they never repeat within its windows), and one of 20 s (three groups of
+    windows)."""
+    from tests import real_speech as R
+
+    prompts = [R.read(u.path, 16000)[0] for s in R.TELEPHONE_VOICES for u in R.telephone_prompts(s)[5::60][:3]]
+    speech = np.concatenate(prompts)
+    cuts = [(0, 16000 + 1280), (20000, 22000 + 37), (60000, 16 * 1234), (90000, 16 * 3901), (130000, 49999)]
+    return [speech[a : a + n] for a, n in cuts] + [speech[: 20 * 16000]]
+
+
+def test_short_real_clips_equal_speechmos(telephone_clips):
+    """Every shortcut at once (the shared convolutions and spectrogram, the windows' own edges,
+    frames that repeat computed once, one clip per thread): within 1e-4 of speechmos, which
+    runs the shipped models on every 9.01 s window."""
+    from speechprep.curate.dnsmos import period_frames
+
+    assert [period_frames(len(x)) for x in telephone_clips[:4]] == [108, 22037, 617, 3901]
+    ours = Dnsmos(threads=2)(telephone_clips)
+    for x, o in zip(telephone_clips, ours, strict=True):
+        ref = reference.run(x, 16000)
+        for k, r in KEYS:
+            assert o[k] == pytest.approx(float(ref[r]), abs=1e-4), (len(x), k)
+
+
+def test_threads_do_not_change_scores(scorer, telephone_clips):
+    one = Dnsmos(threads=1)(telephone_clips[:4])
+    for a, b in zip(one, scorer(telephone_clips[:4]), strict=True):
+        for k, _ in KEYS:
+            assert a[k] == pytest.approx(b[k], abs=1e-6)
+
+
+def test_repeated_frames_and_spectrogram():
+    """Frames ``period_frames`` apart of a repeated clip hold the same samples; the P.808
+    spectrogram is librosa's, to the bit, at any length."""
+    import librosa
+
+    from speechprep.curate import dnsmos as D
+
+    rng = np.random.default_rng(0)
+    for length in (16000 + 1280, 16 * 1234, 16000 + 7):
+        audio, starts = windows(rng.standard_normal(length).astype(np.float32))
+        p = D.period_frames(length)
+        f = D._frames(audio, 0, (len(audio) - D.FRAME) // D.HOP + 1)
+        if p < len(f):
+            assert np.array_equal(f[p:], f[: len(f) - p])
+        block = np.arange(5 * 7).reshape(5, 7)
+        assert np.array_equal(D._periodic(block, 20, 2, 4, axis=1)[:, 6:14], block[:, [2, 3, 4, 5, 2, 3, 4, 5]])
+    x = rng.standard_normal(16000 * 3).astype(np.float32) * 0.1
+    for n in (1, 320, 480, 16000 * 3):
+        want = librosa.feature.melspectrogram(y=x[:n], sr=16000, n_fft=321, hop_length=160, n_mels=120)
+        assert np.array_equal(D._mel(x[:n]), want)

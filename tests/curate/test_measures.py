@@ -4,7 +4,7 @@ import math
 
 import numpy as np
 import pytest
-from conftest import asr_lines
+from conftest import asr_lines, measure_params
 
 from speechprep.core.audio import read_segment
 from speechprep.curate import measures as M
@@ -113,3 +113,31 @@ def test_pcm_hash():
     assert M.pcm_sha256(x) == M.pcm_sha256(x.copy())
     assert M.pcm_sha256(x) != M.pcm_sha256(x * 0.5)
     assert M.pcm_sha256(x) == M.pcm_sha256(x.astype(np.float64))  # the same int16 samples
+
+
+def test_speaker_encoder_beside_dnsmos_on_one_torch_thread(models):
+    """The measure job's models: the speaker encoder runs in a thread of its own on one torch
+    thread (the caller's count untouched), beside DNSMOS; on real telephone prompts its vectors
+    and the scores equal what each model gives alone in the calling thread."""
+    import torch
+
+    from tests import real_speech as R
+
+    clips = [R.read(u.path, 16000)[0] for s in ("allison_en", "ivr_ru") for u in R.telephone_prompts(s)[40::90][:3]]
+    threads = torch.get_num_threads()
+    together = models(clips)
+    assert torch.get_num_threads() == threads
+    assert models.side.submit(torch.get_num_threads).result() == 1
+    for (scores, vector), alone, dnsmos in zip(together, models.speaker(clips), models.dnsmos(clips), strict=True):
+        assert np.abs(vector - alone).max() < 1e-6
+        assert scores == pytest.approx(dnsmos, abs=1e-6)
+
+
+def test_one_thread_runs_the_models_one_after_the_other(models):
+    from speechprep.curate import measure
+
+    clips = [read_segment(s) for s in asr_lines(2)]
+    one = measure.Models(measure_params(), "cpu", 1)
+    assert one.side is None and one.dnsmos.pool is None
+    for (s1, v1), (s2, v2) in zip(one(clips), models(clips), strict=True):
+        assert np.abs(v1 - v2).max() < 1e-6 and s1 == pytest.approx(s2, abs=1e-6)
