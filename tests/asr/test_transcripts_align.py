@@ -182,14 +182,16 @@ def test_unread_text_and_untranscribed_audio_end_in_rejects(ten_minutes):
 
 def test_chunked_log_probs_stitch_to_the_whole_recordings_frames(demo_head, tmp_path):
     """30 s chunks with 2 s of context either side against one pass over a minute: the same frames,
-    the same greedy token on 97 % of them (measured 97.8 %; the demo model normalises its features
-    per input, so a chunk's statistics differ from the whole minute's; without context, 10 s chunks
-    agree on 93 %)."""
+    the same greedy token on at least 95 % of them (the 400-step test model: 96.0 %; it normalises
+    its features per input, so a chunk's statistics differ from the whole minute's). The context is
+    what stitches: 10 s chunks agree on 94.8 % with 2 s of it and on 91.2 % without."""
     path = tmp_path / "minute.wav"
     longform.build(path, 1.0, intro=False, outro=False)
     ids = list(range(demo_head.blank_id))
     whole = demo_head.log_probs(str(path), ids, 600, 0)
     chunked = demo_head.log_probs(str(path), ids, 30, 2)
     assert chunked.lpz.shape == whole.lpz.shape
-    assert (chunked.greedy == whole.greedy).mean() >= 0.97
+    assert (chunked.greedy == whole.greedy).mean() >= 0.95
+    short = [(demo_head.log_probs(str(path), ids, 10, c).greedy == whole.greedy).mean() for c in (2, 0)]
+    assert short[0] >= short[1] + 0.02
     assert chunked.duration == pytest.approx(sf.info(str(path)).duration, abs=1e-3)
