@@ -32,7 +32,7 @@ from speechprep.asr.words import NemoTranscriber
 from speechprep.core import modelstage
 from speechprep.core.jsonio import write_jsonl
 from speechprep.core.modelstage import ShardFiles
-from speechprep.demo import long_source_segments
+from speechprep.demo.corpus import long_source_segments
 from tests.support import params
 
 REPO = Path(__file__).resolve().parents[1]

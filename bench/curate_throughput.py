@@ -58,7 +58,7 @@ from pathlib import Path
 import numpy as np
 
 from speechprep.curate.decide import MEASURED as FIELDS
-from speechprep.demo import long_source_segments
+from speechprep.demo.corpus import long_source_segments
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -49,7 +49,7 @@ VARIANTS = ("eager", "onnxruntime", "onnxruntime-spin", "onnxruntime-dynamo", "o
 
 
 def segments(a) -> list[np.ndarray]:
-    from speechprep.demo import demo_audio
+    from speechprep.demo.corpus import demo_audio
 
     rng = np.random.default_rng(0)
     pool = np.concatenate(demo_audio(REPO / "resources/demo/truth.json"))

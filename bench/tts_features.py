@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from speechprep.demo import long_source_segments
+from speechprep.demo.corpus import long_source_segments
 from tests.support import params
 
 REPO = Path(__file__).resolve().parents[1]

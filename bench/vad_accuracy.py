@@ -24,7 +24,7 @@ REPO = Path(__file__).resolve().parents[1]
 def main() -> None:
     import yaml
 
-    from speechprep.demo import frame_counts
+    from speechprep.demo.corpus import frame_counts
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--pads", type=float, nargs="+", default=[0.0, 0.03, 0.05, 0.1])

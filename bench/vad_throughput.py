@@ -24,7 +24,7 @@ import numpy as np
 import soundfile as sf
 
 from speechprep.core.jsonio import write_jsonl
-from speechprep.demo import demo_audio
+from speechprep.demo.corpus import demo_audio
 from speechprep.vad.stage import VadParams, run_shard
 from tests.support import params
 

@@ -10,29 +10,27 @@ rule asr_align:
         model=lambda wc: PLAN.asr_model_files(),
         grammars=lambda wc: PLAN.grammar_dirs(),
     output:
-        utterances=f"{RESULTS}/{{ds}}/asr/{{shard}}.utterances.jsonl",
+        out=f"{RESULTS}/{{ds}}/asr/{{shard}}.utterances.jsonl",
         rejects=f"{RESULTS}/{{ds}}/asr/{{shard}}.align_rejects.jsonl",
     log:
         f"{RESULTS}/{{ds}}/logs/asr_align/{{shard}}.log",
     benchmark:
         f"{RESULTS}/{{ds}}/benchmarks/asr_align/{{shard}}.tsv"
     conda:
-        "../envs/asr.yaml"
+        job_env("asr align")
     envmodules:
-        "speechprep/asr",
+        job_module("asr align"),
     threads: config["asr"]["threads"]
     resources:
-        mem_mb=shard_memory("align", "segments", [config["asr"]["model"]]),
+        mem_mb=shard_memory("asr align", "segments", [config["asr"]["model"]]),
         runtime=audio_minutes(30, 30, of="segments"),
     params:
-        cmd=speechprep("asr"),
+        cmd=job_cmd("asr align"),
         p=job_params("asr align"),
         resume=f"{RESULTS}/{{ds}}/asr/.partial/{{shard}}.align.jsonl",
         grammars=lambda wc, input: flag_list("grammars", input.grammars),
     shell:
-        "{params.cmd} asr align --segments {input.segments:q} --params {params.p:q} {params.grammars}"
-        " --threads {threads} --resume {params.resume:q} --out {output.utterances:q}"
-        " --rejects {output.rejects:q} > {log:q} 2>&1"
+        job_shell("asr align")
 
 
 rule asr:
@@ -42,36 +40,34 @@ rule asr:
         grammars=lambda wc: PLAN.asr_job_grammars(wc.ds),
         align_rejects=lambda wc: PLAN.asr_align_rejects(wc.ds, wc.shard),
     output:
-        transcripts=f"{RESULTS}/{{ds}}/asr/{{shard}}.jsonl",
+        out=f"{RESULTS}/{{ds}}/asr/{{shard}}.jsonl",
         rejects=f"{RESULTS}/{{ds}}/asr/{{shard}}.rejects.jsonl",
     log:
         f"{RESULTS}/{{ds}}/logs/asr/{{shard}}.log",
     benchmark:
         f"{RESULTS}/{{ds}}/benchmarks/asr/{{shard}}.tsv"
     conda:
-        "../envs/asr.yaml"
+        job_env("asr run")
     envmodules:
-        "speechprep/asr",
+        job_module("asr run"),
     threads: config["asr"]["threads"]
     resources:
         mem_mb=shard_memory(
-            "asr",
+            "asr run",
             "segments",
             [config["asr"]["model"]],
             batch_seconds=config["asr"]["cpu_batch_seconds"],
         ),
         runtime=scaled(30, 60, of="segments"),
     params:
-        cmd=speechprep("asr"),
+        cmd=job_cmd("asr run"),
         job=lambda wc: PLAN.asr_job(wc.ds),
         p=lambda wc: job_params(f"asr {PLAN.asr_job(wc.ds)}")(wc),
         resume=f"{RESULTS}/{{ds}}/asr/.partial/{{shard}}.jsonl",
         grammars=lambda wc, input: flag_list("grammars", input.grammars),
         align_rejects=lambda wc, input: flag_list("align-rejects", input.align_rejects),
     shell:
-        "{params.cmd} asr {params.job} --segments {input.segments:q} --params {params.p:q} --threads {threads}"
-        " --resume {params.resume:q} --out {output.transcripts:q} --rejects {output.rejects:q}"
-        " {params.grammars} {params.align_rejects} > {log:q} 2>&1"
+        job_shell("asr run", "asr {params.job}")
 
 
 rule asr_merge:
@@ -84,15 +80,14 @@ rule asr_merge:
     log:
         f"{RESULTS}/{{ds}}/logs/asr_merge.log",
     conda:
-        "../envs/asr.yaml"
+        job_env("asr merge")
     envmodules:
-        "speechprep/asr",
+        job_module("asr merge"),
     threads: 1
     resources:
         mem_mb=2000,
         runtime=30,
     params:
-        cmd=speechprep("asr"),
+        cmd=job_cmd("asr merge"),
     shell:
-        "{params.cmd} asr merge --manifest {output.manifest:q} --summary {output.summary:q}"
-        " --shards {input.shards:q} --rejects {input.rejects:q} > {log:q} 2>&1"
+        job_shell("asr merge")

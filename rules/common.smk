@@ -12,6 +12,7 @@ from speechprep.core.config import check as check_config
 from speechprep.core.config import demo_model_warnings
 from speechprep.core.config import digest as config_digest
 from speechprep.core.config import effective as effective_config
+from speechprep.jobs import JOBS
 from speechprep.jobs import job_params as select_job_params
 from speechprep.core.envmodules import setup_env_modules
 from speechprep.core.inventory import inventory_digest
@@ -51,8 +52,8 @@ def _active_sdms():
 
 
 def speechprep(env):
-    """`python -m speechprep` in environment `env`, for a rule's `params`; the job checks
-    that it runs with the pins of envs/<env>.yaml.
+    """`python -m speechprep` in environment `env`; the job checks that it runs with the
+    pins of envs/<env>.yaml.
 
     Under --sdm env-modules or conda, Snakemake supplies the environment and
     `python` is the stage's own. In a plain run (`snakemake --cores N`), the
@@ -65,6 +66,25 @@ def speechprep(env):
             python = str(venv_python)
     env_file = REPO / "envs" / f"{env}.yaml"
     return f"{shlex.quote(python)} -m speechprep --env-file {shlex.quote(str(env_file))}"
+
+
+# From a job's declaration (speechprep.<stage>.jobs), for the job's rule. Its `conda`
+# env, its `envmodules` module, the command in its `params.cmd` and its shell line, whose
+# flags read the rule's input, output and params keys of the same names.
+def job_env(job):
+    return str(REPO / "envs" / f"{JOBS[job].env}.yaml")
+
+
+def job_module(job):
+    return f"speechprep/{JOBS[job].env}"
+
+
+def job_cmd(job):
+    return speechprep(JOBS[job].env)
+
+
+def job_shell(job, words=None):
+    return JOBS[job].shell(words)
 
 
 setup_env_modules(REPO / ".venvs", required="ENV_MODULES" in _active_sdms())

@@ -11,7 +11,7 @@ rule curate_measure:
         segments=f"{RESULTS}/{{ds}}/asr/{{shard}}.jsonl",
         units=f"{RESULTS}/{{ds}}/s2s/{{shard}}.units.jsonl",
     output:
-        measures=f"{RESULTS}/{{ds}}/curate/{{shard}}.measures.jsonl",
+        out=f"{RESULTS}/{{ds}}/curate/{{shard}}.measures.jsonl",
         embeddings=f"{RESULTS}/{{ds}}/curate/{{shard}}.embeddings.npy",
         minhash=f"{RESULTS}/{{ds}}/curate/{{shard}}.minhash.npy",
         fingerprint=f"{RESULTS}/{{ds}}/curate/{{shard}}.fingerprint.npy",
@@ -21,22 +21,21 @@ rule curate_measure:
     benchmark:
         f"{RESULTS}/{{ds}}/benchmarks/curate/{{shard}}.tsv"
     conda:
-        "../envs/curate.yaml"
+        job_env("curate measure")
     envmodules:
-        "speechprep/curate",
+        job_module("curate measure"),
     threads: config["curate"]["threads"]
     resources:
-        mem_mb=shard_memory("curate", "segments", batch_seconds=config["curate"]["batch_seconds"]),
+        mem_mb=shard_memory(
+            "curate measure", "segments", batch_seconds=config["curate"]["batch_seconds"]
+        ),
         runtime=scaled(30, 60, of="segments"),
     params:
-        cmd=speechprep("curate"),
+        cmd=job_cmd("curate measure"),
         p=job_params("curate measure"),
         resume=f"{RESULTS}/{{ds}}/curate/.partial/{{shard}}.jsonl",
     shell:
-        "{params.cmd} curate measure --segments {input.segments:q} --units {input.units:q}"
-        " --params {params.p:q} --threads {threads} --resume {params.resume:q}"
-        " --out {output.measures:q} --embeddings {output.embeddings:q} --minhash {output.minhash:q}"
-        " --fingerprint {output.fingerprint:q} --rejects {output.rejects:q} > {log:q} 2>&1"
+        job_shell("curate measure")
 
 
 rule curate_speakers:
@@ -44,33 +43,32 @@ rule curate_speakers:
         measures=every_shard(f"{RESULTS}/{{ds}}/curate/{{shard}}.measures.jsonl"),
         embeddings=every_shard(f"{RESULTS}/{{ds}}/curate/{{shard}}.embeddings.npy"),
     output:
-        assign=directory(
+        assignments=directory(
             expand(f"{RESULTS}/{{ds}}/curate/speaker_assignments", ds=list(config["datasets"]))
         ),
-        clusters=expand(
+        dataset_clusters=expand(
             f"{RESULTS}/{{ds}}/curate/speaker_clusters.json", ds=list(config["datasets"])
         ),
-        centroids=directory(f"{RESULTS}/{ALL}/curate/speakers"),
-        run_clusters=f"{RESULTS}/{ALL}/curate/speaker_clusters.json",
+        centroids_dir=directory(f"{RESULTS}/{ALL}/curate/speakers"),
+        clusters=f"{RESULTS}/{ALL}/curate/speaker_clusters.json",
     log:
         f"{RESULTS}/{ALL}/logs/curate_speakers.log",
     conda:
-        "../envs/curate.yaml"
+        job_env("curate speakers")
     envmodules:
-        "speechprep/curate",
+        job_module("curate speakers"),
     threads: 1
     resources:
         mem_mb=scaled(4000),
         runtime=scaled(60),
     params:
-        cmd=speechprep("curate"),
+        cmd=job_cmd("curate speakers"),
         p=job_params("curate speakers"),
-        datasets=lambda wc: PLAN.speaker_job_args(),
+        datasets=lambda wc: list(config["datasets"]),
+        shard_counts=lambda wc: PLAN.speaker_shard_counts(),
+        assign=lambda wc: PLAN.speaker_assignment_files(),
     shell:
-        "{params.cmd} curate speakers {params.datasets} --measures {input.measures:q}"
-        " --embeddings {input.embeddings:q} --dataset-clusters {output.clusters:q}"
-        " --centroids-dir {output.centroids:q} --clusters {output.run_clusters:q}"
-        " --params {params.p:q} > {log:q} 2>&1"
+        job_shell("curate speakers")
 
 
 rule curate_duplicates:
@@ -83,20 +81,19 @@ rule curate_duplicates:
     log:
         f"{RESULTS}/{{ds}}/logs/curate_duplicates.log",
     conda:
-        "../envs/curate.yaml"
+        job_env("curate duplicates")
     envmodules:
-        "speechprep/curate",
+        job_module("curate duplicates"),
     threads: 1
     resources:
         mem_mb=scaled(4000),
         runtime=scaled(60),
     params:
-        cmd=speechprep("curate"),
+        cmd=job_cmd("curate duplicates"),
         p=job_params("curate duplicates"),
         out=lambda wc, output: PLAN.per_shard_paths(wc.ds, output.out, ".jsonl"),
     shell:
-        "{params.cmd} curate duplicates --measures {input.measures:q} --minhash {input.minhash:q}"
-        " --fingerprint {input.fingerprint:q} --out {params.out} --params {params.p:q} > {log:q} 2>&1"
+        job_shell("curate duplicates")
 
 
 rule curate_decide:
@@ -106,25 +103,25 @@ rule curate_decide:
         assign=f"{RESULTS}/{{ds}}/curate/speaker_assignments",
         duplicates=f"{RESULTS}/{{ds}}/curate/duplicates",
     output:
-        kept=f"{RESULTS}/{{ds}}/curate/{{shard}}.jsonl",
+        out=f"{RESULTS}/{{ds}}/curate/{{shard}}.jsonl",
         rejects=f"{RESULTS}/{{ds}}/curate/{{shard}}.rejects.jsonl",
     log:
         f"{RESULTS}/{{ds}}/logs/curate_decide/{{shard}}.log",
     conda:
-        "../envs/curate.yaml"
+        job_env("curate decide")
     envmodules:
-        "speechprep/curate",
+        job_module("curate decide"),
     threads: 1
     resources:
         mem_mb=2000,
         runtime=scaled(15),
     params:
-        cmd=speechprep("curate"),
+        cmd=job_cmd("curate decide"),
         p=job_params("curate decide"),
+        speakers=lambda wc, input: f"{input.assign}/{wc.shard}.jsonl",
+        duplicates=lambda wc, input: f"{input.duplicates}/{wc.shard}.jsonl",
     shell:
-        "{params.cmd} curate decide --measures {input.measures:q} --measure-rejects {input.measure_rejects:q}"
-        " --speakers {input.assign:q}/{wildcards.shard}.jsonl --duplicates {input.duplicates:q}/{wildcards.shard}.jsonl"
-        " --params {params.p:q} --out {output.kept:q} --rejects {output.rejects:q} > {log:q} 2>&1"
+        job_shell("curate decide")
 
 
 rule curate_summary:
@@ -138,16 +135,14 @@ rule curate_summary:
     log:
         f"{RESULTS}/{{ds}}/logs/curate_summary.log",
     conda:
-        "../envs/curate.yaml"
+        job_env("curate summary")
     envmodules:
-        "speechprep/curate",
+        job_module("curate summary"),
     threads: 1
     resources:
         mem_mb=2000,
         runtime=15,
     params:
-        cmd=speechprep("curate"),
+        cmd=job_cmd("curate summary"),
     shell:
-        "{params.cmd} curate summary --kept {input.kept:q} --rejects {input.rejects:q}"
-        " --clusters {input.clusters:q} --summary {output.summary:q} --speakers {output.speakers:q}"
-        " > {log:q} 2>&1"
+        job_shell("curate summary")

@@ -8,7 +8,7 @@ rule diarize:
     input:
         segments=f"{RESULTS}/{{ds}}/vad/{{shard}}.segments.jsonl",
     output:
-        segments=f"{RESULTS}/{{ds}}/diarize/{{shard}}.segments.jsonl",
+        out=f"{RESULTS}/{{ds}}/diarize/{{shard}}.segments.jsonl",
         rejects=f"{RESULTS}/{{ds}}/diarize/{{shard}}.rejects.jsonl",
         turns=f"{RESULTS}/{{ds}}/diarize/{{shard}}.turns.jsonl",
         speakers=f"{RESULTS}/{{ds}}/diarize/{{shard}}.speakers.jsonl",
@@ -18,42 +18,45 @@ rule diarize:
     benchmark:
         f"{RESULTS}/{{ds}}/benchmarks/diarize/{{shard}}.tsv"
     conda:
-        "../envs/curate.yaml"
+        job_env("diarize run")
     envmodules:
-        "speechprep/curate",
+        job_module("diarize run"),
     threads: config["diarize"]["threads"]
     resources:
-        mem_mb=shard_memory("diarize", "segments"),
+        mem_mb=shard_memory("diarize run", "segments"),
         runtime=scaled(20, 60, of="segments"),
     params:
-        cmd=speechprep("curate"),
+        cmd=job_cmd("diarize run"),
         p=job_params("diarize run"),
         resume=f"{RESULTS}/{{ds}}/diarize/.partial/{{shard}}.jsonl",
     shell:
-        "{params.cmd} diarize run --segments {input.segments:q} --params {params.p:q} --threads {threads}"
-        " --resume {params.resume:q} --out {output.segments:q} --rejects {output.rejects:q}"
-        " --turns {output.turns:q} --speakers {output.speakers:q} --stats {output.stats:q} > {log:q} 2>&1"
+        job_shell("diarize run")
 
 
 rule diarize_rttm:
     input:
         unpack(lambda wc: PLAN.diarize_rttm_inputs(wc.ds, wc.shard)),
     output:
-        rttm=f"{RESULTS}/{{ds}}/diarize/{{shard}}.rttm",
+        out=f"{RESULTS}/{{ds}}/diarize/{{shard}}.rttm",
     log:
         f"{RESULTS}/{{ds}}/logs/diarize_rttm/{{shard}}.log",
     conda:
-        "../envs/curate.yaml"
+        job_env("diarize rttm")
     envmodules:
-        "speechprep/curate",
+        job_module("diarize rttm"),
     threads: 1
     resources:
         mem_mb=2000,
         runtime=scaled(15),
     params:
-        cmd=speechprep("curate"),
+        cmd=job_cmd("diarize rttm"),
         p=job_params("diarize rttm"),
-        run=lambda wc, input: PLAN.diarize_rttm_flags(wc.shard, dict(input.items())),
+        measures=lambda wc, input: PLAN.diarize_rttm_flags(wc.shard, dict(input.items()))[
+            "measures"
+        ],
+        assign=lambda wc, input: PLAN.diarize_rttm_flags(wc.shard, dict(input.items()))["assign"],
+        clusters=lambda wc, input: PLAN.diarize_rttm_flags(wc.shard, dict(input.items()))[
+            "clusters"
+        ],
     shell:
-        "{params.cmd} diarize rttm --turns {input.turns:q} --speakers {input.speakers:q} --out {output.rttm:q}"
-        " {params.run} --params {params.p:q} > {log:q} 2>&1"
+        job_shell("diarize rttm")

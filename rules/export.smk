@@ -26,22 +26,20 @@ rule export_shard:
     benchmark:
         f"{RESULTS}/{{ds}}/benchmarks/export/{{shard}}.tsv"
     conda:
-        "../envs/export.yaml"
+        job_env("export shard")
     envmodules:
-        "speechprep/export",
+        job_module("export shard"),
     threads: 1
     resources:
-        mem_mb=shard_memory("export", "features"),
+        mem_mb=shard_memory("export shard", "features"),
         runtime=scaled(15, 60, of="features"),
     params:
-        cmd=speechprep("export"),
+        cmd=job_cmd("export shard"),
         p=job_params("export shard"),
         resume=f"{RESULTS}/{{ds}}/export/.partial/{{shard}}.jsonl",
         out_dir=f"{RESULTS}/{{ds}}/export",
     shell:
-        "{params.cmd} export shard --manifests {input.manifests:q} --features {input.features:q}"
-        " --params {params.p:q} --resume {params.resume:q} --out-dir {params.out_dir:q}"
-        " --rejects {output.rejects:q} > {log:q} 2>&1"
+        job_shell("export shard")
 
 
 rule export_summary:
@@ -57,19 +55,19 @@ rule export_summary:
     wildcard_constraints:
         fmt="webdataset|lhotse_shar",
     conda:
-        "../envs/export.yaml"
+        job_env("export summary")
     envmodules:
-        "speechprep/export",
+        job_module("export summary"),
     threads: 1
     resources:
         mem_mb=scaled(2000),
         runtime=scaled(15),
     params:
-        cmd=speechprep("export"),
+        cmd=job_cmd("export summary"),
         p=job_params("export summary"),
+        format=lambda wc: f"--format {wc.fmt}",
     shell:
-        "{params.cmd} export summary --indexes {input.indexes:q} --params {params.p:q}"
-        " --index {output.index:q} --stats {output.stats:q} --format {wildcards.fmt:q} > {log:q} 2>&1"
+        job_shell("export summary")
 
 
 use rule export_summary as export_summary_parquet with:

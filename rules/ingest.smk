@@ -18,18 +18,16 @@ checkpoint ingest:
     log:
         f"{RESULTS}/{{ds}}/logs/ingest.log",
     conda:
-        "../envs/ingest.yaml"
+        job_env("ingest run")
     envmodules:
-        "speechprep/ingest",
+        job_module("ingest run"),
     threads: config["ingest"]["threads"]
     resources:
         mem_mb=scaled(4000),
         runtime=scaled(60),
     params:
-        cmd=speechprep("ingest"),
+        cmd=job_cmd("ingest run"),
         p=job_params("ingest run"),
         inventory=lambda wc: inventory(wc.ds),
     shell:
-        "{params.cmd} ingest run --params {params.p:q}"
-        " --threads {threads} --manifest {output.manifest:q} --rejects {output.rejects:q}"
-        " --shards-dir {output.shards:q} > {log:q} 2>&1"
+        job_shell("ingest run")

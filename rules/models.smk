@@ -6,21 +6,21 @@ rule demo_asr_model:
     input:
         truth=DEMO_TRUTH,
     output:
-        "resources/models/demo_asr.nemo",
+        out="resources/models/demo_asr.nemo",
     log:
         "resources/models/logs/demo_asr.log",
     conda:
-        "../envs/asr.yaml"
+        job_env("demo asr-model")
     envmodules:
-        "speechprep/asr",
+        job_module("demo asr-model"),
     threads: 1  # speechprep.demo.asr_model trains on one thread
     resources:
         mem_mb=4000,
         runtime=30,
     params:
-        cmd=speechprep("asr"),
+        cmd=job_cmd("demo asr-model"),
     shell:
-        "{params.cmd} demo asr-model --truth {input.truth:q} --out {output:q} > {log:q} 2>&1"
+        job_shell("demo asr-model")
 
 
 rule demo_s2s_models:
@@ -34,14 +34,15 @@ rule demo_s2s_models:
     log:
         "resources/models/logs/demo_s2s.log",
     conda:
-        "../envs/s2s.yaml"
+        job_env("demo s2s-models")
     envmodules:
-        "speechprep/s2s",
+        job_module("demo s2s-models"),
     threads: 1
     resources:
         mem_mb=2000,
         runtime=15,
     params:
-        cmd=speechprep("s2s"),
+        cmd=job_cmd("demo s2s-models"),
+        out_dir=lambda wc, output: os.path.dirname(output.hubert),
     shell:
-        "{params.cmd} demo s2s-models --truth {input.truth:q} --out-dir resources/models > {log:q} 2>&1"
+        job_shell("demo s2s-models")

@@ -18,21 +18,20 @@ rule report_plots:
     log:
         f"{RESULTS}/{{ds}}/logs/report_plots.log",
     conda:
-        "../envs/report.yaml"
+        job_env("report plots")
     envmodules:
-        "speechprep/report",
+        job_module("report plots"),
     threads: 1
     resources:
         mem_mb=2000,
         runtime=15,
     params:
-        cmd=speechprep("report"),
+        cmd=job_cmd("report plots"),
         p=job_params("report plots"),
         results=lambda wc: f"{RESULTS}/{wc.ds}",
         out_dir=lambda wc: f"{RESULTS}/{wc.ds}/report",
     shell:
-        "{params.cmd} report plots --results {params.results:q} --params {params.p:q}"
-        " --out-dir {params.out_dir:q} > {log:q} 2>&1"
+        job_shell("report plots")
 
 
 rule report_curation:
@@ -58,18 +57,17 @@ rule report_curation:
     log:
         f"{RESULTS}/{{ds}}/logs/report_curation.log",
     conda:
-        "../envs/report.yaml"
+        job_env("report curation")
     envmodules:
-        "speechprep/report",
+        job_module("report curation"),
     threads: 1
     resources:
         mem_mb=2000,
         runtime=30,
     params:
-        cmd=speechprep("report"),
+        cmd=job_cmd("report curation"),
         p=job_params("report curation"),
         results=lambda wc: f"{RESULTS}/{wc.ds}",
         out_dir=lambda wc: f"{RESULTS}/{wc.ds}/report",
     shell:
-        "{params.cmd} report curation --results {params.results:q} --params {params.p:q}"
-        " --out-dir {params.out_dir:q} > {log:q} 2>&1"
+        job_shell("report curation")

@@ -4,27 +4,26 @@
 
 rule s2s_export:
     input:
-        hubert=config["s2s"]["hubert"],
+        checkpoint=config["s2s"]["hubert"],
         env=str(REPO / "envs" / "s2s.yaml"),  # another torch or onnxruntime: built again
     output:
-        onnx=S2S_EXPORT,
+        out=S2S_EXPORT,
         meta=f"{S2S_EXPORT}.json",
     log:
         f"{RESULTS}/{ALL}/logs/s2s_export.log",
     conda:
-        "../envs/s2s.yaml"
+        job_env("s2s export")
     envmodules:
-        "speechprep/s2s",
+        job_module("s2s export"),
     threads: config["s2s"]["threads"]
     resources:
         mem_mb=8000,
         runtime=60,
     params:
-        cmd=speechprep("s2s"),
+        cmd=job_cmd("s2s export"),
         p=job_params("s2s export"),
     shell:
-        "{params.cmd} s2s export --checkpoint {input.hubert:q} --params {params.p:q} --threads {threads}"
-        " --out {output.onnx:q} > {log:q} 2>&1"
+        job_shell("s2s export")
 
 
 rule s2s:
@@ -33,32 +32,30 @@ rule s2s:
         models=lambda wc: PLAN.s2s_model_files(),
         export=lambda wc: PLAN.s2s_export_files(),
     output:
-        units=f"{RESULTS}/{{ds}}/s2s/{{shard}}.units.jsonl",
+        out=f"{RESULTS}/{{ds}}/s2s/{{shard}}.units.jsonl",
         rejects=f"{RESULTS}/{{ds}}/s2s/{{shard}}.rejects.jsonl",
-        wavs=directory(f"{RESULTS}/{{ds}}/s2s/{{shard}}"),
+        wav_dir=directory(f"{RESULTS}/{{ds}}/s2s/{{shard}}"),
     log:
         f"{RESULTS}/{{ds}}/logs/s2s/{{shard}}.log",
     benchmark:
         f"{RESULTS}/{{ds}}/benchmarks/s2s/{{shard}}.tsv"
     conda:
-        "../envs/s2s.yaml"
+        job_env("s2s run")
     envmodules:
-        "speechprep/s2s",
+        job_module("s2s run"),
     threads: config["s2s"]["threads"]
     resources:
         mem_mb=shard_memory(
-            "s2s",
+            "s2s run",
             "segments",
             PLAN.s2s_model_files(),
             batch_seconds=config["s2s"]["batch_seconds"],
         ),
         runtime=scaled(30, 120, of="segments"),
     params:
-        cmd=speechprep("s2s"),
+        cmd=job_cmd("s2s run"),
         p=job_params("s2s run"),
         resume=f"{RESULTS}/{{ds}}/s2s/.partial/{{shard}}.jsonl",
         export=lambda wc, input: flag_list("export", input.export),
     shell:
-        "{params.cmd} s2s run --segments {input.segments:q} --params {params.p:q} --threads {threads}"
-        " --resume {params.resume:q} --out {output.units:q} --wav-dir {output.wavs:q}"
-        " --rejects {output.rejects:q} {params.export} > {log:q} 2>&1"
+        job_shell("s2s run")

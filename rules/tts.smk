@@ -7,23 +7,24 @@
 
 rule tts_grammars:
     output:
-        directory(f"{GRAMMARS}/{{lang}}"),
+        out_dir=directory(f"{GRAMMARS}/{{lang}}"),
     log:
         f"{GRAMMARS}/logs/{{lang}}.log",
     wildcard_constraints:
         lang="[a-z]+",
     conda:
-        "../envs/tts.yaml"
+        job_env("tts grammars")
     envmodules:
-        "speechprep/tts",
+        job_module("tts grammars"),
     threads: 1
     resources:
         mem_mb=4000,
         runtime=30,
     params:
-        cmd=speechprep("tts"),
+        cmd=job_cmd("tts grammars"),
+        language=lambda wc: wc.lang,
     shell:
-        "{params.cmd} tts grammars --language {wildcards.lang} --out-dir {output:q} > {log:q} 2>&1"
+        job_shell("tts grammars")
 
 
 rule tts_normalize:
@@ -31,26 +32,25 @@ rule tts_normalize:
         segments=f"{RESULTS}/{{ds}}/asr/{{shard}}.jsonl",
         grammars=lambda wc: PLAN.grammar_dirs(),
     output:
-        f"{RESULTS}/{{ds}}/tts/{{shard}}.normalized.jsonl",
+        out=f"{RESULTS}/{{ds}}/tts/{{shard}}.normalized.jsonl",
     log:
         f"{RESULTS}/{{ds}}/logs/tts_normalize/{{shard}}.log",
     benchmark:
         f"{RESULTS}/{{ds}}/benchmarks/tts_normalize/{{shard}}.tsv"
     conda:
-        "../envs/tts.yaml"
+        job_env("tts normalize")
     envmodules:
-        "speechprep/tts",
+        job_module("tts normalize"),
     threads: 1
     resources:
         mem_mb=2000,
         runtime=scaled(15, 60, of="segments"),
     params:
-        cmd=speechprep("tts"),
+        cmd=job_cmd("tts normalize"),
         p=job_params("tts normalize"),
         grammars=lambda wc, input: flag_list("grammars", input.grammars),
     shell:
-        "{params.cmd} tts normalize --segments {input.segments:q} --params {params.p:q}"
-        " {params.grammars} --out {output:q} > {log:q} 2>&1"
+        job_shell("tts normalize")
 
 
 rule tts_tokenizer:
@@ -62,19 +62,18 @@ rule tts_tokenizer:
     log:
         f"{RESULTS}/{ALL}/logs/tts_tokenizer.log",
     conda:
-        "../envs/tts.yaml"
+        job_env("tts tokenizer")
     envmodules:
-        "speechprep/tts",
+        job_module("tts tokenizer"),
     threads: 1
     resources:
         mem_mb=4000,
         runtime=60,
     params:
-        cmd=speechprep("tts"),
+        cmd=job_cmd("tts tokenizer"),
         p=job_params("tts tokenizer"),
     shell:
-        "{params.cmd} tts tokenizer --normalized {input.normalized:q}"
-        " --params {params.p:q} --model {output.model:q} > {log:q} 2>&1"
+        job_shell("tts tokenizer")
 
 
 rule tts_features:
@@ -84,7 +83,7 @@ rule tts_features:
         s2s_rejects=f"{RESULTS}/{{ds}}/s2s/{{shard}}.rejects.jsonl",
         models=lambda wc: PLAN.tts_encoder_files(),
     output:
-        index=f"{RESULTS}/{{ds}}/tts/{{shard}}.features.jsonl",
+        out=f"{RESULTS}/{{ds}}/tts/{{shard}}.features.jsonl",
         rejects=f"{RESULTS}/{{ds}}/tts/{{shard}}.rejects.jsonl",
         codes=directory(f"{RESULTS}/{{ds}}/tts/{{shard}}/codes"),
         condition=directory(f"{RESULTS}/{{ds}}/tts/{{shard}}/condition"),
@@ -94,28 +93,25 @@ rule tts_features:
     benchmark:
         f"{RESULTS}/{{ds}}/benchmarks/tts/{{shard}}.tsv"
     conda:
-        "../envs/tts.yaml"
+        job_env("tts features")
     envmodules:
-        "speechprep/tts",
+        job_module("tts features"),
     threads: config["tts"]["threads"]
     resources:
         mem_mb=shard_memory(
-            "tts",
+            "tts features",
             "segments",
             PLAN.tts_encoder_files(),
             batch_seconds=config["tts"]["cpu_batch_seconds"],
         ),
         runtime=scaled(30, 60, of="segments"),
     params:
-        cmd=speechprep("tts"),
+        cmd=job_cmd("tts features"),
         p=job_params("tts features"),
         resume=f"{RESULTS}/{{ds}}/tts/.partial/{{shard}}.jsonl",
         out_dir=f"{RESULTS}/{{ds}}/tts/{{shard}}",
     shell:
-        "{params.cmd} tts features --segments {input.segments:q} --units {input.units:q}"
-        " --s2s-rejects {input.s2s_rejects:q} --params {params.p:q} --threads {threads}"
-        " --resume {params.resume:q} --out {output.index:q} --rejects {output.rejects:q}"
-        " --out-dir {params.out_dir:q} > {log:q} 2>&1"
+        job_shell("tts features")
 
 
 rule tts_text:
@@ -124,36 +120,35 @@ rule tts_text:
         normalized=f"{RESULTS}/{{ds}}/tts/{{shard}}.normalized.jsonl",
         tokenizer=lambda wc: PLAN.tts_tokenizer(),
     output:
-        index=f"{RESULTS}/{{ds}}/tts/{{shard}}.text.jsonl",
+        out=f"{RESULTS}/{{ds}}/tts/{{shard}}.text.jsonl",
         rejects=f"{RESULTS}/{{ds}}/tts/{{shard}}.text_rejects.jsonl",
-        ids=directory(f"{RESULTS}/{{ds}}/tts/{{shard}}/text_ids"),
+        ids_dir=directory(f"{RESULTS}/{{ds}}/tts/{{shard}}/text_ids"),
     log:
         f"{RESULTS}/{{ds}}/logs/tts_text/{{shard}}.log",
     benchmark:
         f"{RESULTS}/{{ds}}/benchmarks/tts_text/{{shard}}.tsv"
     conda:
-        "../envs/tts.yaml"
+        job_env("tts text")
     envmodules:
-        "speechprep/tts",
+        job_module("tts text"),
     threads: 1
     resources:
         mem_mb=2000,
         runtime=scaled(15),
     params:
-        cmd=speechprep("tts"),
+        cmd=job_cmd("tts text"),
         p=job_params("tts text"),
     shell:
-        "{params.cmd} tts text --index {input.index:q} --normalized {input.normalized:q}"
-        " --tokenizer {input.tokenizer:q} --params {params.p:q} --out {output.index:q}"
-        " --rejects {output.rejects:q} --ids-dir {output.ids:q} > {log:q} 2>&1"
+        job_shell("tts text")
 
 
 rule tts_manifest:
     input:
         features=per_shard(f"{RESULTS}/{{ds}}/tts/{{shard}}.features.jsonl"),
         texts=per_shard(f"{RESULTS}/{{ds}}/tts/{{shard}}.text.jsonl"),
-        rejects=per_shard(f"{RESULTS}/{{ds}}/tts/{{shard}}.rejects.jsonl"),
-        text_rejects=per_shard(f"{RESULTS}/{{ds}}/tts/{{shard}}.text_rejects.jsonl"),
+        # the features' and the text ids' rejects
+        rejects=lambda wc: per_shard(f"{RESULTS}/{{ds}}/tts/{{shard}}.rejects.jsonl")(wc)
+        + per_shard(f"{RESULTS}/{{ds}}/tts/{{shard}}.text_rejects.jsonl")(wc),
         pins=[str(REPO / "envs" / f"{env}.yaml") for env in ("vad", "asr", "s2s")],
         asr=per_shard(f"{RESULTS}/{{ds}}/asr/{{shard}}.jsonl"),
         units=per_shard(f"{RESULTS}/{{ds}}/s2s/{{shard}}.units.jsonl"),
@@ -166,30 +161,26 @@ rule tts_manifest:
     log:
         f"{RESULTS}/{{ds}}/logs/tts_manifest.log",
     conda:
-        "../envs/tts.yaml"
+        job_env("tts manifest")
     envmodules:
-        "speechprep/tts",
+        job_module("tts manifest"),
     threads: 1
     resources:
         mem_mb=scaled(4000),
         runtime=scaled(30),
     params:
-        cmd=speechprep("tts"),
+        cmd=job_cmd("tts manifest"),
         p=job_params("tts manifest"),
         kept=lambda wc, input: flag_list("kept", input.kept),
     shell:
-        "{params.cmd} tts manifest --params {params.p:q} --tokenizer {input.tokenizer:q}"
-        " --features {input.features:q} --texts {input.texts:q}"
-        " --rejects {input.rejects:q} {input.text_rejects:q} --pins {input.pins:q}"
-        " --asr {input.asr:q} --units {input.units:q} --train {output.train:q} --val {output.val:q}"
-        " {params.kept} --stats {output.stats:q} > {log:q} 2>&1"
+        job_shell("tts manifest")
 
 
 rule tts_combined:
     input:
-        stats=expand(f"{RESULTS}/{{ds}}/tts/stats.json", ds=list(config["datasets"])),
-        train=expand(f"{RESULTS}/{{ds}}/tts/train_manifest.jsonl", ds=list(config["datasets"])),
-        val=expand(f"{RESULTS}/{{ds}}/tts/val_manifest.jsonl", ds=list(config["datasets"])),
+        stats_in=expand(f"{RESULTS}/{{ds}}/tts/stats.json", ds=list(config["datasets"])),
+        train_in=expand(f"{RESULTS}/{{ds}}/tts/train_manifest.jsonl", ds=list(config["datasets"])),
+        val_in=expand(f"{RESULTS}/{{ds}}/tts/val_manifest.jsonl", ds=list(config["datasets"])),
     output:
         train=f"{RESULTS}/{ALL}/tts/train_manifest.jsonl",
         val=f"{RESULTS}/{ALL}/tts/val_manifest.jsonl",
@@ -197,16 +188,14 @@ rule tts_combined:
     log:
         f"{RESULTS}/{ALL}/logs/tts_combined.log",
     conda:
-        "../envs/tts.yaml"
+        job_env("tts combined")
     envmodules:
-        "speechprep/tts",
+        job_module("tts combined"),
     threads: 1
     resources:
         mem_mb=scaled(4000),
         runtime=scaled(30),
     params:
-        cmd=speechprep("tts"),
+        cmd=job_cmd("tts combined"),
     shell:
-        "{params.cmd} tts combined --stats-in {input.stats:q} --train-in {input.train:q}"
-        " --val-in {input.val:q} --train {output.train:q} --val {output.val:q}"
-        " --stats {output.stats:q} > {log:q} 2>&1"
+        job_shell("tts combined")

@@ -14,21 +14,21 @@ rule vad:
     benchmark:
         f"{RESULTS}/{{ds}}/benchmarks/vad/{{shard}}.tsv"
     conda:
-        "../envs/vad.yaml"
+        job_env("vad run")
     envmodules:
-        "speechprep/vad",
+        job_module("vad run"),
     threads: config["vad"]["threads"]
     resources:
-        mem_mb=shard_memory("vad", dataset_manifest, block_seconds=config["vad"]["block_seconds"]),
+        mem_mb=shard_memory(
+            "vad run", dataset_manifest, block_seconds=config["vad"]["block_seconds"]
+        ),
         runtime=scaled(20, 40, of="shard"),
     params:
-        cmd=speechprep("vad"),
+        cmd=job_cmd("vad run"),
         p=job_params("vad run"),
         resume=f"{RESULTS}/{{ds}}/vad/.partial/{{shard}}.jsonl",
     shell:
-        "{params.cmd} vad run --shard {input.shard:q} --params {params.p:q}"
-        " --threads {threads} --resume {params.resume:q} --segments {output.segments:q}"
-        " --stats {output.stats:q} --rejects {output.rejects:q} > {log:q} 2>&1"
+        job_shell("vad run")
 
 
 rule vad_merge:
@@ -42,15 +42,14 @@ rule vad_merge:
     log:
         f"{RESULTS}/{{ds}}/logs/vad_merge.log",
     conda:
-        "../envs/vad.yaml"
+        job_env("vad merge")
     envmodules:
-        "speechprep/vad",
+        job_module("vad merge"),
     threads: 1
     resources:
         mem_mb=2000,
         runtime=30,
     params:
-        cmd=speechprep("vad"),
+        cmd=job_cmd("vad merge"),
     shell:
-        "{params.cmd} vad merge --csv {output.csv:q} --summary {output.summary:q}"
-        " --stats {input.stats:q} --rejects {input.rejects:q} --segments {input.segments:q} > {log:q} 2>&1"
+        job_shell("vad merge")

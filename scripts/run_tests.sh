@@ -21,8 +21,10 @@ run() {  # run ENV TESTDIR [pytest options]: 1 when its tests failed
   if [ $rc -ne 0 ] && [ $rc -ne 5 ]; then return 1; fi
 }
 suite() {  # suite STAGE: a stage's unit tests, its output printed at once when they end
-  local name="$1" env="$1"
-  [ "$name" = diarize ] && env=curate  # the diarization step runs on the curation env's Resemblyzer
+  local name="$1" env
+  # the env the stage's jobs are declared with (speechprep/<stage>/jobs.py), else the stage's name
+  env="$(awk -v s="$name" '$1 == s {print $2}' <<< "$STAGE_ENVS")"
+  env="${env:-$name}"
   if [ ! -d ".venvs/$env" ]; then
     echo "no .venvs/$env for tests/$name: run scripts/setup.sh"
     return 1
@@ -34,6 +36,10 @@ suite() {  # suite STAGE: a stage's unit tests, its output printed at once when 
 }
 export -f run suite
 export reports
+# "<stage> <env>" lines from the jobs' declarations (standard library only: any python3)
+STAGE_ENVS="$(python3 -m speechprep.jobs)" || { echo "cannot read the jobs' declarations"; exit 1; }
+export STAGE_ENVS
+if [ "${1:-}" = --print-envs ]; then echo "$STAGE_ENVS"; rm -rf "$reports"; exit 0; fi
 PYTEST_ARGS=("$@")
 # real human speech from Debian's archive (tests/real_speech.py), fetched once
 python3 tests/real_speech.py || { echo "cannot fetch the real-speech test data"; exit 1; }

@@ -1,68 +1,40 @@
-"""Every job of the workflow: the environment it runs in and its parameters class.
+"""Every job of the workflow, as the stages declare them (:mod:`speechprep.core.jobs`).
 
-A rule selects its job's parameters from the run's config with :func:`job_params`
+Each subpackage with a ``jobs`` module declares its jobs there; this module imports them
+all. A rule selects its job's parameters from the run's config with :func:`job_params`
 (each parameters class says where each of its fields comes from:
-:meth:`speechprep.core.config.StageParams.select`), so a config change reruns
-exactly the jobs whose parameters it changes. Standard library only: the Snakefile
-imports this.
+:meth:`speechprep.core.config.StageParams.select`), so a config change reruns exactly
+the jobs whose parameters it changes. Standard library only: the Snakefile imports this.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import importlib
 import json
-from dataclasses import dataclass, fields
+import pkgutil
+from pathlib import Path
 from typing import Any
 
-from .asr.params import AlignJobParams, AsrParams, GivenParams
-from .core.config import StageParams
-from .curate.params import DecideParams, DuplicateParams, MeasureParams, SpeakerParams
-from .diarize.params import DiarizeJobParams, RttmParams
-from .export.params import BucketParams, ExportParams
-from .ingest.params import IngestParams
-from .report.params import PlotParams
-from .s2s.params import S2sExportParams, S2sParams
-from .tts.params import ManifestParams, TextIdsParams, TextParams, TokenizerParams, TtsParams
-from .vad.params import VadParams
+from .core.jobs import DECLARED, Job
+
+PACKAGE = Path(__file__).parent
 
 
-@dataclass(frozen=True)
-class Job:
-    env: str  # the stage environment it runs in (envs/<env>.yaml)
-    params: type[StageParams] | None = None
+def _declared() -> dict[str, Job]:
+    for info in pkgutil.iter_modules([str(PACKAGE)]):
+        if info.ispkg and (PACKAGE / info.name / "jobs.py").is_file():
+            importlib.import_module(f"{__package__}.{info.name}.jobs")
+    jobs = {}
+    for name, spec in sorted(DECLARED.items()):
+        if isinstance(spec.params, str):
+            module, _, cls = spec.params.partition(":")
+            spec = dataclasses.replace(spec, params=getattr(importlib.import_module(f"{__package__}.{module}"), cls))
+        jobs[name] = spec
+    return jobs
 
 
-JOBS: dict[str, Job] = {
-    "ingest run": Job("ingest", IngestParams),
-    "vad run": Job("vad", VadParams),
-    "vad merge": Job("vad"),
-    "diarize run": Job("curate", DiarizeJobParams),  # Resemblyzer lives in the curate env
-    "diarize rttm": Job("curate", RttmParams),
-    "asr run": Job("asr", AsrParams),
-    "asr given": Job("asr", GivenParams),
-    "asr align": Job("asr", AlignJobParams),
-    "asr merge": Job("asr"),
-    "s2s run": Job("s2s", S2sParams),
-    "s2s export": Job("s2s", S2sExportParams),
-    "s2s inspect": Job("s2s"),
-    "tts grammars": Job("tts"),
-    "tts normalize": Job("tts", TextParams),
-    "tts tokenizer": Job("tts", TokenizerParams),
-    "tts features": Job("tts", TtsParams),
-    "tts text": Job("tts", TextIdsParams),
-    "tts manifest": Job("tts", ManifestParams),
-    "tts combined": Job("tts"),
-    "curate measure": Job("curate", MeasureParams),
-    "curate speakers": Job("curate", SpeakerParams),
-    "curate duplicates": Job("curate", DuplicateParams),
-    "curate decide": Job("curate", DecideParams),
-    "curate summary": Job("curate"),
-    "export shard": Job("export", ExportParams),
-    "export summary": Job("export", BucketParams),
-    "report plots": Job("report", PlotParams),
-    "report curation": Job("report", DecideParams),
-    "demo asr-model": Job("asr"),
-    "demo s2s-models": Job("s2s"),
-}
+JOBS: dict[str, Job] = _declared()
 
 
 def job_params(job: str, config: dict[str, Any], dataset: str | None = None, **given: Any) -> str:
@@ -72,6 +44,21 @@ def job_params(job: str, config: dict[str, Any], dataset: str | None = None, **g
     cls = JOBS[job].params
     if cls is None:
         raise KeyError(f"job {job!r} takes no parameters")
-    names = {f.name for f in fields(cls)}
+    names = {f.name for f in dataclasses.fields(cls)}
     own = {k: v for k, v in given.items() if k in names}
     return json.dumps(cls.select(config, dataset, **own), sort_keys=True)
+
+
+def stage_envs() -> dict[str, str]:
+    """The environment each stage's tests run in: its ``<stage> run`` job's, or the one its
+    jobs share (a stage whose jobs run in several has none)."""
+    envs: dict[str, set[str]] = {}
+    for name, spec in JOBS.items():
+        envs.setdefault(name.split()[0], set()).add(spec.env)
+    out = {stage: e.pop() for stage, e in envs.items() if len(e) == 1}
+    out.update({name.split()[0]: spec.env for name, spec in JOBS.items() if name.endswith(" run")})
+    return dict(sorted(out.items()))
+
+
+if __name__ == "__main__":  # "<stage> <env>" lines, for scripts/run_tests.sh
+    print("\n".join(f"{stage} {env}" for stage, env in stage_envs().items()))

@@ -1,6 +1,7 @@
 """Memory requests of the shard jobs (the rules' ``mem_mb``), from what each job will hold.
 
-A shard job's peak memory, per stage (docs/cluster.md, "Memory requests"):
+A shard job's peak memory, per job (its :class:`Memory`, declared with the job; docs/cluster.md,
+"Memory requests"):
 
     JOB_MB + fixed + MODEL_COPIES x its model files + MB per audio second x the seconds it
     holds at once + MB per audio second of the shard x the shard's seconds (the lines and
@@ -10,7 +11,7 @@ A shard job's peak memory, per stage (docs/cluster.md, "Memory requests"):
   counts against the job's memory: about 100 MB, 190 MB in an array task);
 * **fixed**: the interpreter and the stage's libraries: the stage's job on a demo shard
   (tiny models), measured as the peak of its SLURM memory cgroup, less ``JOB_MB``, with
-  headroom (``FIXED_MB``; docs/cluster.md has the figures);
+  headroom (``Memory.fixed_mb``; docs/cluster.md has the figures);
 * **models**: the model files' size on disk, ``MODEL_COPIES`` times (the bytes read, the
   state dict, the module's tensors while one is copied into the other). A model named by
   a hub id rather than a file counts ``HUB_MODEL_MB``;
@@ -39,26 +40,23 @@ MODEL_COPIES = 3
 JOB_MB = 250
 ROUND_MB = 256
 HUB_MODEL_MB = 4000  # a pretrained model by name: its size is not known before the download
-# The stages' fixed part (MB), from their demo peaks with headroom (docs/cluster.md).
-FIXED_MB = {
-    "vad": 150,  # the job's own process; each worker adds VAD_WORKER_MB
-    "asr": 1300,
-    "align": 1300,  # the ASR model and the text-normalisation grammars (bench/align_memory.py)
-    "s2s": 650,
-    "curate": 1950,
-    "diarize": 700,  # demo peak 455 MB (benchmark max_rss); a file's windows and one chunk of its audio on top
-    "tts": 700,
-    "export": 500,
-}
 VAD_WORKER_MB = 100
-# MB per audio second held at once in a model batch (activations, padded input, features).
-# align: the longest recording's kept log-probabilities and the greedy tokens (a 2-hour one: 926 MB
-# peak against 832 MB for 10 minutes, docs/benchmarks.md), with headroom.
-BATCH_MB_PER_S = {"asr": 4.0, "s2s": 4.0, "curate": 2.0, "tts": 2.0, "align": 0.05}
-# MB per audio second of the whole shard kept until the shard is written.
-SHARD_MB_PER_S = {"asr": 0.01, "s2s": 0.02, "curate": 0.01, "tts": 0.01, "export": 0.15, "diarize": 0.01}
 # Copies of a VAD decode block held at once: the block (every channel), its mono mix, its resampling.
 VAD_BLOCK_COPIES = 3
+
+
+@dataclass(frozen=True)
+class Memory:
+    """A shard job's memory model, declared with its job (``speechprep.<stage>.jobs``):
+    ``fixed_mb`` its fixed part (MB, from its demo peak with headroom: docs/cluster.md);
+    ``batch_mb_per_s`` MB per audio second held at once in a model batch (activations,
+    padded input, features); ``shard_mb_per_s`` MB per audio second of the whole shard kept
+    until the shard is written; ``workers``: one decode block per worker thread (VAD)."""
+
+    fixed_mb: float
+    batch_mb_per_s: float | None = None
+    shard_mb_per_s: float = 0.0
+    workers: bool = False
 
 
 @dataclass(frozen=True)
@@ -111,20 +109,20 @@ def model_mb(models: list[str]) -> float:
 
 
 def memory_mb(
-    stage: str,
+    memory: Memory,
     shard: ShardContent,
     models: list[str] = (),
     batch_seconds: float = 0.0,
     threads: int = 1,
     block_seconds: float = 60.0,
 ) -> int:
-    """The MB a ``stage`` job of ``shard`` needs at attempt 1, rounded up to ``ROUND_MB``
-    (see the module's docstring; for VAD, ``shard`` is the dataset's manifest)."""
-    mb = JOB_MB + FIXED_MB[stage] + MODEL_COPIES * model_mb(list(models))
-    mb += SHARD_MB_PER_S.get(stage, 0.0) * shard.seconds
-    if stage == "vad":
+    """The MB a job of ``memory``'s model needs for ``shard`` at attempt 1, rounded up to
+    ``ROUND_MB`` (see the module's docstring; for VAD, ``shard`` is the dataset's manifest)."""
+    mb = JOB_MB + memory.fixed_mb + MODEL_COPIES * model_mb(list(models))
+    mb += memory.shard_mb_per_s * shard.seconds
+    if memory.workers:
         block = shard.max_channel_rate * min(block_seconds, shard.longest or block_seconds) * 4 / 1e6
         mb += max(1, threads) * (VAD_WORKER_MB + VAD_BLOCK_COPIES * block)
-    elif stage in BATCH_MB_PER_S:
-        mb += BATCH_MB_PER_S[stage] * max(batch_seconds, shard.longest)
+    elif memory.batch_mb_per_s is not None:
+        mb += memory.batch_mb_per_s * max(batch_seconds, shard.longest)
     return int(-(-mb // ROUND_MB) * ROUND_MB)

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from . import demo_audio
+from .corpus import demo_audio
 
 CONV_LAYERS = "[(32, 10, 5)] + [(32, 3, 2)] * 4 + [(32, 2, 2)] * 2"  # 320x: 50 Hz at 16 kHz
 LEGACY_PROBLEMS = ("pickles", "float_ints", "pos_conv")

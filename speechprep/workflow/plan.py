@@ -177,30 +177,33 @@ class Plan:
         return [tts[k][len("torchscript:") :] for k in ("condition", "emotion") if tts[k].startswith("torchscript:")]
 
     # -- shell arguments naming many files -------------------------------------------------------
-    def per_shard_paths(self, ds: str, directory: str, suffix: str) -> str:
-        """``directory/<shard><suffix>`` for every shard of ``ds``, quoted for a shell line."""
-        return " ".join(shlex.quote(f"{directory}/{s}{suffix}") for s in self.shards(ds))
+    def per_shard_paths(self, ds: str, directory: str, suffix: str) -> list[str]:
+        """``directory/<shard><suffix>`` for every shard of ``ds``."""
+        return [f"{directory}/{s}{suffix}" for s in self.shards(ds)]
 
-    def speaker_job_args(self) -> str:
-        """The run-wide speakers job's dataset arguments: every dataset's name, its number of
-        shards and its shards' assignment files (``<ds>/curate/speaker_assignments/``)."""
-        names = list(self.config["datasets"])
-        assign = [self.per_shard_paths(ds, self._at(ds, "curate", "speaker_assignments"), ".jsonl") for ds in names]
-        return " ".join(
-            [
-                "--datasets " + " ".join(shlex.quote(ds) for ds in names),
-                "--shard-counts " + " ".join(str(len(self.shards(ds))) for ds in names),
-                "--assign " + " ".join(assign),
-            ]
-        )
+    def speaker_shard_counts(self) -> list[int]:
+        """How many of the run-wide speakers job's shard files are each dataset's, in order."""
+        return [len(self.shards(ds)) for ds in self.config["datasets"]]
 
-    def diarize_rttm_flags(self, shard: str, files: dict[str, str]) -> str:
-        """The RTTM job's flags naming the run's speakers (none without curation)."""
+    def speaker_assignment_files(self) -> list[str]:
+        """The run-wide speakers job's assignment files: every dataset's shards' in turn
+        (``<ds>/curate/speaker_assignments/<shard>.jsonl``)."""
+        return [
+            path
+            for ds in self.config["datasets"]
+            for path in self.per_shard_paths(ds, self._at(ds, "curate", "speaker_assignments"), ".jsonl")
+        ]
+
+    def diarize_rttm_flags(self, shard: str, files: dict[str, str]) -> dict[str, str]:
+        """The RTTM job's flags naming the run's speakers, by name (empty without curation)."""
         if "measures" not in files:
-            return ""
+            return dict.fromkeys(("measures", "assign", "clusters"), "")
         q = shlex.quote
-        assign = f"{files['assign']}/{shard}.jsonl"
-        return f"--measures {q(files['measures'])} --assign {q(assign)} --clusters {q(files['clusters'])}"
+        return {
+            "measures": f"--measures {q(files['measures'])}",
+            "assign": f"--assign {q(files['assign'] + '/' + shard + '.jsonl')}",
+            "clusters": f"--clusters {q(files['clusters'])}",
+        }
 
     # -- what a run asks for ----------------------------------------------------------------
     def stage_targets(self, ds: str, stage: str) -> list[str]:

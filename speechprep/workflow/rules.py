@@ -9,6 +9,7 @@ import shlex
 from pathlib import Path
 
 from ..core.resources import memory_mb, shard_content
+from ..jobs import JOBS
 
 
 def scaled(base: float, per_mb: float = 0.0, of: str | None = None, cap: float | None = None):
@@ -26,14 +27,18 @@ def scaled(base: float, per_mb: float = 0.0, of: str | None = None, cap: float |
     return f
 
 
-def shard_memory(stage: str, of, models=(), **settings):
+def shard_memory(job: str, of, models=(), **settings):
     """``mem_mb`` of a shard rule: what its job will hold (its shard's lines, longest segment
-    and audio, its models, its batch; :mod:`speechprep.core.resources`), x the attempt.
-    ``of``: the input that lists the shard, or a function of the wildcards giving a file."""
+    and audio, its models, its batch: the job's declared memory model,
+    :mod:`speechprep.core.resources`), x the attempt. ``of``: the input that lists the
+    shard, or a function of the wildcards giving a file."""
+    memory = JOBS[job].memory
+    if memory is None:
+        raise KeyError(f"job {job!r} declares no memory model")
 
     def f(wildcards, input, threads, attempt):
         listing = of(wildcards) if callable(of) else input[of]
-        return memory_mb(stage, shard_content(listing), models, threads=threads, **settings) * attempt
+        return memory_mb(memory, shard_content(listing), models, threads=threads, **settings) * attempt
 
     return f
 

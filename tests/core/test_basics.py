@@ -69,14 +69,14 @@ def test_cli_lists_every_job_and_exits_2_on_bad_arguments():
 def test_cli_flag_kinds():
     from speechprep.cli import parser
 
-    a = parser().parse_args(["demo", "asr-model", "--truth", "t.json", "--out", "m.nemo"])
-    assert (a.truth, a.out, a.max_steps) == ("t.json", "m.nemo", 1500)  # required, required, optional with default
+    a = parser().parse_args(["s2s", "export", "--checkpoint", "h.pt", "--out", "h.onnx", "--params", "{}"])
+    assert (a.checkpoint, a.out, a.threads) == ("h.pt", "h.onnx", 1)  # required, required, optional with default
     a = parser().parse_args(
         ["vad", "merge", "--stats", "a", "b", "--rejects", "r", "--segments", "s", "--csv", "c", "--summary", "j"]
     )
     assert a.stats == ["a", "b"] and a.csv == "c"  # one or more
     base = ["--params", "{}", "--tokenizer", "t", "--features", "f", "--texts", "t", "--rejects", "r"]
-    base += ["--asr", "a", "--units", "u", "--train", "tr", "--val", "v", "--stats", "s"]
+    base += ["--asr", "a", "--units", "u", "--pins", "e", "--train", "tr", "--val", "v", "--stats", "s"]
     assert parser().parse_args(["tts", "manifest", *base]).kept is None  # optional list
     assert parser().parse_args(["tts", "manifest", *base, "--kept", "k1", "k2"]).kept == ["k1", "k2"]
 

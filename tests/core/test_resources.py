@@ -4,7 +4,6 @@ import os
 
 from speechprep.core.jsonio import write_jsonl
 from speechprep.core.resources import (
-    FIXED_MB,
     HUB_MODEL_MB,
     JOB_MB,
     MODEL_COPIES,
@@ -13,6 +12,10 @@ from speechprep.core.resources import (
     memory_mb,
     shard_content,
 )
+from speechprep.jobs import JOBS
+
+ASR = JOBS["asr run"].memory
+VAD = JOBS["vad run"].memory
 
 
 def segments(n, seconds):
@@ -32,31 +35,31 @@ def test_shard_content_is_read_from_the_file_and_reread_when_it_changes(tmp_path
 
 def test_request_grows_with_what_the_job_holds(tmp_path):
     small, many = ShardContent(10, 50.0, 8.0), ShardContent(10_000, 50_000.0, 8.0)
-    base = memory_mb("asr", small, batch_seconds=60)
-    assert base >= JOB_MB + FIXED_MB["asr"] and base % ROUND_MB == 0
-    assert memory_mb("asr", many, batch_seconds=60) > base  # the shard's lines and results
-    assert memory_mb("asr", ShardContent(1, 600.0, 600.0), batch_seconds=60) > base  # longer than the budget
-    assert memory_mb("asr", small, batch_seconds=600) > base  # a bigger batch
+    base = memory_mb(ASR, small, batch_seconds=60)
+    assert base >= JOB_MB + ASR.fixed_mb and base % ROUND_MB == 0
+    assert memory_mb(ASR, many, batch_seconds=60) > base  # the shard's lines and results
+    assert memory_mb(ASR, ShardContent(1, 600.0, 600.0), batch_seconds=60) > base  # longer than the budget
+    assert memory_mb(ASR, small, batch_seconds=600) > base  # a bigger batch
     model = tmp_path / "m.nemo"
     with open(model, "wb") as f:
         f.truncate(200_000_000)  # a 200 MB model file (sparse)
-    assert memory_mb("asr", small, [str(model)], batch_seconds=60) - base >= MODEL_COPIES * 200 - ROUND_MB
+    assert memory_mb(ASR, small, [str(model)], batch_seconds=60) - base >= MODEL_COPIES * 200 - ROUND_MB
     # a model by hub name has no size yet; a local model not built yet counts nothing until it is
-    hub = memory_mb("asr", small, ["nvidia/canary-1b-flash"], batch_seconds=60)
+    hub = memory_mb(ASR, small, ["nvidia/canary-1b-flash"], batch_seconds=60)
     assert hub - base >= MODEL_COPIES * HUB_MODEL_MB - ROUND_MB
-    assert memory_mb("asr", small, [str(tmp_path / "later.nemo")], batch_seconds=60) == base
+    assert memory_mb(ASR, small, [str(tmp_path / "later.nemo")], batch_seconds=60) == base
     # shards of similar size ask for the same (a job array gets its first task's request)
-    assert memory_mb("asr", ShardContent(900, 3500.0, 29.0), batch_seconds=120) == memory_mb(
-        "asr", ShardContent(1100, 3700.0, 30.0), batch_seconds=120
+    assert memory_mb(ASR, ShardContent(900, 3500.0, 29.0), batch_seconds=120) == memory_mb(
+        ASR, ShardContent(1100, 3700.0, 30.0), batch_seconds=120
     )
 
 
 def test_vad_request_follows_workers_channels_and_rate():
     mono = ShardContent(5, 3000.0, 600.0, 16000)
     array = ShardContent(5, 3000.0, 600.0, 128 * 16000)  # one 128-channel recording among them
-    one = memory_mb("vad", mono, threads=1, block_seconds=60)
-    assert memory_mb("vad", mono, threads=4, block_seconds=60) > one
+    one = memory_mb(VAD, mono, threads=1, block_seconds=60)
+    assert memory_mb(VAD, mono, threads=4, block_seconds=60) > one
     # a 60 s block of 128 channels in float32 is 491 MB, held three times
-    assert memory_mb("vad", array, threads=1, block_seconds=60) - one >= 3 * 491 - ROUND_MB
+    assert memory_mb(VAD, array, threads=1, block_seconds=60) - one >= 3 * 491 - ROUND_MB
     short = ShardContent(5, 50.0, 10.0, 128 * 16000)  # files shorter than a block: a file's worth
-    assert memory_mb("vad", short, threads=1, block_seconds=60) < memory_mb("vad", array, threads=1, block_seconds=60)
+    assert memory_mb(VAD, short, threads=1, block_seconds=60) < memory_mb(VAD, array, threads=1, block_seconds=60)

@@ -25,7 +25,7 @@ import torch
 def main(truth: str, clips_npz: str, out: str, layer: int = 2, n_units: int = 50, seed: int = 0) -> None:
     from sklearn.cluster import MiniBatchKMeans
 
-    from speechprep.demo import demo_audio
+    from speechprep.demo.corpus import demo_audio
     from speechprep.demo.s2s_models import tiny_hubert
 
     with tempfile.TemporaryDirectory() as tmp:

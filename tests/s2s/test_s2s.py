@@ -17,7 +17,7 @@ from speechprep.core.artifacts import read_wav
 from speechprep.core.errors import UsageError
 from speechprep.core.jsonio import read_jsonl, write_jsonl
 from speechprep.core.modelstage import ShardFiles
-from speechprep.demo import demo_audio
+from speechprep.demo.corpus import demo_audio
 from speechprep.demo.s2s_models import build_demo, tiny_hubert, tiny_vocoder
 from speechprep.s2s import fairseq_legacy as legacy
 from speechprep.s2s import models as s2s

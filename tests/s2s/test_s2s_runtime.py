@@ -15,7 +15,7 @@ pytest.importorskip("onnx", reason="onnx is not in this S2S env (envs/s2s.yaml)"
 from speechprep.core.audio import read_segment
 from speechprep.core.errors import ModelFileError, UsageError
 from speechprep.core.modelfiles import sha256_file
-from speechprep.demo import demo_audio
+from speechprep.demo.corpus import demo_audio
 from speechprep.demo.s2s_models import LEGACY_PROBLEMS, save_checkpoint, tiny_hubert
 from speechprep.s2s import fairseq_legacy
 from speechprep.s2s import runtime as rt

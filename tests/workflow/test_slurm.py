@@ -183,6 +183,7 @@ def test_every_shard_job_fit_its_first_memory_request(cluster, slurm_demo, demo)
     lines and longest segment, the models, the batch): under enforced memory, every demo
     shard job ran once and COMPLETED with the request computed from its own shard."""
     from speechprep.core.resources import memory_mb, shard_content
+    from speechprep.jobs import JOBS
 
     memory_enforcement(cluster)
     work, out = slurm_demo
@@ -194,10 +195,11 @@ def test_every_shard_job_fit_its_first_memory_request(cluster, slurm_demo, demo)
         assert len(records) == DEMO_SHARDS and all(ok), (rule, records)
     # each task asked for its shard's request; in an array, the plugin adds a few MB for its payload
     asked = lambda rule: [comp[j][0][1] for j in jobs[rule]]
-    vad = memory_mb("vad", shard_content(res / "manifest.jsonl"), threads=2)
+    vad = memory_mb(JOBS["vad run"].memory, shard_content(res / "manifest.jsonl"), threads=2)
     assert all(vad <= mb <= vad + 64 for mb in asked("vad")), (vad, asked("vad"))
     model = [demo_models(demo[0])["asr"]["model"]]
-    asr = {memory_mb("asr", shard_content(p), model, batch_seconds=120) for p in res.glob("vad/*.segments.jsonl")}
+    shards = res.glob("vad/*.segments.jsonl")
+    asr = {memory_mb(JOBS["asr run"].memory, shard_content(p), model, batch_seconds=120) for p in shards}
     assert len(asr) == 1 and all(min(asr) <= mb <= min(asr) + 64 for mb in asked("asr")), (asr, asked("asr"))
 
 
@@ -313,7 +315,7 @@ ATTEMPT1_MB, ATTEMPT2_MB = 500, 2000
 
 def heavy_multichannel_file(path, channels=OOM_CHANNELS, seconds=120.0):
     """An array recording: the same demo speech on every channel (8-bit, to keep the file small)."""
-    from speechprep.demo import demo_audio
+    from speechprep.demo.corpus import demo_audio
 
     sr = 16000
     mono = np.resize(np.concatenate(demo_audio(REPO / "resources" / "demo" / "truth.json")), int(seconds * sr))

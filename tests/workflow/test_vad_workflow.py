@@ -22,7 +22,7 @@ from conftest import (
     write_config,
 )
 
-from speechprep.demo import demo_audio, frame_counts
+from speechprep.demo.corpus import demo_audio, frame_counts
 
 pytestmark = pytest.mark.slow  # real snakemake runs
 

@@ -1,0 +1,70 @@
+"""The curation stage's jobs (:mod:`speechprep.core.jobs`)."""
+
+from ..core.jobs import job, shard_files, torch_threads
+from ..core.resources import Memory
+from .params import DecideParams, DuplicateParams, MeasureParams, SpeakerParams
+
+
+@job(
+    "curate measure",
+    "curate",
+    MeasureParams,
+    inputs="segments units",
+    outputs="out embeddings minhash fingerprint rejects",
+    options="threads? resume",
+    memory=Memory(1950, batch_mb_per_s=2.0, shard_mb_per_s=0.01),
+)
+def measure(f, p):
+    """DNSMOS, loudness, SNR, bandwidth, rates, speaker embedding and hashes of one shard."""
+    from . import measure
+
+    torch_threads(f.threads)
+    measure.run(shard_files(f), p, f.units, f.embeddings, f.minhash, f.fingerprint, f.threads)
+
+
+@job(
+    "curate speakers",
+    "curate",
+    SpeakerParams,
+    inputs="measures+ embeddings+",
+    outputs="dataset-clusters+ centroids-dir clusters",
+    options="datasets+ shard-counts+ assign+",
+)
+def speakers(f, p):
+    """Pseudo speakers of every dataset of a run, one id space (--shard-counts: how many of the
+    --measures, --embeddings and --assign files are each of --datasets's; --dataset-clusters: one each)."""
+    from . import stage
+
+    files = stage.SpeakerFiles(f.datasets, f.shard_counts, f.measures, f.embeddings, f.assign, f.dataset_clusters)
+    stage.run_speakers(files, f.centroids_dir, f.clusters, p)
+
+
+@job("curate duplicates", "curate", DuplicateParams, inputs="measures+ minhash+ fingerprint+", options="out+")
+def duplicates(f, p):
+    """Exact, acoustic and near duplicates across every shard of a dataset (--out: one per --measures)."""
+    from . import stage
+
+    stage.run_duplicates(f.measures, f.minhash, f.out, p, fingerprint=f.fingerprint)
+
+
+@job(
+    "curate decide",
+    "curate",
+    DecideParams,
+    inputs="measures measure-rejects",
+    outputs="out rejects",
+    options="speakers duplicates",
+)
+def decide(f, p):
+    """Keep or reject each measured segment of one shard, with its tier."""
+    from . import stage
+
+    stage.run_decide(f.measures, f.measure_rejects, f.speakers, f.duplicates, f.out, f.rejects, p)
+
+
+@job("curate summary", "curate", inputs="kept+ rejects+ clusters", outputs="summary speakers")
+def summary(f, p):
+    """A dataset's curate/summary.json and speakers.jsonl."""
+    from . import stage
+
+    stage.run_summary(f.kept, f.rejects, f.clusters, f.summary, f.speakers)

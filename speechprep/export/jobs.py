@@ -1,0 +1,30 @@
+"""The export stage's jobs (:mod:`speechprep.core.jobs`)."""
+
+from ..core.jobs import job
+from ..core.resources import Memory
+from .params import BucketParams, ExportParams
+
+
+@job(
+    "export shard",
+    "export",
+    ExportParams,
+    inputs="manifests+ features",
+    outputs="rejects",
+    options="resume out-dir",
+    memory=Memory(500, shard_mb_per_s=0.15),  # the shard's FLAC bytes and Parquet table
+)
+def shard(f, p):
+    """One shard's kept segments in every format of export.formats."""
+    from . import stage
+
+    stage.run_shard(f.manifests, f.features, f.out_dir, f.rejects, p, f.resume)
+
+
+@job("export summary", "export", BucketParams, inputs="indexes+", outputs="index stats", options="format?")
+def summary(f, p):
+    """A format's index.jsonl and stats.json (segments, hours, duration-bucket edges),
+    and what the format's loader reads for the whole dataset (--format)."""
+    from . import stage
+
+    stage.run_summary(f.indexes, f.index, f.stats, p, f.format)

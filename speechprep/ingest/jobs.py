@@ -1,0 +1,12 @@
+"""The ingest stage's job (:mod:`speechprep.core.jobs`)."""
+
+from ..core.jobs import job
+from .params import IngestParams
+
+
+@job("ingest run", "ingest", IngestParams, outputs="manifest rejects shards", options="threads?")
+def run(f, p):
+    """List or read a dataset, probe headers, write the manifest and shards."""
+    from . import stage
+
+    stage.run(p, f.manifest, f.rejects, f.shards, f.threads)

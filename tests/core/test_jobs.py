@@ -1,0 +1,124 @@
+"""Each job declared once, in its stage's own jobs module: the command line, the rules and
+the test runner read that declaration (speechprep.core.jobs)."""
+
+import ast
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from speechprep.core.jobs import DECLARED, Job, job
+from speechprep.jobs import JOBS
+
+REPO = Path(__file__).resolve().parents[2]
+RULES = sorted((REPO / "rules").glob("*.smk"))
+
+
+def rule_blocks():
+    """``(rule name, its text)`` of every rule and checkpoint of the workflow."""
+    for f in RULES:
+        text = f.read_text(encoding="utf-8")
+        for m in re.finditer(r"(?ms)^(?:rule|checkpoint) (\w+):\n(.*?)(?=^\S|\Z)", text):
+            yield m.group(1), m.group(2)
+
+
+def test_every_job_is_declared_in_its_own_stage_package_and_nowhere_else():
+    for name, spec in JOBS.items():
+        stage = name.split()[0]
+        assert spec.run.__module__ == f"speechprep.{stage}.jobs", name
+    for path in (REPO / "speechprep").rglob("*.py"):
+        if path.name == "jobs.py" and path.parent.parent.name == "speechprep":
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "job"]
+        assert not calls or path.name == "jobs.py", f"a job declared in {path}"
+
+
+def test_every_rule_that_runs_a_job_takes_its_env_command_and_shell_line_from_it():
+    seen = set()
+    for rule, body in rule_blocks():
+        if "shell:" not in body:
+            continue
+        m = re.search(r'job_shell\("([^"]+)"', body)
+        assert m, f"rule {rule} writes its own shell line"
+        name = m.group(1)
+        seen.add(name)
+        for directive in (f'job_env("{name}")', f'job_module("{name}")', f'cmd=job_cmd("{name}")'):
+            assert directive in body, (rule, directive)
+        assert "../envs/" not in body and "speechprep(" not in body, rule
+    # every job but the one run by hand has a rule; "asr given" shares the ASR rule's line
+    assert set(JOBS) - seen == {"asr given", "s2s inspect"}
+    assert [f.name for f in JOBS["asr given"].flags] == [f.name for f in JOBS["asr run"].flags]
+
+
+def rule_keys_missing(body: str, spec: Job) -> list:
+    """The flags of ``spec`` a rule's text does not name as its keys: each required flag is
+    the rule's input, output or params key of the same name, each optional one a params key
+    holding the whole flag (speechprep.core.jobs)."""
+    sections = dict(re.findall(r"(?ms)^    (input|output|params):\n(.*?)(?=^    \S|\Z)", body))
+    keys = {s: set(re.findall(r"(?m)^        (\w+)=", text)) for s, text in sections.items()}
+    missing = []
+    for flag in spec.flags:
+        if flag.name == "threads" or (flag.role == "inputs" and "unpack(" in sections["input"]):
+            continue  # the rule's threads; inputs named by a function's dict
+        section = (
+            "params" if flag.optional else {"inputs": "input", "outputs": "output", "options": "params"}[flag.role]
+        )
+        if flag.key not in keys.get(section, set()):
+            missing.append(flag)
+    return missing
+
+
+def test_a_rules_keys_are_its_jobs_flags():
+    for rule, body in rule_blocks():
+        m = re.search(r'job_shell\("([^"]+)"', body)
+        if m:
+            assert rule_keys_missing(body, JOBS[m.group(1)]) == [], rule
+
+
+def test_the_adding_a_stage_example_declares_a_job_its_rule_runs():
+    """docs/development.md's example: the stage, its declaration and its rule agree."""
+    doc = (REPO / "docs" / "development.md").read_text(encoding="utf-8")
+    section = doc[doc.index("## Adding a stage") : doc.index("## Tests, lint")]
+    python = re.findall(r"```python\n(.*?)```", section, re.S)
+    rule = re.search(r"```\nrule (\w+):\n(.*?)```", section, re.S)
+    assert len(python) == 2 and rule
+    namespace: dict = {}
+    try:
+        exec(compile("\n".join(python), "development.md", "exec"), namespace)
+        spec = DECLARED["level run"]
+        assert spec.run is namespace["level"] and spec.params is namespace["LevelParams"]
+        assert rule_keys_missing(rule.group(2), spec) == []
+        for directive in ('job_env("level run")', 'job_module("level run")', 'job_cmd("level run")'):
+            assert directive in rule.group(2)
+        assert 'job_shell("level run")' in rule.group(2) and 'shard_memory("level run"' in rule.group(2)
+    finally:
+        DECLARED.pop("level run", None)
+
+
+def test_the_declaration_gives_the_files_the_shell_line_and_refuses_a_second_one():
+    spec = Job("x run", "vad", lambda f, p: None, None, "segments", "out rejects", "threads? resume grammars*")
+    assert [(f.name, f.kind, f.role) for f in spec.flags][:2] == [("segments", "", "inputs"), ("out", "", "outputs")]
+    line = spec.shell()
+    assert line.startswith("{params.cmd} x run --segments {input.segments:q} --out {output.out:q}")
+    assert "--threads {threads}" in line and "{params.grammars}" in line and line.endswith("> {log:q} 2>&1")
+    assert "--params" not in line  # no parameters class
+    files = spec.files(
+        type("A", (), {"segments": "s", "out": "o", "rejects": "r", "threads": 2, "resume": "p", "grammars": None})
+    )
+    assert (files.segments, files.threads, files.grammars) == ("s", 2, None)
+    with pytest.raises(ValueError, match="declared twice"):
+        Job("x y", "vad", print, None, "a", "a")
+    with pytest.raises(ValueError, match="declared twice"):
+        job("vad run", "vad")(print)
+
+
+def test_the_test_runner_takes_each_stages_env_from_the_declarations():
+    out = subprocess.run(
+        ["bash", "scripts/run_tests.sh", "--print-envs"], cwd=REPO, capture_output=True, text=True, encoding="utf-8"
+    )
+    envs = dict(line.split() for line in out.stdout.splitlines())
+    assert envs["diarize"] == "curate" and envs["vad"] == "vad"  # diarization runs on curation's Resemblyzer
+    assert "demo" not in envs  # its jobs run in two envs: no tests/demo suite
+
