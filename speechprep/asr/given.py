@@ -49,7 +49,7 @@ def screen(seg: dict[str, Any], p: AsrParams | GivenParams) -> Rejected | None:
 def run(files: ShardFiles, p: AsrParams | GivenParams) -> dict[str, Any]:
     """Every utterance of ``files.items`` with its given text (module docstring): the job
     ``asr given`` (:class:`GivenParams`)."""
-    job = ShardJob(STAGE, files.items, None, {"text": "given", "min": p.min_duration, "max": p.max_duration}, VERSION)
+    job = ShardJob(STAGE, files.items, None, {"text": "given", **p.identity()}, VERSION)
     todo = job.todo(lambda seg: screen(seg, p))
     with job.running(todo):
         for seg in todo:

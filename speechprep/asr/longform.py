@@ -25,7 +25,6 @@ a recording is left to align.
 from __future__ import annotations
 
 import logging
-from dataclasses import asdict
 from typing import Any
 
 from ..core.audio import AudioError
@@ -103,11 +102,9 @@ def run(
     """Align the long recordings of a shard's segments file; write every utterance (module docstring)."""
     lines = list(read_jsonl(segments))
     aligner = Aligner(p, grammars, threads)
-    params = {**asdict(p), **aligner.identity, "grammars": sorted(grammars)}
-    for k in ("model_failure", "hash_cache"):
-        params.pop(k)
     job = ShardJob(
-        STAGE, segments, resume, params, VERSION, unit="recordings",
+        STAGE, segments, resume, {**p.identity(), **aligner.identity, "grammars": sorted(grammars)}, VERSION,
+        unit="recordings",
         failure_rule=FailureRule.from_dict(p.model_failure), model=p.model,
         items=[x for x in lines if x.get("long_form")],
     )  # fmt: skip

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..core.config import StageParams, from_config, from_dataset
+from ..core.config import StageParams, from_config, from_dataset, run_only
 
 
 @dataclass(frozen=True)
@@ -22,14 +22,14 @@ class AsrParams(StageParams):
     max_batch_seconds: float
     min_duration: float
     max_duration: float
-    batch_timeout: float
+    batch_timeout: float = run_only()
     timestamps: bool
     trim: bool
     trim_pad: float
     dataset_language: str | None = from_dataset("language")
     text: str = from_dataset("text", "ingest.text")  # asr, given (no model), verify
-    model_failure: dict = from_config("model_failure")
-    hash_cache: str | None = from_config(None)
+    model_failure: dict = from_config("model_failure", run_only=True)
+    hash_cache: str | None = from_config(None, run_only=True)
 
 
 @dataclass(frozen=True)
@@ -69,5 +69,5 @@ class AlignJobParams(AlignParams):
     device: str = from_config("asr.device")
     language: str = from_config("asr.language")
     dataset_language: str | None = from_dataset("language")
-    model_failure: dict = from_config("model_failure")
-    hash_cache: str | None = from_config(None)
+    model_failure: dict = from_config("model_failure", run_only=True)
+    hash_cache: str | None = from_config(None, run_only=True)

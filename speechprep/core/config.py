@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from dataclasses import dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, ClassVar, Self
 
@@ -167,10 +167,17 @@ def effective(cfg: dict[str, Any], command_line_files: list[str], defaults_file:
     return out
 
 
-def from_config(key: str | None) -> Any:
+def from_config(key: str | None, run_only: bool = False) -> Any:
     """A parameter taken from config key ``key`` (dotted: ``tts.layout``, ``model_failure``)
-    rather than from its class's section; ``None``: given by the rule (:meth:`StageParams.select`)."""
-    return field(metadata={"key": key})
+    rather than from its class's section; ``None``: given by the rule (:meth:`StageParams.select`).
+    ``run_only``: see :func:`run_only`."""
+    return field(metadata={"key": key, "run_only": run_only})
+
+
+def run_only() -> Any:
+    """A parameter of the class's section that changes how a job runs, not what it writes
+    (a watchdog's limit): left out of its resume fingerprint (:meth:`StageParams.identity`)."""
+    return field(metadata={"run_only": True})
 
 
 def from_dataset(key: str, fallback: str | None = None) -> Any:
@@ -196,6 +203,12 @@ class StageParams:
     :func:`from_dataset`). :meth:`from_dict` refuses unknown and missing keys."""
 
     SECTION: ClassVar[str] = ""
+
+    def identity(self) -> dict[str, Any]:
+        """What a job's resume fingerprint holds of its parameters: every field but those
+        marked run-only (:func:`run_only`; the failure rule, the digest cache), so a setting
+        that changes what the job writes restarts it, one that does not keeps its progress."""
+        return {k: v for k, v in asdict(self).items() if not self.__dataclass_fields__[k].metadata.get("run_only")}
 
     @classmethod
     def select(cls, config: dict[str, Any], dataset: str | None = None, **given: Any) -> dict[str, Any]:

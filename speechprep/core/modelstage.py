@@ -32,7 +32,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Hashable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any, ClassVar
@@ -48,7 +48,6 @@ from .watchdog import Watchdog
 log = logging.getLogger("speechprep.modelstage")
 
 # parameters that say how a job runs, not what it writes: not in the resume fingerprint
-RUN_ONLY = ("model_failure", "hash_cache", "batch_timeout")
 
 
 @dataclass(frozen=True)
@@ -89,7 +88,7 @@ class ModelStage:
         return {}
 
     def fingerprint(self) -> dict[str, Any]:
-        params = {k: v for k, v in asdict(self.p).items() if k not in RUN_ONLY}
+        params = self.p.identity()
         return {**params, **self.identity}
 
     def model_name(self) -> str:

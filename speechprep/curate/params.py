@@ -27,8 +27,8 @@ class MeasureParams(StageParams):
     snr_noise_seconds: float
     minhash_perm: int
     minhash_ngram: int
-    model_failure: dict = from_config("model_failure")
-    hash_cache: str | None = from_config(None)
+    model_failure: dict = from_config("model_failure", run_only=True)
+    hash_cache: str | None = from_config(None, run_only=True)
 
 
 @dataclass(frozen=True)

@@ -211,7 +211,7 @@ def run_decide(
     """Keep or reject each measured segment of a shard; the measure job's rejects pass through."""
     assign = {a["id"]: a for a in read_jsonl(speakers)}
     dups = {d["id"]: d for d in read_jsonl(duplicates)}
-    job = ShardJob(STAGE, measures, None, asdict(p), "1")
+    job = ShardJob(STAGE, measures, None, p.identity(), "1")
     with job.running(job.todo()):
         for m in job.items:
             a = assign.get(m["id"])

@@ -75,7 +75,7 @@ class DiarizeJobParams(DiarizeParams):
     """The per-shard job (rule ``diarize``): the diarization's parameters, and when a shard whose
     encoder keeps failing fails (``model_failure``; a file it fails on passes through)."""
 
-    model_failure: dict = from_config("model_failure")
+    model_failure: dict = from_config("model_failure", run_only=True)
 
 
 @dataclass(frozen=True)

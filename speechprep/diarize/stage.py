@@ -27,7 +27,7 @@ The RTTM job (rule ``diarize_rttm``, after curation's speakers) is
 from __future__ import annotations
 
 import logging
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 from ..core.audio import SAMPLE_RATE, AudioError
@@ -130,9 +130,8 @@ def _outcome(job: ShardJob, model, item: dict[str, Any], p: DiarizeParams) -> Ac
 def run(files: DiarizeFiles, p: DiarizeJobParams, threads: int = 1, model=None) -> dict[str, Any]:
     """Diarize every file of a shard (resumable per file); ``model``: a loaded encoder (tests)."""
     items = file_items(list(read_jsonl(files.segments)))
-    own = {k: v for k, v in asdict(p).items() if k != "model_failure"}  # how it runs, not what it writes
     rule = FailureRule.from_dict(p.model_failure)
-    job = ShardJob(STAGE, files.segments, files.resume, own, VERSION, "files", rule, "Resemblyzer", items)
+    job = ShardJob(STAGE, files.segments, files.resume, p.identity(), VERSION, "files", rule, "Resemblyzer", items)
     todo = job.todo(keep=lambda item, saved: "error" not in saved.data["stats"])
     with job.running(todo):
         if todo and model is None:

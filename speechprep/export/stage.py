@@ -154,7 +154,7 @@ def run_shard(
         "export",
         features_index,
         resume,
-        {"formats": params.formats, "sample_rate": params.sample_rate, "lufs": params.lufs, "items": digest},
+        {**params.identity(), "items": digest},
         VERSION,
         items=items,
     )

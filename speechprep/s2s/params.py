@@ -27,8 +27,8 @@ class S2sParams(StageParams):
     dur_prediction: str
     runtime: str
     layout: str = from_config("tts.layout")
-    model_failure: dict = from_config("model_failure")
-    hash_cache: str | None = from_config(None)
+    model_failure: dict = from_config("model_failure", run_only=True)
+    hash_cache: str | None = from_config(None, run_only=True)
 
 
 @dataclass(frozen=True)

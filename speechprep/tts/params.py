@@ -45,8 +45,8 @@ class TtsParams(StageParams):
     languages: dict
     layout: str
     dataset_language: str | None = from_dataset("language")
-    model_failure: dict = from_config("model_failure")
-    hash_cache: str | None = from_config(None)
+    model_failure: dict = from_config("model_failure", run_only=True)
+    hash_cache: str | None = from_config(None, run_only=True)
 
 
 @dataclass(frozen=True)
@@ -68,4 +68,4 @@ class ManifestParams(StageParams):
     emotion: str
     name: str = from_config(None)  # the dataset's name
     config_sha256: str = from_config(None)  # the run's config digest (speechprep.core.config.digest)
-    hash_cache: str | None = from_config(None)
+    hash_cache: str | None = from_config(None, run_only=True)

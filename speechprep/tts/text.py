@@ -98,7 +98,7 @@ def run_text(
     sp = load_tokenizer(tokenizer)
     normalized = list(normalized)
     spoken = {n["id"]: n for path in normalized for n in read_jsonl(path)}
-    job = ShardJob(STAGE, index_path, None, {"tokenizer": tokenizer, "layout": p.layout}, "1")
+    job = ShardJob(STAGE, index_path, None, {"tokenizer": tokenizer, **p.identity()}, "1")
     scratch = Scratch(Path(ids_dir).parent / f".{job.name}.text_ids", [Kind("text_ids", "int32")])
     lengths: dict[str, int] = {}
     with job.running(job.todo()):

@@ -15,7 +15,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -385,7 +385,7 @@ def run_shard(
 ) -> dict[str, Any]:
     """VAD over every file of a shard; returns counts. Resumes from ``resume``."""
     check_ten_vad(params)
-    job = ShardJob(STAGE, shard_path, resume, asdict(params), ALGORITHM_VERSION, unit="files")
+    job = ShardJob(STAGE, shard_path, resume, params.identity(), ALGORITHM_VERSION, unit="files")
     todo = job.todo()
 
     def emit(entry: dict, outcome: Outcome) -> None:

@@ -122,3 +122,26 @@ def test_the_test_runner_takes_each_stages_env_from_the_declarations():
     assert envs["diarize"] == "curate" and envs["vad"] == "vad"  # diarization runs on curation's Resemblyzer
     assert "demo" not in envs  # its jobs run in two envs: no tests/demo suite
 
+
+def test_one_fingerprint_policy_every_field_but_those_marked_run_only():
+    """A shard job's resume fingerprint holds its parameters' identity(): every field but the
+    run-only ones (the failure rule, the digest cache, a watchdog's limit); no job builds it by hand."""
+    from dataclasses import fields
+
+    for name, spec in JOBS.items():
+        if spec.params is None:
+            continue
+        marked = {f.name for f in fields(spec.params) if f.metadata.get("run_only")}
+        assert marked == {f.name for f in fields(spec.params)} & {"model_failure", "hash_cache", "batch_timeout"}, name
+    calls = []
+    for path in (REPO / "speechprep").rglob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "ShardJob":
+                calls.append((path.name, ast.unparse(node.args[3])))
+    assert len(calls) >= 8 and all("identity()" in arg or arg == "stage.fingerprint()" for _, arg in calls), calls
+    import inspect
+
+    from speechprep.core.modelstage import ModelStage
+
+    assert "self.p.identity()" in inspect.getsource(ModelStage.fingerprint)  # the model stages' own
