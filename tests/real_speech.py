@@ -393,6 +393,8 @@ def with_music_between(prompts: list[Path], music: list[Path], out: Path, seed: 
 def _run(cmd: list[str]) -> None:
     if shutil.which(cmd[0]) is None:
         raise RuntimeError(f"{cmd[0]} is not installed (Debian: apt-get install sox libsox-fmt-all ffmpeg)")
+    if cmd[0] == "sox":  # repeatable: sox seeds its dither at random unless told (-R), so copies differ per run
+        cmd = [cmd[0], "-R", *cmd[1:]]
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed: {p.stderr.strip()[-500:]}")
