@@ -30,10 +30,10 @@ import soundfile as sf
 from speechprep.asr import stage as asr
 from speechprep.asr.words import NemoTranscriber
 from speechprep.core import modelstage
-from speechprep.core.jsonio import write_jsonl
 from speechprep.core.modelstage import ShardFiles
 from speechprep.demo.corpus import long_source_segments
-from tests.support import params
+from speechprep.io.jsonio import write_jsonl
+from tests.support import cpu_batch, params
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -71,7 +71,7 @@ def main() -> None:
     model = asr.load_model(a.model, a.device)
     sr = asr.model_sample_rate(model)
     tx = NemoTranscriber(model)
-    p = params(asr.AsrParams, model=a.model, device=a.device, cpu_batch_seconds=a.cpu_batch_seconds)
+    p = params(asr.AsrParams, model=a.model, device=a.device, batch=cpu_batch(a.cpu_batch_seconds))
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         segs = make_segments(tmp, a.segments, np.random.default_rng(0))
@@ -112,7 +112,7 @@ def main() -> None:
         + ")"
     )
     print(
-        f"  stage: sorted batches within {p.cpu_batch_seconds:.0f} padded s, read by offset from the source: "
+        f"  stage: sorted batches within {p.batch.cpu_seconds:.0f} padded s, read by offset from the source: "
         f"{med['stage']:.2f} s, {audio / med['stage']:.1f} audio-s/s  (runs: "
         + ", ".join(f"{x:.2f}" for x in times["stage"])
         + ")"

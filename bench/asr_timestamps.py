@@ -26,8 +26,8 @@ from asr_throughput import REPO, make_segments
 from speechprep.asr import stage as asr
 from speechprep.asr.words import NemoTranscriber
 from speechprep.core import modelstage
-from speechprep.core.jsonio import read_jsonl, write_jsonl
 from speechprep.core.modelstage import ShardFiles
+from speechprep.io.jsonio import read_jsonl, write_jsonl
 from tests.support import params
 
 

@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 import soundfile as sf
 
-from speechprep.core.jsonio import write_jsonl
+from speechprep.io.jsonio import write_jsonl
 from speechprep.vad.params import VadParams
 from speechprep.vad.stage import analyze_file
 from tests import real_speech as R

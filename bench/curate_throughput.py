@@ -11,7 +11,7 @@ units. Both variants compute the same measures of every segment:
   meter, peak, clipping, DC, SNR (its file's non-speech), bandwidth, speaking rate, unit ratio,
   PCM sha256, MinHash, acoustic fingerprint, then Resemblyzer ``embed_utterance(preprocess_wav(x))``
   (what a hand-written script does), one JSON line and one ``.npy`` each;
-* stage: ``speechprep.curate.measure.run`` (batches of ``batch_seconds``;
+* stage: ``speechprep.curate.measure.run`` (batches of ``batch.cpu_seconds``;
   DNSMOS windows batched with their full-resolution convolutions shared,
   Resemblyzer partials of a batch in one forward; resumable, atomic writes),
   ``curate.threads`` = 2.
@@ -73,14 +73,14 @@ def measure_params():
 def run_variant(variant: str, d: Path, out: Path) -> dict:
     import torch
 
-    from speechprep.core.audio import read_segment
-    from speechprep.core.jsonio import read_jsonl, write_jsonl
     from speechprep.core.modelstage import ShardFiles
     from speechprep.curate import measure
     from speechprep.curate import measures as M
     from speechprep.curate.duplicates import minhash_signature
     from speechprep.curate.fingerprint import fingerprint, unpack
     from speechprep.curate.nonspeech import NonSpeech
+    from speechprep.io.audio import read_segment
+    from speechprep.io.jsonio import read_jsonl, write_jsonl
 
     torch.set_num_threads(2)
     p = measure_params()
@@ -158,7 +158,7 @@ def run_variant(variant: str, d: Path, out: Path) -> dict:
 
 def compare(loop: Path, stage: Path) -> dict[str, float]:
     """Largest absolute difference per field between the two variants' results (0 = identical)."""
-    from speechprep.core.jsonio import read_jsonl
+    from speechprep.io.jsonio import read_jsonl
 
     a = {x["id"]: x for x in read_jsonl(loop / "measures.jsonl")}
     b = {x["id"]: x for x in read_jsonl(stage / "measures.jsonl")}
@@ -181,7 +181,7 @@ def compare(loop: Path, stage: Path) -> dict[str, float]:
 def real_corpus(d: Path) -> tuple[list[dict], float]:
     """The segments in ``d`` (made by bench/curate_real_clips.py in the VAD environment when
     missing) and their hours."""
-    from speechprep.core.jsonio import read_jsonl
+    from speechprep.io.jsonio import read_jsonl
 
     if not (d / "segments.jsonl").exists():
         vad = REPO / ".venvs" / "vad" / "bin" / "python"
@@ -223,7 +223,7 @@ def run_job(d: Path, out: Path, tree: Path) -> dict:
 
 def measure_outputs(out: Path) -> tuple[dict, np.ndarray, np.ndarray, np.ndarray]:
     """A job's lines by id and its embedding, MinHash and fingerprint rows in line order."""
-    from speechprep.core.jsonio import read_jsonl
+    from speechprep.io.jsonio import read_jsonl
 
     lines = {x["id"]: x for x in read_jsonl(out / "shard.measures.jsonl")}
     rows = [np.load(out / f"shard.{k}.npy") for k in ("embeddings", "minhash", "fingerprint")]
@@ -335,13 +335,13 @@ def breakdown(segs: list[dict], d: Path) -> Counter:
     plus the fixed costs (imports in a fresh process, model load)."""
     import torch
 
-    from speechprep.core.audio import read_segment
-    from speechprep.core.jsonio import read_jsonl
     from speechprep.curate import measure
     from speechprep.curate import measures as M
     from speechprep.curate.duplicates import minhash_signature
     from speechprep.curate.fingerprint import fingerprint
     from speechprep.curate.nonspeech import NonSpeech
+    from speechprep.io.audio import read_segment
+    from speechprep.io.jsonio import read_jsonl
 
     torch.set_num_threads(1)
     p, clock = measure_params(), Clock()
@@ -380,7 +380,7 @@ def breakdown(segs: list[dict], d: Path) -> Counter:
         clock.time("rates, MinHash", text_and_units, s, u, len(x))
         clock.time("DNSMOS other (windows, maps, scores)", models.dnsmos, [x])
         batch.append(x)
-        if sum(map(len, batch)) >= p.batch_seconds * 16000 or s is segs[-1]:
+        if sum(map(len, batch)) >= p.batch.cpu_seconds * 16000 or s is segs[-1]:
             clock.time("Resemblyzer LSTM (and the rest)", models.speaker, batch)
             batch = []
     return clock.cpu
@@ -438,7 +438,7 @@ def main() -> None:
 
 def demo_main(a) -> None:
     """The loop and the stage on demo segments of 1-15 s, interleaved."""
-    from speechprep.core.jsonio import write_jsonl
+    from speechprep.io.jsonio import write_jsonl
 
     with tempfile.TemporaryDirectory() as tmp:
         d = Path(tmp)

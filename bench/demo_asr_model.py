@@ -71,7 +71,7 @@ def wer(model_path: Path) -> dict[str, float]:
     import editdistance
     from nemo.collections.asr.models import ASRModel
 
-    from speechprep.core.audio import read_segment
+    from speechprep.io.audio import read_segment
 
     model = ASRModel.restore_from(str(model_path), map_location="cpu")
     model.eval()

@@ -54,9 +54,9 @@ def job_variant(model, conv, segs, threads: int, hop: float, tmp: Path):
     """The shard job on the conversation as a FLAC file and its segment lines."""
     import soundfile as sf
 
-    from speechprep.core.jsonio import write_jsonl
     from speechprep.diarize import stage
     from speechprep.diarize.params import DiarizeJobParams
+    from speechprep.io.jsonio import write_jsonl
     from tests.support import params as config_params
 
     sf.write(tmp / "conv.flac", conv.audio, 16000, subtype="PCM_16")
@@ -93,7 +93,7 @@ def main() -> None:
     import torch
 
     from speechprep.diarize.core import diarize_file
-    from speechprep.diarize.embed import window_embeddings, window_loop
+    from speechprep.diarize.embed import window_embeddings, window_loop, windows_per_batch
     from speechprep.diarize.params import DiarizeParams
     from speechprep.encoders import ResemblyzerEncoder
     from tests.support import params as config_params
@@ -103,13 +103,14 @@ def main() -> None:
     p = config_params(DiarizeParams, device="cpu", hop=a.hop)
     conv = conversation(a.minutes)
     segs = conv.vad_segments()
+    batch = windows_per_batch(model, p.batch)
     speech = sum(e - s for s, e in segs)
-    warm = window_embeddings(model, conv.audio, segs[:1], p.hop, p.batch)  # librosa's first call, torch's
+    warm = window_embeddings(model, conv.audio, segs[:1], p.hop, batch)  # librosa's first call, torch's
     window_loop(model, conv.audio, warm)
-    win = window_embeddings(model, conv.audio, segs, p.hop, p.batch)
+    win = window_embeddings(model, conv.audio, segs, p.hop, batch)
     variants = {
         "loop": lambda: window_loop(model, conv.audio, win),
-        "windows": lambda: window_embeddings(model, conv.audio, segs, p.hop, p.batch).emb,
+        "windows": lambda: window_embeddings(model, conv.audio, segs, p.hop, batch).emb,
         "step": lambda: diarize_file(model, conv.audio, segs, p),
         "job": job_variant(model, conv, segs, a.threads, a.hop, Path(tempfile.mkdtemp())),
     }

@@ -208,7 +208,7 @@ class Shard:
                 arr.flush()
 
     def write(self, pcm: np.ndarray, ovrl: np.ndarray) -> None:
-        from speechprep.core.jsonio import write_jsonl
+        from speechprep.io.jsonio import write_jsonl
 
         fp, mh = self._files(self.first)
         np.save(mh, self.sigs)
@@ -237,7 +237,7 @@ def outcome(root: Path, n: int, edges: list[tuple[int, int, str]]) -> tuple[dict
     from scipy.sparse import coo_matrix
     from scipy.sparse.csgraph import connected_components
 
-    from speechprep.core.jsonio import read_jsonl
+    from speechprep.io.jsonio import read_jsonl
 
     def labels(pairs: np.ndarray) -> np.ndarray:
         g = coo_matrix((np.ones(len(pairs)), (pairs[:, 0], pairs[:, 1])), shape=(n, n))

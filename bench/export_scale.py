@@ -40,10 +40,10 @@ import numpy as np
 import soundfile as sf
 
 from speechprep.core.artifacts import WAV, Kind, Scratch
-from speechprep.core.jsonio import write_jsonl
-from speechprep.core.npyio import LAYOUTS
 from speechprep.export import stage as export
 from speechprep.export.params import ExportParams
+from speechprep.io.jsonio import write_jsonl
+from speechprep.io.npyio import LAYOUTS
 from speechprep.tts.features import DTYPES
 
 SR = 16000

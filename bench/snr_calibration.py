@@ -26,9 +26,9 @@ import soundfile as sf
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from speechprep.core.audio import read_segment  # noqa: E402
 from speechprep.curate import measures as M  # noqa: E402
 from speechprep.curate.nonspeech import NonSpeech  # noqa: E402
+from speechprep.io.audio import read_segment  # noqa: E402
 from tests import real_speech as R  # noqa: E402
 from tests.support import config  # noqa: E402
 

@@ -32,7 +32,7 @@ SHARD = 10_000
 
 
 def make(root: Path, n: int, speakers: int, spread: float, per_file: int = 1, dim: int = 256, seed: int = 0) -> None:
-    from speechprep.core.jsonio import write_jsonl
+    from speechprep.io.jsonio import write_jsonl
 
     rng = np.random.default_rng(seed)
     c = rng.standard_normal((speakers, dim))
@@ -55,8 +55,8 @@ def make(root: Path, n: int, speakers: int, spread: float, per_file: int = 1, di
 
 def purity(root: Path) -> tuple[float, float]:
     """(purity, inverse purity) of the assignment against the true speakers."""
-    from speechprep.core.jsonio import read_jsonl
     from speechprep.curate.speakers import purity
+    from speechprep.io.jsonio import read_jsonl
 
     truth = np.load(root / "truth.npy")
     got = [a["speaker"] for s in sorted(root.glob("shard-*.speakers.jsonl")) for a in read_jsonl(s)]

@@ -42,11 +42,11 @@ REPO = Path(__file__).resolve().parents[1]
 def run_variant(variant: str, segs_path: Path, units_path: Path, out: Path, device: str) -> dict:
     import torch
 
-    from speechprep.core.audio import read_segment
-    from speechprep.core.jsonio import read_jsonl, write_jsonl
     from speechprep.core.modelstage import ShardFiles
-    from speechprep.core.npyio import save_npy
     from speechprep.encoders import Encoders
+    from speechprep.io.audio import read_segment
+    from speechprep.io.jsonio import read_jsonl, write_jsonl
+    from speechprep.io.npyio import save_npy
     from speechprep.tts import features
     from speechprep.tts.features import TtsParams
 
@@ -106,7 +106,7 @@ def main() -> None:
         print(json.dumps(run_variant(a._variant, d / "segments.jsonl", d / "units.jsonl", out, a.device)))
         return
 
-    from speechprep.core.jsonio import write_jsonl
+    from speechprep.io.jsonio import write_jsonl
 
     with tempfile.TemporaryDirectory() as tmp:
         d = Path(tmp)

@@ -23,8 +23,8 @@ from pathlib import Path
 import numpy as np
 import soundfile as sf
 
-from speechprep.core.jsonio import write_jsonl
 from speechprep.demo.corpus import demo_audio
+from speechprep.io.jsonio import write_jsonl
 from speechprep.vad.stage import VadParams, run_shard
 from tests.support import params
 

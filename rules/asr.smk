@@ -22,7 +22,9 @@ rule asr_align:
         job_module("asr align"),
     threads: config["asr"]["threads"]
     resources:
-        mem_mb=shard_memory("asr align", "segments", [config["asr"]["model"]]),
+        mem_mb=shard_memory(
+            "asr align", "segments", [config["asr"]["model"]], device=config["asr"]["device"]
+        ),
         runtime=audio_minutes(30, 30, of="segments"),
     params:
         cmd=job_cmd("asr align"),
@@ -56,7 +58,8 @@ rule asr:
             "asr run",
             "segments",
             [config["asr"]["model"]],
-            batch_seconds=config["asr"]["cpu_batch_seconds"],
+            batch=config["asr"]["batch"],
+            device=config["asr"]["device"],
         ),
         runtime=scaled(30, 60, of="segments"),
     params:

@@ -14,10 +14,10 @@ from speechprep.core.config import digest as config_digest
 from speechprep.core.config import effective as effective_config
 from speechprep.jobs import JOBS
 from speechprep.jobs import job_params as select_job_params
-from speechprep.core.envmodules import setup_env_modules
-from speechprep.core.inventory import inventory_digest
-from speechprep.core.resources import shard_content
-from speechprep.core.slurm import use_status_shims
+from speechprep.workflow.envmodules import setup_env_modules
+from speechprep.io.inventory import inventory_digest
+from speechprep.workflow.resources import shard_content
+from speechprep.workflow.slurm import use_status_shims
 from speechprep.workflow.plan import Plan
 from speechprep.workflow.rules import audio_minutes, flag_list, scaled, shard_memory
 

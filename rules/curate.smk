@@ -27,7 +27,10 @@ rule curate_measure:
     threads: config["curate"]["threads"]
     resources:
         mem_mb=shard_memory(
-            "curate measure", "segments", batch_seconds=config["curate"]["batch_seconds"]
+            "curate measure",
+            "segments",
+            batch=config["curate"]["batch"],
+            device=config["curate"]["device"],
         ),
         runtime=scaled(30, 60, of="segments"),
     params:

@@ -49,7 +49,8 @@ rule s2s:
             "s2s run",
             "segments",
             PLAN.s2s_model_files(),
-            batch_seconds=config["s2s"]["batch_seconds"],
+            batch=config["s2s"]["batch"],
+            device=config["s2s"]["device"],
         ),
         runtime=scaled(30, 120, of="segments"),
     params:

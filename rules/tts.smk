@@ -102,7 +102,8 @@ rule tts_features:
             "tts features",
             "segments",
             PLAN.tts_encoder_files(),
-            batch_seconds=config["tts"]["cpu_batch_seconds"],
+            batch=config["tts"]["batch"],
+            device=config["tts"]["device"],
         ),
         runtime=scaled(30, 60, of="segments"),
     params:

@@ -5,7 +5,7 @@ its stage's pinned environment (``--env-file``, the rule's ``envs/<stage>.yaml``
 sets up logging (one format: stage, shard, message), builds the job's
 parameters object from ``--params`` (what the rule selected from the config:
 :mod:`speechprep.jobs`), runs the job, and turns a typed error
-(:mod:`speechprep.core.errors`) into its exit code and one clear line: 2 for a
+(:mod:`speechprep.errors`) into its exit code and one clear line: 2 for a
 setting, input or model file that cannot work, 3 for the wrong environment, 4
 for a model that fails systematically (124 comes from the watchdog). The other
 flags name the job's files (and ``--threads``, the rule's threads).
@@ -22,8 +22,8 @@ from typing import Any
 
 from .core import logs
 from .core.envspec import require_stage_env
-from .core.errors import SpeechprepError
 from .core.jobs import Job
+from .errors import SpeechprepError
 from .jobs import JOBS
 
 # Flags with more than a plain string: name -> argparse keywords (a job's flags: its declaration,

@@ -9,7 +9,7 @@ config spec (``tts.condition``, ``tts.emotion``):
 * ``egemaps``: openSMILE eGeMAPSv02 functionals (88 values), clips in a thread pool;
 * ``torchscript:<path>``: a lab's own scripted module.
 
-An encoder may return an :class:`~speechprep.core.audio.AudioError` in place of a
+An encoder may return an :class:`~speechprep.io.audio.AudioError` in place of a
 vector for a clip it finds unusable (no speech in it).
 """
 
@@ -25,9 +25,9 @@ from typing import Protocol
 
 import numpy as np
 
-from .core.audio import SAMPLE_RATE, AudioError
-from .core.errors import UsageError
-from .core.modelfiles import sha256_cached
+from .errors import UsageError
+from .io.audio import SAMPLE_RATE, AudioError
+from .io.modelfiles import sha256_cached
 
 log = logging.getLogger("speechprep.encoders")
 

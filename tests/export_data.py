@@ -16,10 +16,10 @@ from pathlib import Path
 import numpy as np
 import soundfile as sf
 
-from speechprep.core.jsonio import write_jsonl
-from speechprep.core.npyio import save_npy
 from speechprep.export import stage as export
 from speechprep.export.params import BucketParams, ExportParams
+from speechprep.io.jsonio import write_jsonl
+from speechprep.io.npyio import save_npy
 from tests import real_speech
 
 SHARDS = ("shard-0000", "shard-0001", "shard-0002")

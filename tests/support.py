@@ -27,6 +27,13 @@ def params(cls, **overrides):
     return cls.from_config(config(), **overrides)
 
 
+def cpu_batch(seconds: float):
+    """A model stage's ``batch`` block of ``seconds`` padded audio seconds (the tests run on the CPU)."""
+    from speechprep.core.config import BatchBudget
+
+    return BatchBudget(cpu_seconds=seconds, seconds_per_gib=1.0, gpu_reserve_gib=0.0, max_seconds=seconds)
+
+
 def file_id(rel: str) -> str:
     """The id ingest derives from a demo path (``us_male/clip01.wav`` -> ``us_male__clip01``)."""
     return rel.replace("/", "__").rsplit(".", 1)[0]

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..core.audio import SAMPLE_RATE, stream_mono
-from ..core.errors import UsageError
+from ..errors import UsageError
+from ..io.audio import SAMPLE_RATE, stream_mono
 
 log = logging.getLogger("speechprep.asr")
 

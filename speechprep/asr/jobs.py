@@ -1,8 +1,7 @@
 """The ASR stage's jobs (:mod:`speechprep.core.jobs`). ``asr run`` and ``asr given`` share
 their flags: the rule picks one by the dataset's text mode (speechprep.workflow.plan)."""
 
-from ..core.jobs import grammar_dirs, job, shard_files
-from ..core.resources import Memory
+from ..core.jobs import Memory, grammar_dirs, job, shard_files
 from .params import AlignJobParams, AsrParams, GivenParams
 
 TRANSCRIBE = dict(inputs="segments", outputs="out rejects", options="grammars* threads? resume align-rejects?")

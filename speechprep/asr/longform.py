@@ -27,14 +27,14 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from ..core.audio import AudioError
 from ..core.batching import resolve_device
-from ..core.errors import SpeechprepError
 from ..core.failures import FailureRule
-from ..core.jsonio import read_jsonl
 from ..core.language import segment_language
 from ..core.rejects import reject
 from ..core.shardjob import Accepted, Outcome, Rejected, ShardJob, model_rejected
+from ..errors import SpeechprepError
+from ..io.audio import AudioError
+from ..io.jsonio import read_jsonl
 from ..text.spoken import SpokenNormalizer
 from .align import align_recording
 from .model import load_model, model_identity

@@ -9,8 +9,8 @@ import tarfile
 from collections.abc import Callable
 
 from ..core.batching import is_oom
-from ..core.errors import ModelFileError, UsageError, describe
-from ..core.modelfiles import is_local_model, sha256_cached
+from ..errors import ModelFileError, UsageError, describe
+from ..io.modelfiles import is_local_model, sha256_cached
 
 
 def model_identity(spec: str, hash_cache: str | None = None) -> dict[str, str]:

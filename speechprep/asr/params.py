@@ -4,23 +4,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..core.config import StageParams, from_config, from_dataset, run_only
+from ..core.config import ModelParams, StageParams, from_config, from_dataset, run_only
 
 
 @dataclass(frozen=True)
-class AsrParams(StageParams):
+class AsrParams(ModelParams):
     """``asr`` in config/config.yaml (what each means is written there), with the
-    dataset's language, the shared ``model_failure`` rule and the model-digest cache."""
+    dataset's language."""
 
     SECTION = "asr"
     model: str
-    device: str
     language: str
-    cpu_batch_seconds: float
-    seconds_per_gib: float
-    gpu_reserve_gib: float
-    max_batch_seconds: float
-    min_duration: float
     max_duration: float
     batch_timeout: float = run_only()
     timestamps: bool
@@ -28,8 +22,6 @@ class AsrParams(StageParams):
     trim_pad: float
     dataset_language: str | None = from_dataset("language")
     text: str = from_dataset("text", "ingest.text")  # asr, given (no model), verify
-    model_failure: dict = from_config("model_failure", run_only=True)
-    hash_cache: str | None = from_config(None, run_only=True)
 
 
 @dataclass(frozen=True)

@@ -28,12 +28,11 @@ from typing import Any
 
 import numpy as np
 
-from ..core.audio import read_segment
-from ..core.batching import seconds_budget
-from ..core.jsonio import atomic_open, read_jsonl, write_json
 from ..core.language import segment_language
 from ..core.modelstage import Accepted, ModelStage, Rejected
 from ..core.rejects import count_reasons
+from ..io.audio import read_segment
+from ..io.jsonio import atomic_open, read_jsonl, write_json
 from .given import duration_screen
 from .given import screen as given_screen
 from .model import load_model, model_identity, model_sample_rate
@@ -84,10 +83,6 @@ class AsrStage(ModelStage):
         self.sample_rate = model_sample_rate(model)
         self.transcribe = NemoTranscriber(model, self.p.timestamps)
         log.info("%s from %s, %d Hz", type(model).__name__, self.p.model, self.sample_rate)
-
-    def budget(self, device: str) -> float:
-        p = self.p
-        return seconds_budget(device, p.cpu_batch_seconds, p.seconds_per_gib, p.gpu_reserve_gib, p.max_batch_seconds)
 
     def group(self, seg: dict) -> Hashable:
         return self.language(seg)

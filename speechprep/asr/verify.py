@@ -17,8 +17,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..core import modelstage
-from ..core.errors import UsageError
 from ..core.modelstage import Accepted, ShardFiles
+from ..errors import UsageError
 from ..text.spoken import SpokenNormalizer
 from .compare import CompareNormalizer, verify_fields
 from .params import AsrParams

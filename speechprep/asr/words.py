@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from ..core.batching import is_oom
-from ..core.errors import describe
+from ..errors import describe
 from .model import multitask_prompt, repair_char_tdt_decoding
 
 log = logging.getLogger("speechprep.asr")

@@ -26,10 +26,10 @@ from pathlib import Path
 
 import numpy as np
 
-from .audio import SAMPLE_RATE
-from .jsonio import atomic_open
+from ..io.audio import SAMPLE_RATE
+from ..io.jsonio import atomic_open
+from ..io.npyio import PACKED, check_layout, load_npy, pack_npy, parse_ref, ref, save_npy
 from .names import file_stem
-from .npyio import PACKED, check_layout, load_npy, pack_npy, parse_ref, ref, save_npy
 
 WAV = "wav"
 

@@ -1,6 +1,6 @@
 """Batches sized by audio seconds, fitted to free GPU memory, with OOM back-off.
 
-Shared by every stage that runs a model over segments (ASR, TTS features):
+Shared by every stage that runs a model over segments (ASR, S2S, curation, TTS features, diarization):
 
 * :func:`seconds_budget` turns free GPU memory (``torch.cuda.mem_get_info``)
   into a padded-seconds budget with a per-model factor, or takes the CPU
@@ -22,7 +22,8 @@ from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import describe
+from ..errors import describe
+from .config import BatchBudget
 
 log = logging.getLogger("speechprep.batching")
 
@@ -88,31 +89,27 @@ def resolve_device(device: str) -> str:
     if device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     if device.startswith("cuda") and not torch.cuda.is_available():
-        from .errors import UsageError
+        from ..errors import UsageError
 
         raise UsageError(f"device {device!r} was asked for, but no CUDA device is visible to this job")
     return device
 
 
-def seconds_budget(
-    device: str, cpu_seconds: float, seconds_per_gib: float, reserve_gib: float = 1.0, max_seconds: float | None = None
-) -> float:
-    """Padded audio seconds per batch.
+def seconds_budget(device: str, batch: BatchBudget) -> float:
+    """Padded audio seconds per batch (:class:`~speechprep.core.config.BatchBudget`).
 
-    On CUDA: (free memory - ``reserve_gib``) * ``seconds_per_gib`` (a per-model
+    On CUDA: (free memory - ``gpu_reserve_gib``) * ``seconds_per_gib`` (a per-model
     factor: how many padded seconds of audio one GiB of activations holds).
-    On CPU: ``cpu_seconds``.
+    On CPU: ``cpu_seconds``. Never over ``max_seconds``.
     """
     if not device.startswith("cuda"):
-        budget = cpu_seconds
+        budget = batch.cpu_seconds
     else:
         import torch
 
         free, _total = torch.cuda.mem_get_info(torch.device(device))
-        budget = max(0.0, free / 2**30 - reserve_gib) * seconds_per_gib
-    if max_seconds:
-        budget = min(budget, max_seconds)
-    return max(budget, 1e-9)
+        budget = max(0.0, free / 2**30 - batch.gpu_reserve_gib) * batch.seconds_per_gib
+    return max(min(budget, batch.max_seconds), 1e-9)
 
 
 @dataclass

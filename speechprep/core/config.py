@@ -5,7 +5,8 @@
 * :func:`check` words what the schema would report as "not valid under any of
   the given schemas" (the Snakefile calls it before validating).
 * :class:`StageParams`: each stage's parameters, a dataclass without defaults
-  built strictly from its config section.
+  built strictly from its config section; :class:`ModelParams` the keys every
+  model stage shares, :class:`BatchBudget` its ``batch`` block.
 
 Importable without PyYAML (the Snakefile's driver env has it; :func:`defaults`
 imports it when called).
@@ -20,7 +21,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, ClassVar, Self
 
-from .errors import UsageError
+from ..errors import UsageError
 
 
 class ConfigError(UsageError):
@@ -186,6 +187,24 @@ def from_dataset(key: str, fallback: str | None = None) -> Any:
     return field(metadata={"dataset": key, "key": fallback})
 
 
+def nested(cls: type) -> Any:
+    """A parameter that is a block of its own (a dataclass ``cls`` built from its mapping)."""
+    return field(metadata={"nested": cls})
+
+
+@dataclass(frozen=True)
+class BatchBudget:
+    """A model stage's batch in padded audio seconds (its ``batch`` block in config/config.yaml,
+    the same four keys for every model stage): ``cpu_seconds`` on CPU; on a GPU, free memory
+    less ``gpu_reserve_gib`` times ``seconds_per_gib`` (a per-model factor); never over
+    ``max_seconds`` (:func:`speechprep.core.batching.seconds_budget`)."""
+
+    cpu_seconds: float
+    seconds_per_gib: float
+    gpu_reserve_gib: float
+    max_seconds: float
+
+
 def _lookup(config: dict[str, Any], key: str) -> Any:
     node: Any = config
     for part in key.split("."):
@@ -203,6 +222,15 @@ class StageParams:
     :func:`from_dataset`). :meth:`from_dict` refuses unknown and missing keys."""
 
     SECTION: ClassVar[str] = ""
+
+    def __post_init__(self) -> None:
+        for f in fields(self):  # a block given as its mapping (a config, a --params file)
+            cls, value = f.metadata.get("nested"), getattr(self, f.name)
+            if cls is not None and isinstance(value, dict):
+                names = {g.name for g in fields(cls)}
+                if set(value) != names:
+                    raise ConfigError(f"{self.SECTION}.{f.name}: keys {sorted(value)}, not {sorted(names)}")
+                object.__setattr__(self, f.name, cls(**value))
 
     def identity(self) -> dict[str, Any]:
         """What a job's resume fingerprint holds of its parameters: every field but those
@@ -248,3 +276,16 @@ class StageParams:
         """The parameters :meth:`select` picks from ``config``, with ``overrides`` (tests, benchmarks)."""
         given = {f.name: None for f in fields(cls) if f.metadata.get("key", "") is None and "dataset" not in f.metadata}
         return cls.from_dict({**cls.select(config, dataset, **given), **overrides})
+
+
+@dataclass(frozen=True)
+class ModelParams(StageParams):
+    """What every stage that runs a model over segments reads (ASR, S2S, curation's
+    measurements, TTS features): where it runs, its batch, its shortest segment, and the
+    shared failure rule and model-digest cache (both run-only)."""
+
+    device: str
+    batch: BatchBudget = nested(BatchBudget)
+    min_duration: float
+    model_failure: dict = from_config("model_failure", run_only=True)
+    hash_cache: str | None = from_config(None, run_only=True)

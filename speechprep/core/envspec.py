@@ -118,7 +118,7 @@ def check_stage_env(env_file: str | os.PathLike) -> list[str]:
 def require_stage_env(stage: str, env_file: str | os.PathLike) -> None:
     """Raise :class:`EnvironmentMismatch` (exit 3) unless we run in ``stage``'s env (the pins of
     its ``env_file``, ``envs/<stage>.yaml`` of the checkout the rule runs from)."""
-    from .errors import EnvironmentMismatch
+    from ..errors import EnvironmentMismatch
 
     problems = check_stage_env(env_file)
     if problems:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .errors import SpeechprepError
+from ..errors import SpeechprepError
 
 EXIT_CODE = 4
 

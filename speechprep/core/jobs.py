@@ -22,7 +22,27 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, make_dataclass
 from typing import Any
 
-from .resources import Memory
+# MB per audio second of a GPU batch held in host memory: the decoded float32 audio, its
+# padded batch and features before they are copied to the device.
+HOST_MB_PER_S = 0.3
+
+
+@dataclass(frozen=True)
+class Memory:
+    """A shard job's memory model, declared with its job (``speechprep.<stage>.jobs``):
+    ``fixed_mb`` its fixed part (MB, from its demo peak with headroom: docs/cluster.md);
+    ``batch_mb_per_s`` MB per audio second held at once in a model batch (activations,
+    padded input, features); ``shard_mb_per_s`` MB per audio second of the whole shard kept
+    until the shard is written; ``workers``: one decode block per worker thread (VAD);
+    ``host_mb_per_s``: MB per audio second of a batch held in host memory when the model
+    runs on a GPU."""
+
+    fixed_mb: float
+    batch_mb_per_s: float | None = None
+    shard_mb_per_s: float = 0.0
+    workers: bool = False
+    host_mb_per_s: float = HOST_MB_PER_S
+
 
 # every declared job by name ("<stage> <job>"), filled as the stages' jobs modules are imported
 DECLARED: dict[str, Job] = {}
@@ -67,7 +87,7 @@ class Job:
     inputs: str = ""
     outputs: str = ""
     options: str = ""
-    memory: Memory | None = None  # the shard jobs' memory model (core.resources)
+    memory: Memory | None = None  # the shard job's memory model (its request: workflow.resources)
     flags: tuple[Flag, ...] = field(init=False)
 
     def __post_init__(self):

@@ -37,11 +37,11 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, ClassVar
 
+from ..io.audio import SAMPLE_RATE, AudioError, read_segment
+from ..io.jsonio import read_jsonl
 from .artifacts import Kind, Scratch
-from .audio import SAMPLE_RATE, AudioError, read_segment
-from .batching import BatchRunner, isolate, resolve_device
+from .batching import BatchRunner, isolate, resolve_device, seconds_budget
 from .failures import FailureRule
-from .jsonio import read_jsonl
 from .shardjob import Accepted, Outcome, Rejected, ShardJob, model_rejected
 from .watchdog import Watchdog
 
@@ -114,8 +114,8 @@ class ModelStage:
         raise NotImplementedError
 
     def budget(self, device: str) -> float:
-        """Padded audio seconds per batch."""
-        return float(self.p.batch_seconds)
+        """Padded audio seconds per batch (the stage's ``batch`` block)."""
+        return seconds_budget(device, self.p.batch)
 
     def group(self, item: dict) -> Hashable:
         """Segments of one group go in a batch together (e.g. a language)."""

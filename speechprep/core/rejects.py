@@ -7,7 +7,7 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
-from .jsonio import read_jsonl
+from ..io.jsonio import read_jsonl
 
 
 def reject(id_: Any, audio_filepath: str | None, stage: str, reason: str, detail: str, **extra: Any) -> dict[str, Any]:

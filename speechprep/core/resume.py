@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from .jsonio import atomic_open, dumps
+from ..io.jsonio import atomic_open, dumps
 
 
 def fingerprint(input_path: str | os.PathLike, params: Any, version: str) -> str:

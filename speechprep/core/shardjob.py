@@ -29,9 +29,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import describe
+from ..errors import describe
+from ..io.jsonio import read_jsonl, write_jsonl
 from .failures import FailureRule, ModelFailures
-from .jsonio import read_jsonl, write_jsonl
 from .progress import Progress
 from .rejects import reject
 from .resume import NoResume, ResumeFile, fingerprint

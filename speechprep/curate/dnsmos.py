@@ -87,7 +87,7 @@ _SPLIT = "mos_estimator_logpow/max_pooling2d/MaxPool_1_conv0"  # (N, 32, frames 
 def model_dir() -> Path:
     spec = importlib.util.find_spec("speechmos")
     if spec is None or spec.origin is None:
-        from ..core.errors import UsageError
+        from ..errors import UsageError
 
         raise UsageError("the speechmos package (DNSMOS models) is not installed in this environment")
     return Path(spec.origin).parent

@@ -41,8 +41,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..core.errors import UsageError
-from ..core.jsonio import read_jsonl
+from ..errors import UsageError
+from ..io.jsonio import read_jsonl
 from . import fingerprint as FP
 from .duplicates import Candidate, Duplicate, better
 
@@ -573,7 +573,7 @@ def match_of(p) -> Match:
 
 def run_job(measures: list[str], minhash: list[str], fingerprints: list[str], out: list[str], m: Match) -> dict:
     """The duplicates job over files: per shard, one line per dropped copy in ``out``."""
-    from ..core.jsonio import write_jsonl
+    from ..io.jsonio import write_jsonl
 
     if not len(measures) == len(minhash) == len(fingerprints) == len(out):
         raise UsageError("curate duplicates: give as many --measures, --minhash, --fingerprint and --out files")

@@ -200,7 +200,7 @@ def anchor_keys(rows: np.ndarray, band: int, band_bits: int) -> tuple[np.ndarray
     """The ``band``-th LSH key of every anchor of ``rows`` (bits ``band * band_bits`` onwards,
     ``band_bits`` a multiple of 8 up to 64) as uint64 ``(N, ANCHORS)``, and which of them are real anchors."""
     if band_bits % 8 or not 8 <= band_bits <= 64 or (band + 1) * band_bits > ANCHOR_BITS:
-        from ..core.errors import UsageError
+        from ..errors import UsageError
 
         raise UsageError(
             f"fingerprint band {band} of {band_bits} bits: bits per band are a multiple of 8 up to 64, "

@@ -1,7 +1,6 @@
 """The curation stage's jobs (:mod:`speechprep.core.jobs`)."""
 
-from ..core.jobs import job, shard_files, torch_threads
-from ..core.resources import Memory
+from ..core.jobs import Memory, job, shard_files, torch_threads
 from .params import DecideParams, DuplicateParams, MeasureParams, SpeakerParams
 
 
@@ -12,7 +11,7 @@ from .params import DecideParams, DuplicateParams, MeasureParams, SpeakerParams
     inputs="segments units",
     outputs="out embeddings minhash fingerprint rejects",
     options="threads? resume",
-    memory=Memory(1950, batch_mb_per_s=2.0, shard_mb_per_s=0.01),
+    memory=Memory(1950, batch_mb_per_s=2.0, shard_mb_per_s=0.01, host_mb_per_s=2.0),  # DNSMOS runs on the CPU
 )
 def measure(f, p):
     """DNSMOS, loudness, SNR, bandwidth, rates, speaker embedding and hashes of one shard."""

@@ -27,12 +27,12 @@ import numpy as np
 
 from ..core import modelstage
 from ..core.artifacts import Kind
-from ..core.audio import SAMPLE_RATE, AudioError, read_segment
-from ..core.jsonio import read_jsonl
-from ..core.modelfiles import sha256_cached, sha256_file
 from ..core.modelstage import Accepted, ModelStage, Outcome, Rejected, ShardFiles
-from ..core.npyio import save_npy
 from ..encoders import ResemblyzerEncoder
+from ..io.audio import SAMPLE_RATE, AudioError, read_segment
+from ..io.jsonio import read_jsonl
+from ..io.modelfiles import sha256_cached, sha256_file
+from ..io.npyio import save_npy
 from . import fingerprint as FP
 from . import measures as M
 from .decide import STAGE

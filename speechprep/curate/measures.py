@@ -15,8 +15,8 @@ import math
 
 import numpy as np
 
-from ..core.audio import bandwidth_hz as bandwidth_hz  # one measure, shared with diarization
-from ..core.audio import to_int16
+from ..io.audio import bandwidth_hz as bandwidth_hz  # one measure, shared with diarization
+from ..io.audio import to_int16
 
 
 def _finite(v: float) -> float | None:

@@ -19,7 +19,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from ..core.audio import SAMPLE_RATE, AudioError, stream_mono
+from ..io.audio import SAMPLE_RATE, AudioError, stream_mono
 
 
 def vad_bounds(seg: dict) -> tuple[float, float]:

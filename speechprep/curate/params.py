@@ -8,18 +8,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..core.config import StageParams, from_config
+from ..core.config import ModelParams, StageParams
 
 
 @dataclass(frozen=True)
-class MeasureParams(StageParams):
+class MeasureParams(ModelParams):
     """The per-shard measure job: audio, DNSMOS, loudness, SNR, bandwidth, rates,
     speaker embedding, PCM hash, MinHash signature, acoustic fingerprint."""
 
     SECTION = "curate"
-    device: str
-    batch_seconds: float
-    min_duration: float
     dnsmos_personalized: bool
     clip_level: float
     bandwidth_floor_db: float
@@ -27,8 +24,6 @@ class MeasureParams(StageParams):
     snr_noise_seconds: float
     minhash_perm: int
     minhash_ngram: int
-    model_failure: dict = from_config("model_failure", run_only=True)
-    hash_cache: str | None = from_config(None, run_only=True)
 
 
 @dataclass(frozen=True)

@@ -21,12 +21,12 @@ from typing import Any
 
 import numpy as np
 
-from ..core.errors import NothingKept, UsageError
-from ..core.jsonio import read_jsonl, write_json, write_jsonl
 from ..core.names import file_stem
-from ..core.npyio import save_npy
 from ..core.shardjob import Accepted, Rejected, ShardJob
 from ..encoders import ResemblyzerEncoder
+from ..errors import NothingKept, UsageError
+from ..io.jsonio import read_jsonl, write_json, write_jsonl
+from ..io.npyio import save_npy
 from .decide import STAGE, TIERS, decide
 from .params import DecideParams, DuplicateParams, SpeakerParams
 

@@ -7,7 +7,7 @@ such an array without the whole file in memory: the file's VAD segments, each
 widened by ``pad`` seconds (a change's pause search reaches 0.7 s past its
 estimate), joined into chunks where they touch (at most ``max_chunk`` seconds of
 segments per chunk); a slice is served from the one chunk that holds it, decoded
-on first use (:func:`speechprep.core.audio.stream_mono`: any rate, any channel
+on first use (:func:`speechprep.io.audio.stream_mono`: any rate, any channel
 count, resampled to 16 kHz) and kept until a slice needs another chunk; its
 length is the file's (from its header). A file damaged mid-stream is read as VAD
 reads it: what decodes before the damage, silence after (``truncated_at``). The
@@ -22,7 +22,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..core.audio import SAMPLE_RATE, probe, stream_mono
+from ..io.audio import SAMPLE_RATE, probe, stream_mono
 
 PAD = 1.0  # s read around each segment
 MAX_CHUNK = 120.0  # s of padded segments joined into one chunk at most

@@ -22,9 +22,9 @@ from itertools import pairwise
 
 import numpy as np
 
-from ..core.audio import SAMPLE_RATE, bandwidth_hz
+from ..io.audio import SAMPLE_RATE, bandwidth_hz
 from . import cluster, turns
-from .embed import Windows, window_embeddings
+from .embed import Windows, window_embeddings, windows_per_batch
 from .params import DiarizeParams
 
 
@@ -171,7 +171,7 @@ def diarize_file(
     segments ``(start, end)`` in seconds, ``model`` Resemblyzer's ``VoiceEncoder``; a
     telephone-band file with its band's parameters (:func:`band`)."""
     hz, narrow = band(audio, segments, p)
-    win = window_embeddings(model, audio, segments, p.hop, p.batch)
+    win = window_embeddings(model, audio, segments, p.hop, windows_per_batch(model, p.batch))
     result = diarize_windows(audio, segments, win, p.for_band(narrow))
     result.bandwidth_hz, result.narrow = hz, narrow
     return result

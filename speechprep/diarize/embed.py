@@ -20,7 +20,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..core.audio import SAMPLE_RATE
+from ..core.batching import seconds_budget
+from ..core.config import BatchBudget
+from ..io.audio import SAMPLE_RATE
 
 FRAME = 160  # samples per mel frame (10 ms)
 WINDOW_FRAMES = 160  # Resemblyzer's partial: 1.6 s
@@ -28,6 +30,12 @@ WINDOW_S = WINDOW_FRAMES * FRAME / SAMPLE_RATE
 TARGET_DBFS = -30.0  # Resemblyzer's audio_norm_target_dBFS
 INT16_MAX = 2**15 - 1
 FLUSH_BATCHES = 8  # windows' mels held before the LSTM runs: 8 x batch (64: 13 MB), not the file's
+
+
+def windows_per_batch(model, batch: BatchBudget) -> int:
+    """Windows per LSTM forward: the stage's batch budget (audio seconds on ``model``'s
+    device) over a window's 1.6 s."""
+    return max(1, int(seconds_budget(str(model.device), batch) / WINDOW_S + 1e-9))
 
 
 @dataclass

@@ -1,7 +1,6 @@
 """The diarization stage's jobs (:mod:`speechprep.core.jobs`); Resemblyzer lives in the curate env."""
 
-from ..core.jobs import job
-from ..core.resources import Memory
+from ..core.jobs import Memory, job
 from .params import DiarizeJobParams, RttmParams
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..core.config import StageParams, from_config
+from ..core.config import BatchBudget, StageParams, from_config, nested
 
 # a dataset whose text is given belongs to whole manifest lines: never cut (docs/stages.md)
 GIVEN_TEXT = ("given", "verify")
@@ -36,7 +36,7 @@ class DiarizeParams(StageParams):
 
     SECTION = "diarize"
     device: str
-    batch: int
+    batch: BatchBudget = nested(BatchBudget)  # audio seconds of windows per LSTM forward
     hop: float
     change_context: float
     change_threshold: float

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from urllib.parse import quote, unquote
 
-from ..core.jsonio import atomic_open
+from ..io.jsonio import atomic_open
 
 _UNSAFE = re.compile(r"[\s%]")
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from ..core.jsonio import read_jsonl
+from ..io.jsonio import read_jsonl
 from .lines import local_name
 from .params import RttmParams
 from .rttm import RttmTurn, write_rttm

@@ -30,11 +30,11 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from ..core.audio import SAMPLE_RATE, AudioError
-from ..core.errors import describe
 from ..core.failures import FailureRule
-from ..core.jsonio import read_jsonl
 from ..core.shardjob import Accepted, ShardJob
+from ..errors import describe
+from ..io.audio import SAMPLE_RATE, AudioError
+from ..io.jsonio import read_jsonl
 from .audio import SpanAudio
 from .core import diarize_file
 from .lines import STAGE, counts, segment_lines, speaker_lines, turn_lines

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..core.audio import SAMPLE_RATE
+from ..io.audio import SAMPLE_RATE
 from .cluster import normalise, segment_ranges
 from .embed import WINDOW_S, Windows
 

@@ -1,7 +1,6 @@
 """The export stage's jobs (:mod:`speechprep.core.jobs`)."""
 
-from ..core.jobs import job
-from ..core.resources import Memory
+from ..core.jobs import Memory, job
 from .params import BucketParams, ExportParams
 
 

@@ -36,8 +36,8 @@ from typing import Any
 
 import numpy as np
 
-from ..core.errors import UsageError
-from ..core.jsonio import atomic_open, read_jsonl, write_jsonl
+from ..errors import UsageError
+from ..io.jsonio import atomic_open, read_jsonl, write_jsonl
 
 log = logging.getLogger("speechprep.export")
 

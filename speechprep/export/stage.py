@@ -41,12 +41,12 @@ from typing import Any
 
 import numpy as np
 
-from ..core.audio import AudioError, read_segment
-from ..core.errors import describe
-from ..core.jsonio import atomic_open, read_jsonl, write_json, write_jsonl
 from ..core.names import file_stem
-from ..core.npyio import load_ref
 from ..core.shardjob import Accepted, Rejected, ShardJob
+from ..errors import describe
+from ..io.audio import AudioError, read_segment
+from ..io.jsonio import atomic_open, read_jsonl, write_json, write_jsonl
+from ..io.npyio import load_ref
 from .layouts import column_types, shard_number, summarize, write_lhotse_shar, write_parquet
 from .params import BucketParams, ExportParams
 

@@ -23,11 +23,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from ..core.errors import UsageError
-from ..core.inventory import walk_audio
-from ..core.jsonio import dumps, write_jsonl, write_text_if_changed
 from ..core.names import utf8_encodable
 from ..core.rejects import reject
+from ..errors import UsageError
+from ..io.inventory import walk_audio
+from ..io.jsonio import dumps, write_jsonl, write_text_if_changed
 from .params import IngestParams
 from .texts import read_texts, text_file_problem, without_text
 
@@ -249,7 +249,7 @@ class Ingest:
 
     # -- probing -----------------------------------------------------------------
     def probe(self, threads: int) -> None:
-        from ..core.audio import AudioError, probe
+        from ..io.audio import AudioError, probe
 
         def one(e):
             try:

@@ -7,7 +7,7 @@ import os
 
 import numpy as np
 
-from .errors import UsageError
+from ..errors import UsageError
 from .jsonio import atomic_open
 
 

@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from ..core.jsonio import atomic_open, read_jsonl
+from ..io.jsonio import atomic_open, read_jsonl
 from . import diarization, wer
 from .page import fmt, save_png, table_html
 
@@ -162,7 +162,7 @@ def flac_data_uri(seg: dict) -> str:
     """The segment as curation read it (16 kHz mono), as a FLAC ``data:`` URI."""
     import soundfile as sf
 
-    from ..core.audio import SAMPLE_RATE, read_segment
+    from ..io.audio import SAMPLE_RATE, read_segment
 
     buf = io.BytesIO()
     sf.write(buf, read_segment(seg), SAMPLE_RATE, format="FLAC", subtype="PCM_16")
@@ -219,7 +219,7 @@ def plot_speakers(speakers: list[dict], out: Path, top: int = 30) -> None:
 
 
 def _example_html(r: dict) -> str:
-    from ..core.audio import AudioError
+    from ..io.audio import AudioError
 
     try:
         audio = (

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
-from ..core.jsonio import read_jsonl
+from ..io.jsonio import read_jsonl
 from .page import save_png
 
 FILES_SHOWN = 4  # files on the timeline figure: those with the most seconds cut, dropped or flagged

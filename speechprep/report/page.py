@@ -6,7 +6,7 @@ import html
 from pathlib import Path
 from typing import Any
 
-from ..core.jsonio import atomic_open
+from ..io.jsonio import atomic_open
 
 
 def save_png(fig, path: Path) -> None:

@@ -14,7 +14,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from ..core.jsonio import atomic_open, read_jsonl
+from ..io.jsonio import atomic_open, read_jsonl
 
 
 def _bench_seconds(path: str) -> float:

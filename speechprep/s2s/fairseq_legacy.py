@@ -48,9 +48,9 @@ from typing import Any
 
 import torch
 
-from ..core import safe_pickle
-from ..core.errors import ModelFileError, describe
-from ..core.safe_pickle import Allowlist
+from ..errors import ModelFileError, describe
+from ..io import safe_pickle
+from ..io.safe_pickle import Allowlist
 
 # module -> classes allowed from it, by name (and numpy's reconstruction functions)
 ALLOWED: Allowlist = {
@@ -492,7 +492,7 @@ def write_modern(path: str | os.PathLike, out: str | os.PathLike) -> Report:
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
     from omegaconf import OmegaConf
 
-    from ..core.jsonio import atomic_open
+    from ..io.jsonio import atomic_open
 
     state, rep = load_state(path)
     if state.get("args") is not None:

@@ -1,8 +1,7 @@
 """The S2S stage's jobs (:mod:`speechprep.core.jobs`)."""
 
-from ..core.errors import ModelFileError, SpeechprepError, describe
-from ..core.jobs import job, shard_files, torch_threads
-from ..core.resources import Memory
+from ..core.jobs import Memory, job, shard_files, torch_threads
+from ..errors import ModelFileError, SpeechprepError, describe
 from .params import S2sExportParams, S2sParams
 
 

@@ -25,10 +25,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ..core import safe_pickle
-from ..core.audio import SAMPLE_RATE
-from ..core.errors import ModelFileError, UsageError
-from ..core.modelfiles import sha256_cached
+from ..errors import ModelFileError, UsageError
+from ..io import safe_pickle
+from ..io.audio import SAMPLE_RATE
+from ..io.modelfiles import sha256_cached
 from .params import S2sParams
 
 log = logging.getLogger("speechprep.s2s")

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..core.config import StageParams, from_config
+from ..core.config import ModelParams, StageParams, from_config
 
 
 @dataclass(frozen=True)
-class S2sParams(StageParams):
-    """``s2s`` in config/config.yaml (what each means is written there), with the
-    shared ``model_failure`` rule, the model-digest cache and where the WAVs go
-    (``tts.layout``: one file per segment, or packed per shard)."""
+class S2sParams(ModelParams):
+    """``s2s`` in config/config.yaml (what each means is written there), with where the
+    WAVs go (``tts.layout``: one file per segment, or packed per shard)."""
 
     SECTION = "s2s"
     hubert: str
@@ -19,16 +18,11 @@ class S2sParams(StageParams):
     vocoder: str
     vocoder_config: str
     layer: int
-    device: str
-    batch_seconds: float
     max_chunk_seconds: float
-    min_duration: float
     max_duration: float
     dur_prediction: str
     runtime: str
     layout: str = from_config("tts.layout")
-    model_failure: dict = from_config("model_failure", run_only=True)
-    hash_cache: str | None = from_config(None, run_only=True)
 
 
 @dataclass(frozen=True)

@@ -28,9 +28,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ..core.errors import EnvironmentMismatch, ModelFileError, UsageError
-from ..core.jsonio import write_json
-from ..core.modelfiles import sha256_file
+from ..errors import EnvironmentMismatch, ModelFileError, UsageError
+from ..io.jsonio import write_json
+from ..io.modelfiles import sha256_file
 
 log = logging.getLogger("speechprep.s2s")
 

@@ -17,9 +17,9 @@ import numpy as np
 
 from ..core import modelstage
 from ..core.artifacts import WAV, Kind
-from ..core.audio import SAMPLE_RATE
-from ..core.modelfiles import sha256_cached
 from ..core.modelstage import Accepted, ModelStage, Rejected, ShardFiles
+from ..io.audio import SAMPLE_RATE
+from ..io.modelfiles import sha256_cached
 from .models import Models, dedup, synthesize, units_for_batch
 from .params import S2sParams
 from .runtime import resolve_runtime

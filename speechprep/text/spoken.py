@@ -28,9 +28,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..core.errors import UsageError
-from ..core.jsonio import write_json
 from ..core.language import base_language
+from ..errors import UsageError
+from ..io.jsonio import write_json
 
 log = logging.getLogger("speechprep.text")
 

@@ -19,13 +19,12 @@ import numpy as np
 
 from ..core import modelstage
 from ..core.artifacts import Kind
-from ..core.audio import SAMPLE_RATE, AudioError, read_segment
-from ..core.batching import seconds_budget
-from ..core.jsonio import read_jsonl
 from ..core.language import declared_language
-from ..core.modelfiles import sha256_file
 from ..core.modelstage import Accepted, ModelStage, Outcome, Rejected, ShardFiles
 from ..encoders import Encoders, encoder_identity
+from ..io.audio import SAMPLE_RATE, AudioError, read_segment
+from ..io.jsonio import read_jsonl
+from ..io.modelfiles import sha256_file
 from ..text.normalize import TextNormalizer
 from .params import TtsParams
 
@@ -83,10 +82,6 @@ class FeaturesStage(ModelStage):
     def load(self, device: str, threads: int) -> None:
         if self.encoders is None:
             self.encoders = Encoders(self.p.condition, self.p.emotion, device, threads)
-
-    def budget(self, device: str) -> float:
-        p = self.p
-        return seconds_budget(device, p.cpu_batch_seconds, p.seconds_per_gib, p.gpu_reserve_gib, p.max_batch_seconds)
 
     def stored(self, s: dict) -> np.ndarray | None:
         """The curation stage's Resemblyzer vector of ``s``, when it has one: not recomputed."""

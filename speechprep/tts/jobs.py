@@ -2,8 +2,7 @@
 
 from pathlib import Path
 
-from ..core.jobs import job, shard_files, torch_threads
-from ..core.resources import Memory
+from ..core.jobs import Memory, job, shard_files, torch_threads
 from .params import ManifestParams, TextIdsParams, TextParams, TokenizerParams, TtsParams
 
 

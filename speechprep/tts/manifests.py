@@ -21,11 +21,11 @@ from pathlib import Path
 from typing import Any
 
 from ..core.envspec import pinned_packages
-from ..core.errors import UsageError
-from ..core.jsonio import read_jsonl, write_json, write_jsonl
-from ..core.modelfiles import sha256_file
 from ..core.rejects import count_reasons
 from ..encoders import encoder_identity
+from ..errors import UsageError
+from ..io.jsonio import read_jsonl, write_json, write_jsonl
+from ..io.modelfiles import sha256_file
 from .params import ManifestParams
 from .text import load_tokenizer
 

@@ -10,9 +10,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from ..core.errors import UsageError
-from ..core.jsonio import read_jsonl, write_jsonl
 from ..core.language import declared_language, segment_language
+from ..errors import UsageError
+from ..io.jsonio import read_jsonl, write_jsonl
 from ..text.normalize import TextNormalizer
 from ..text.spoken import SpokenNormalizer
 from .params import TextParams

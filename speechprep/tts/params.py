@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..core.config import StageParams, from_config, from_dataset
+from ..core.config import ModelParams, StageParams, from_config, from_dataset
 
 
 @dataclass(frozen=True)
@@ -30,23 +30,15 @@ class TokenizerParams(StageParams):
 
 
 @dataclass(frozen=True)
-class TtsParams(StageParams):
+class TtsParams(ModelParams):
     """The features job: codes, condition and emotion vectors of a shard."""
 
     SECTION = "tts"
     condition: str
     emotion: str
-    device: str
-    cpu_batch_seconds: float
-    seconds_per_gib: float
-    gpu_reserve_gib: float
-    max_batch_seconds: float
-    min_duration: float
     languages: dict
     layout: str
     dataset_language: str | None = from_dataset("language")
-    model_failure: dict = from_config("model_failure", run_only=True)
-    hash_cache: str | None = from_config(None, run_only=True)
 
 
 @dataclass(frozen=True)

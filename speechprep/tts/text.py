@@ -18,10 +18,10 @@ from typing import Any
 import numpy as np
 
 from ..core.artifacts import Kind, Scratch
-from ..core.errors import UsageError
-from ..core.jsonio import read_jsonl
-from ..core.npyio import check_layout
 from ..core.shardjob import Accepted, Rejected, ShardJob
+from ..errors import UsageError
+from ..io.jsonio import read_jsonl
+from ..io.npyio import check_layout
 from .params import TextIdsParams
 
 log = logging.getLogger("speechprep.tts")

@@ -20,11 +20,11 @@ from typing import Any
 
 import numpy as np
 
-from ..core.audio import SAMPLE_RATE, AudioError, stream_mono, to_int16
-from ..core.errors import UsageError, WorkerKilled
-from ..core.jsonio import atomic_open, read_jsonl, write_json
 from ..core.rejects import count_reasons
 from ..core.shardjob import Accepted, Outcome, Rejected, ShardJob
+from ..errors import UsageError, WorkerKilled
+from ..io.audio import SAMPLE_RATE, AudioError, stream_mono, to_int16
+from ..io.jsonio import atomic_open, read_jsonl, write_json
 from .narrowband import Centroids, narrowband, narrowband_flags
 from .params import VadParams
 from .utterances import utterance_lines

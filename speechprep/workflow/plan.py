@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..core.modelfiles import is_local_model
 from ..diarize.params import runs_for as diarize_runs_for
+from ..io.modelfiles import is_local_model
 
 RESULTS = "results"
 ALL = "_all"  # outputs that span every dataset (no dataset name starts with "_")
@@ -25,7 +25,7 @@ ALL = "_all"  # outputs that span every dataset (no dataset name starts with "_"
 @dataclass(frozen=True)
 class Plan:
     """``config``: the run's effective config; ``shards(ds)``: the dataset's shard names;
-    ``content(ds, shard)``: the shard's :class:`~speechprep.core.resources.ShardContent`
+    ``content(ds, shard)``: the shard's :class:`~speechprep.workflow.resources.ShardContent`
     (only :meth:`needs_align` reads it, for transcribed datasets)."""
 
     config: dict[str, Any]

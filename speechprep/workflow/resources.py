@@ -16,7 +16,12 @@ A shard job's peak memory, per job (its :class:`Memory`, declared with the job; 
   state dict, the module's tensors while one is copied into the other). A model named by
   a hub id rather than a file counts ``HUB_MODEL_MB``;
 * **held at once**: a model stage holds one batch: its budget in audio seconds, or the
-  shard's longest segment when that is longer (a segment is never split across batches);
+  shard's longest segment when that is longer (a segment is never split across batches).
+  On the CPU (``device: cpu``) the batch's activations are in the job's memory:
+  ``batch_mb_per_s`` x ``batch.cpu_seconds``. On a GPU (``device: cuda``) they are on the
+  GPU, and the job's memory holds the CUDA context (``CUDA_HOST_MB``) and the batch's audio
+  and padded copies (``host_mb_per_s`` x ``batch.max_seconds``, the most a GPU batch takes).
+  ``device: auto`` asks for the larger of the two, since the job may land on either;
   VAD workers each hold one decode block of one file (every channel, float32, with its
   mono mix and resampled copy); export holds the shard's FLAC bytes and Parquet table.
 
@@ -34,29 +39,20 @@ import os
 from dataclasses import dataclass
 from functools import lru_cache
 
-from .modelfiles import is_local_model
+from ..core.config import BatchBudget
+from ..core.jobs import Memory
+from ..io.modelfiles import is_local_model
 
 MODEL_COPIES = 3
 JOB_MB = 250
 ROUND_MB = 256
 HUB_MODEL_MB = 4000  # a pretrained model by name: its size is not known before the download
 VAD_WORKER_MB = 100
+# Host memory of a job whose model runs on a GPU: torch's CUDA context and kernels. An
+# estimate, not measured on this project's CPU machines (docs/cluster.md, "Memory requests").
+CUDA_HOST_MB = 2000
 # Copies of a VAD decode block held at once: the block (every channel), its mono mix, its resampling.
 VAD_BLOCK_COPIES = 3
-
-
-@dataclass(frozen=True)
-class Memory:
-    """A shard job's memory model, declared with its job (``speechprep.<stage>.jobs``):
-    ``fixed_mb`` its fixed part (MB, from its demo peak with headroom: docs/cluster.md);
-    ``batch_mb_per_s`` MB per audio second held at once in a model batch (activations,
-    padded input, features); ``shard_mb_per_s`` MB per audio second of the whole shard kept
-    until the shard is written; ``workers``: one decode block per worker thread (VAD)."""
-
-    fixed_mb: float
-    batch_mb_per_s: float | None = None
-    shard_mb_per_s: float = 0.0
-    workers: bool = False
 
 
 @dataclass(frozen=True)
@@ -108,21 +104,35 @@ def model_mb(models: list[str]) -> float:
     return total
 
 
+def batch_mb(memory: Memory, batch: BatchBudget | dict | None, device: str, longest: float = 0.0) -> float:
+    """The MB a model stage's batch takes in the job's memory on ``device`` (the module's
+    docstring): on the CPU its activations, on a GPU the CUDA context and the batch's
+    audio, on ``auto`` the larger. No ``batch``: one segment (or chunk) at a time."""
+    b = BatchBudget(**batch) if isinstance(batch, dict) else batch or BatchBudget(0.0, 0.0, 0.0, 0.0)
+    cpu = memory.batch_mb_per_s * max(b.cpu_seconds, longest)
+    gpu = CUDA_HOST_MB + memory.host_mb_per_s * max(b.max_seconds, longest)
+    if device == "cpu":
+        return cpu
+    return gpu if device.startswith("cuda") else max(cpu, gpu)
+
+
 def memory_mb(
     memory: Memory,
     shard: ShardContent,
     models: list[str] = (),
-    batch_seconds: float = 0.0,
+    batch: BatchBudget | dict | None = None,
+    device: str = "cpu",
     threads: int = 1,
     block_seconds: float = 60.0,
 ) -> int:
     """The MB a job of ``memory``'s model needs for ``shard`` at attempt 1, rounded up to
-    ``ROUND_MB`` (see the module's docstring; for VAD, ``shard`` is the dataset's manifest)."""
+    ``ROUND_MB`` (see the module's docstring; for VAD, ``shard`` is the dataset's manifest;
+    ``batch`` and ``device``: a model stage's ``batch`` block and ``device``)."""
     mb = JOB_MB + memory.fixed_mb + MODEL_COPIES * model_mb(list(models))
     mb += memory.shard_mb_per_s * shard.seconds
     if memory.workers:
         block = shard.max_channel_rate * min(block_seconds, shard.longest or block_seconds) * 4 / 1e6
         mb += max(1, threads) * (VAD_WORKER_MB + VAD_BLOCK_COPIES * block)
     elif memory.batch_mb_per_s is not None:
-        mb += memory.batch_mb_per_s * max(batch_seconds, shard.longest)
+        mb += batch_mb(memory, batch, device, shard.longest)
     return int(-(-mb // ROUND_MB) * ROUND_MB)

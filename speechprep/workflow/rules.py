@@ -8,8 +8,8 @@ import contextlib
 import shlex
 from pathlib import Path
 
-from ..core.resources import memory_mb, shard_content
 from ..jobs import JOBS
+from .resources import memory_mb, shard_content
 
 
 def scaled(base: float, per_mb: float = 0.0, of: str | None = None, cap: float | None = None):
@@ -30,7 +30,7 @@ def scaled(base: float, per_mb: float = 0.0, of: str | None = None, cap: float |
 def shard_memory(job: str, of, models=(), **settings):
     """``mem_mb`` of a shard rule: what its job will hold (its shard's lines, longest segment
     and audio, its models, its batch: the job's declared memory model,
-    :mod:`speechprep.core.resources`), x the attempt. ``of``: the input that lists the
+    :mod:`speechprep.workflow.resources`), x the attempt. ``of``: the input that lists the
     shard, or a function of the wildcards giving a file."""
     memory = JOBS[job].memory
     if memory is None:

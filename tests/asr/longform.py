@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import soundfile as sf
 
-from speechprep.core.audio import read_segment
+from speechprep.io.audio import read_segment
 from tests.support import DEMO, TRUTH
 
 INTRO = (

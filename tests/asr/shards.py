@@ -5,9 +5,9 @@ from dataclasses import replace
 from speechprep.asr.params import AsrParams
 from speechprep.asr.stage import AsrStage
 from speechprep.core import modelstage
-from speechprep.core.jsonio import read_jsonl, write_jsonl
 from speechprep.core.modelstage import ShardFiles
-from tests.support import DEMO, REPO, TRUTH, demo_segments  # noqa: F401 (the ASR tests import them from here)
+from speechprep.io.jsonio import read_jsonl, write_jsonl
+from tests.support import DEMO, REPO, TRUTH, cpu_batch, demo_segments  # noqa: F401 (the ASR tests import them from here)
 from tests.support import params as config_params
 
 
@@ -33,7 +33,7 @@ def run(tmp_path, segs, loaded, budget=120.0, transcribe=None, p=None, tag="out"
     tx, sr, model = loaded
     path = shard(tmp_path, segs)
     out, rej = tmp_path / f"{tag}.jsonl", tmp_path / f"{tag}.rejects.jsonl"
-    p = replace(p or params(model=str(model)), cpu_batch_seconds=budget)
+    p = replace(p or params(model=str(model)), batch=cpu_batch(budget))
     files = ShardFiles(str(path), str(out), str(rej), str(tmp_path / "scratch" / f"{tag}.jsonl"))
     counts = modelstage.run(AsrStage(p, transcribe or tx, sr), files)
     return counts, list(read_jsonl(out)), list(read_jsonl(rej))

@@ -12,8 +12,8 @@ from shards import DEMO, REPO, clean_segments, params, run, shard
 
 from speechprep.asr import stage as asr
 from speechprep.asr.words import NemoTranscriber
-from speechprep.core.errors import UsageError
 from speechprep.core.failures import SystematicFailure
+from speechprep.errors import UsageError
 
 
 @pytest.fixture(scope="session")
@@ -156,6 +156,7 @@ sys.path.insert(0, {repo!r})
 from speechprep.core import logs, modelstage
 from speechprep.asr.stage import AsrStage
 from tests.asr.shards import params
+from tests.support import cpu_batch
 logs.setup("asr")
 def hang(audios, language):
     time.sleep(3600)
@@ -193,6 +194,7 @@ from speechprep.asr import stage as asr
 from speechprep.asr.words import NemoTranscriber
 from speechprep.core import logs, modelstage
 from tests.asr.shards import params
+from tests.support import cpu_batch
 logs.setup("asr")
 model = asr.load_model({model!r}, "cpu")
 tx = NemoTranscriber(model)
@@ -202,7 +204,7 @@ def slow(audios, language):
     time.sleep({delay})
     return tx(audios, language)
 files = modelstage.ShardFiles({segs!r}, {out!r}, {rej!r}, {scratch!r})
-stage = asr.AsrStage(params(model={model!r}, cpu_batch_seconds=3.0), slow, asr.model_sample_rate(model))
+stage = asr.AsrStage(params(model={model!r}, batch=cpu_batch(3.0)), slow, asr.model_sample_rate(model))
 modelstage.run(stage, files)
 """
 

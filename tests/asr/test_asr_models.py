@@ -19,8 +19,8 @@ from shards import clean_segments, params, run, shard
 
 from speechprep.asr import stage as asr
 from speechprep.asr.words import NemoTranscriber
-from speechprep.core.errors import ModelFileError
-from speechprep.core.modelfiles import sha256_file
+from speechprep.errors import ModelFileError
+from speechprep.io.modelfiles import sha256_file
 
 CLASSES = {
     "ctc": "EncDecCTCModelBPE",

@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from speechprep.core.batching import BatchRunner, is_oom, seconds_budget
+from speechprep.core.config import BatchBudget
 
 
 def items(durations):
@@ -80,8 +81,8 @@ def test_oom_detection_and_cpu_budget():
     assert is_oom(torch.cuda.OutOfMemoryError("x"))
     assert is_oom(RuntimeError("CUDA out of memory. Tried to allocate"))
     assert not is_oom(RuntimeError("shape mismatch"))
-    assert seconds_budget("cpu", 42.0, 60.0) == 42.0
-    assert seconds_budget("cpu", 420.0, 60.0, max_seconds=100.0) == 100.0
+    assert seconds_budget("cpu", BatchBudget(42.0, 60.0, 1.0, 3600.0)) == 42.0
+    assert seconds_budget("cpu", BatchBudget(420.0, 60.0, 1.0, 100.0)) == 100.0
 
 
 def test_groups_are_batched_apart_within_the_budget_also_after_an_oom():

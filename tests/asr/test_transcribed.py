@@ -21,11 +21,11 @@ from speechprep.asr.params import AlignJobParams, GivenParams
 from speechprep.asr.verify import VerifyStage
 from speechprep.asr.words import NemoTranscriber
 from speechprep.core import modelstage
-from speechprep.core.errors import UsageError
-from speechprep.core.jsonio import read_jsonl, write_jsonl
 from speechprep.core.modelstage import ShardFiles
 from speechprep.curate.decide import failures
 from speechprep.curate.params import DecideParams
+from speechprep.errors import UsageError
+from speechprep.io.jsonio import read_jsonl, write_jsonl
 from tests import real_speech as rs
 from tests.support import config, demo_segments
 from tests.support import params as config_params

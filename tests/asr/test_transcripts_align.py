@@ -18,7 +18,7 @@ import soundfile as sf
 
 from speechprep.asr import align as al
 from speechprep.asr.ctc import CtcHead, _windows
-from speechprep.core.errors import UsageError
+from speechprep.errors import UsageError
 from speechprep.text.spoken import SpokenNormalizer
 from tests import real_speech as rs
 

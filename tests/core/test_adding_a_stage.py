@@ -5,9 +5,9 @@ import re
 
 import numpy as np
 
-from speechprep.core.jsonio import read_jsonl, write_jsonl
 from speechprep.core.modelstage import ShardFiles
-from tests.support import REPO, demo_segments
+from speechprep.io.jsonio import read_jsonl, write_jsonl
+from tests.support import REPO, cpu_batch, demo_segments
 
 
 def test_the_documented_stage_runs(tmp_path):
@@ -18,7 +18,7 @@ def test_the_documented_stage_runs(tmp_path):
     exec(compile(code, "development.md", "exec"), ns)
     segs = [*demo_segments(3), {"id": "gone", "audio_filepath": str(tmp_path / "none.wav"), "offset": 0, "duration": 1}]
     write_jsonl(tmp_path / "shard-0000.jsonl", segs)
-    p = ns["LevelParams"]("cpu", 10.0, 0.1, {"first_errors": 10, "max_error_share": 0.5})
+    p = ns["LevelParams"]("cpu", cpu_batch(10.0), 0.1, {"first_errors": 10, "max_error_share": 0.5}, None)
     files = ShardFiles(
         str(tmp_path / "shard-0000.jsonl"),
         str(tmp_path / "out.jsonl"),
@@ -30,7 +30,7 @@ def test_the_documented_stage_runs(tmp_path):
     counts = ns["run"](files, p)
     lines, rejects = list(read_jsonl(tmp_path / "out.jsonl")), list(read_jsonl(tmp_path / "rejects.jsonl"))
     assert counts["ok"] == 3 and [(r["id"], r["reason"]) for r in rejects] == [("gone", "missing")]
-    from speechprep.core.npyio import load_ref
+    from speechprep.io.npyio import load_ref
 
     for line in lines:
         frames = load_ref(line["frames"], np.float32, 1)

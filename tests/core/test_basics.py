@@ -9,8 +9,8 @@ from dataclasses import dataclass
 import pytest
 
 from speechprep.core.config import ConfigError, StageParams
-from speechprep.core.modelfiles import sha256_cached, sha256_file
 from speechprep.core.names import MAX_STEM_BYTES, file_stem
+from speechprep.io.modelfiles import sha256_cached, sha256_file
 from tests.support import REPO, config, params
 
 
@@ -82,7 +82,7 @@ def test_cli_flag_kinds():
 
 
 def test_slurm_status_shims_go_first_on_path_once(monkeypatch, tmp_path):
-    from speechprep.core.slurm import use_status_shims
+    from speechprep.workflow.slurm import use_status_shims
 
     monkeypatch.setenv("PATH", "/usr/bin:/bin")
     use_status_shims(tmp_path)

@@ -10,11 +10,20 @@ PACKAGE = REPO / "speechprep"
 # encoders.py and text/
 STAGES = {"ingest", "vad", "diarize", "asr", "s2s", "curate", "tts", "export", "report"}
 MAX_LINES = 60
+# the package's layers, lowest first: a module imports only from its own layer or those below
+LAYERS = (
+    {"errors"},  # typed errors
+    {"io"},  # files read and written
+    {"core", "text", "encoders"},  # the job runtime and what several stages share
+    STAGES | {"demo"},
+    {"jobs", "cli", "__main__", "workflow"},  # the declarations gathered, the command line, the Snakefile's side
+)
 
 
-def modules():
-    for path in sorted(PACKAGE.rglob("*.py")):
-        yield path, ast.parse(path.read_text(encoding="utf-8"))
+def modules(*roots: Path):
+    for root in roots or (PACKAGE,):
+        for path in sorted(root.rglob("*.py")):
+            yield path, ast.parse(path.read_text(encoding="utf-8"))
 
 
 def imported_subpackage(path: Path, node: ast.ImportFrom) -> str | None:
@@ -43,9 +52,26 @@ def test_no_stage_imports_another_stage():
     assert not wrong, wrong
 
 
+def test_each_layer_imports_only_those_below_it():
+    rank = {name: i for i, layer in enumerate(LAYERS) for name in layer}
+    tops = {p.stem for p in PACKAGE.glob("*.py")} | {p.parent.name for p in PACKAGE.glob("*/__init__.py")}
+    assert tops - {"__init__"} <= set(rank), f"in no layer: {sorted(tops - set(rank) - {'__init__'})}"
+    wrong = []
+    for path, tree in modules():
+        own = path.relative_to(PACKAGE).with_suffix("").parts[0]
+        if own == "__init__":
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                target = imported_subpackage(path, node)
+                if target in rank and rank[target] > rank[own]:
+                    wrong.append(f"{path.relative_to(REPO)}:{node.lineno} ({own}) imports {target}")
+    assert not wrong, wrong
+
+
 def test_no_function_over_60_lines():
     long = []
-    for path, tree in modules():
+    for path, tree in modules(PACKAGE, REPO / "bench", REPO / "scripts"):
         for node in ast.walk(tree):
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
                 n = node.end_lineno - node.lineno + 1

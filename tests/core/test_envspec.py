@@ -40,7 +40,7 @@ def test_check_passes_in_own_env_and_names_what_is_wrong_elsewhere():
 
 
 def test_require_refuses_outside_its_env_with_exit_3():
-    from speechprep.core.errors import EnvironmentMismatch
+    from speechprep.errors import EnvironmentMismatch
 
     with pytest.raises(EnvironmentMismatch, match="running outside its environment") as e:
         envspec.require_stage_env("vad", ENVS / "vad.yaml")

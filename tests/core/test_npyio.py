@@ -4,7 +4,7 @@ import os
 
 import numpy as np
 
-from speechprep.core.npyio import load_ref, pack_npy, parse_ref, save_npy
+from speechprep.io.npyio import load_ref, pack_npy, parse_ref, save_npy
 
 
 def test_packed_slices_read_back_equal_and_plain_paths_still_load(tmp_path):
@@ -42,7 +42,7 @@ def test_a_rewritten_pack_is_read_again_not_from_a_stale_map(tmp_path):
 
 
 def test_at_most_a_bounded_number_of_packs_stay_mapped(tmp_path):
-    from speechprep.core import npyio
+    from speechprep.io import npyio
 
     refs = [pack_npy(tmp_path / f"{k}.npy", [np.full(3, k)], np.int32)[0] for k in range(npyio.MAPPED_FILES + 6)]
     for k, r in enumerate(refs):

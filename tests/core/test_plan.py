@@ -6,8 +6,8 @@ import shlex
 
 import pytest
 
-from speechprep.core.resources import ShardContent
 from speechprep.workflow.plan import Plan
+from speechprep.workflow.resources import ShardContent
 from tests.support import config
 
 SHARDS = {"demo": ["shard-0000", "shard-0001"], "read": ["shard-0000"]}

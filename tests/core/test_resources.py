@@ -2,8 +2,11 @@
 
 import os
 
-from speechprep.core.jsonio import write_jsonl
-from speechprep.core.resources import (
+from speechprep.core.config import BatchBudget
+from speechprep.io.jsonio import write_jsonl
+from speechprep.jobs import JOBS
+from speechprep.workflow.resources import (
+    CUDA_HOST_MB,
     HUB_MODEL_MB,
     JOB_MB,
     MODEL_COPIES,
@@ -12,10 +15,13 @@ from speechprep.core.resources import (
     memory_mb,
     shard_content,
 )
-from speechprep.jobs import JOBS
 
 ASR = JOBS["asr run"].memory
 VAD = JOBS["vad run"].memory
+
+
+def cpu(seconds):
+    return BatchBudget(cpu_seconds=seconds, seconds_per_gib=60.0, gpu_reserve_gib=1.0, max_seconds=3600.0)
 
 
 def segments(n, seconds):
@@ -35,23 +41,41 @@ def test_shard_content_is_read_from_the_file_and_reread_when_it_changes(tmp_path
 
 def test_request_grows_with_what_the_job_holds(tmp_path):
     small, many = ShardContent(10, 50.0, 8.0), ShardContent(10_000, 50_000.0, 8.0)
-    base = memory_mb(ASR, small, batch_seconds=60)
+    base = memory_mb(ASR, small, batch=cpu(60))
     assert base >= JOB_MB + ASR.fixed_mb and base % ROUND_MB == 0
-    assert memory_mb(ASR, many, batch_seconds=60) > base  # the shard's lines and results
-    assert memory_mb(ASR, ShardContent(1, 600.0, 600.0), batch_seconds=60) > base  # longer than the budget
-    assert memory_mb(ASR, small, batch_seconds=600) > base  # a bigger batch
+    assert memory_mb(ASR, many, batch=cpu(60)) > base  # the shard's lines and results
+    assert memory_mb(ASR, ShardContent(1, 600.0, 600.0), batch=cpu(60)) > base  # longer than the budget
+    assert memory_mb(ASR, small, batch=cpu(600)) > base  # a bigger batch
     model = tmp_path / "m.nemo"
     with open(model, "wb") as f:
         f.truncate(200_000_000)  # a 200 MB model file (sparse)
-    assert memory_mb(ASR, small, [str(model)], batch_seconds=60) - base >= MODEL_COPIES * 200 - ROUND_MB
+    assert memory_mb(ASR, small, [str(model)], batch=cpu(60)) - base >= MODEL_COPIES * 200 - ROUND_MB
     # a model by hub name has no size yet; a local model not built yet counts nothing until it is
-    hub = memory_mb(ASR, small, ["nvidia/canary-1b-flash"], batch_seconds=60)
+    hub = memory_mb(ASR, small, ["nvidia/canary-1b-flash"], batch=cpu(60))
     assert hub - base >= MODEL_COPIES * HUB_MODEL_MB - ROUND_MB
-    assert memory_mb(ASR, small, [str(tmp_path / "later.nemo")], batch_seconds=60) == base
+    assert memory_mb(ASR, small, [str(tmp_path / "later.nemo")], batch=cpu(60)) == base
     # shards of similar size ask for the same (a job array gets its first task's request)
-    assert memory_mb(ASR, ShardContent(900, 3500.0, 29.0), batch_seconds=120) == memory_mb(
-        ASR, ShardContent(1100, 3700.0, 30.0), batch_seconds=120
+    assert memory_mb(ASR, ShardContent(900, 3500.0, 29.0), batch=cpu(120)) == memory_mb(
+        ASR, ShardContent(1100, 3700.0, 30.0), batch=cpu(120)
     )
+
+
+def test_request_follows_the_device_the_batch_runs_on():
+    """On the CPU a batch's activations are the job's memory; on a GPU they are not, but the
+    CUDA context and the batch's audio are (up to the GPU budget's ``max_seconds``); ``auto``
+    may land on either: the larger."""
+    shard, batch = ShardContent(10, 50.0, 8.0), cpu(120)
+    on_cpu = memory_mb(ASR, shard, batch=batch, device="cpu")
+    on_gpu = memory_mb(ASR, shard, batch=batch, device="cuda:0")
+    assert on_gpu == memory_mb(ASR, shard, batch=batch, device="cuda")
+    assert on_gpu - memory_mb(ASR, shard, device="cpu") >= CUDA_HOST_MB - ROUND_MB
+    assert memory_mb(ASR, shard, batch=batch, device="auto") == max(on_cpu, on_gpu)
+    # a bigger CPU batch grows the CPU request only; a bigger GPU cap the GPU request only
+    assert memory_mb(ASR, shard, batch=cpu(600), device="cpu") > on_cpu
+    assert memory_mb(ASR, shard, batch=cpu(600), device="cuda") == on_gpu
+    bigger = BatchBudget(cpu_seconds=120, seconds_per_gib=60.0, gpu_reserve_gib=1.0, max_seconds=36000.0)
+    assert memory_mb(ASR, shard, batch=bigger, device="cuda") > on_gpu
+    assert memory_mb(ASR, shard, batch=bigger, device="cpu") == on_cpu
 
 
 def test_vad_request_follows_workers_channels_and_rate():

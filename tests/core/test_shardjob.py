@@ -4,8 +4,8 @@ input order, the failure rule, atomic outputs (no stage, no model)."""
 import pytest
 
 from speechprep.core.failures import FailureRule, SystematicFailure
-from speechprep.core.jsonio import read_jsonl, write_jsonl
 from speechprep.core.shardjob import Accepted, Rejected, ShardJob
+from speechprep.io.jsonio import read_jsonl, write_jsonl
 
 RULE = FailureRule(first_errors=3, max_error_share=0.5)
 

@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from speechprep.core.audio import read_segment
-from speechprep.core.jsonio import read_jsonl, write_jsonl
 from speechprep.core.modelstage import ShardFiles
 from speechprep.curate import measure, stage
 from speechprep.demo import damage
+from speechprep.io.audio import read_segment
+from speechprep.io.jsonio import read_jsonl, write_jsonl
 from speechprep.jobs import JOBS
 from tests.support import DEMO, REPO, TRUTH, config, demo_file, demo_segments
 

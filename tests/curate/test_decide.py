@@ -5,9 +5,9 @@ import hashlib
 import pytest
 from conftest import Run, asr_lines, damage, params, write_variant
 
-from speechprep.core.audio import read_segment
-from speechprep.core.jsonio import read_jsonl
 from speechprep.curate.decide import MEASURED, ORDER, decide, failures, tier
+from speechprep.io.audio import read_segment
+from speechprep.io.jsonio import read_jsonl
 
 GOOD = {
     "id": "a",

@@ -5,9 +5,9 @@ import pytest
 from conftest import asr_lines, whole_clips
 from speechmos import dnsmos as reference
 
-from speechprep.core.audio import read_segment
 from speechprep.curate.dnsmos import Dnsmos, windows
 from speechprep.demo import damage
+from speechprep.io.audio import read_segment
 
 KEYS = (("sig", "sig_mos"), ("bak", "bak_mos"), ("ovrl", "ovrl_mos"), ("p808", "p808_mos"))
 

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 from conftest import asr_lines, damage, params, s2s_units
 
-from speechprep.core.audio import read_segment
 from speechprep.curate.duplicates import Candidate, jaccard, minhash_signature
 from speechprep.curate.dupsearch import find_duplicates
 from speechprep.curate.measures import pcm_sha256
+from speechprep.io.audio import read_segment
 
 pytestmark = pytest.mark.slow  # builds the demo S2S models for the units
 AT_035 = params("duplicates", near_duplicate_jaccard=0.35)

@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 from conftest import params
 
-from speechprep.core.errors import UsageError
-from speechprep.core.jsonio import read_jsonl, write_jsonl
 from speechprep.curate import dupsearch as S
 from speechprep.curate import fingerprint as FP
 from speechprep.curate import stage
 from speechprep.curate.measures import pcm_sha256
+from speechprep.errors import UsageError
+from speechprep.io.jsonio import read_jsonl, write_jsonl
 from tests import real_speech as R
 
 

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from conftest import asr_lines, measure_params
 
-from speechprep.core.audio import read_segment
 from speechprep.curate import measures as M
 from speechprep.demo import damage
+from speechprep.io.audio import read_segment
 
 SR = 16000
 

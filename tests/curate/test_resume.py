@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from conftest import asr_lines, measure_params
 
-from speechprep.core.jsonio import read_jsonl, write_jsonl
-from tests.support import REPO, kill_when_checkpointed
+from speechprep.io.jsonio import read_jsonl, write_jsonl
+from tests.support import REPO, cpu_batch, kill_when_checkpointed
 
 PATHS = ("embedding_file", "minhash_file")
 MODEL_SCORES = ("dnsmos_sig", "dnsmos_bak", "dnsmos_ovrl", "dnsmos_p808")
@@ -79,7 +79,7 @@ def outputs(root):
 @pytest.mark.slow
 def test_sigkilled_measure_job_resumes(tmp_path):
     segs = asr_lines(16)
-    params = asdict(measure_params(batch_seconds=3.0))
+    params = asdict(measure_params(batch=cpu_batch(3.0)))
     killed, clean = tmp_path / "killed", tmp_path / "clean"
     for root in (killed, clean):
         setup(root, segs)

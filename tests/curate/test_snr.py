@@ -19,9 +19,9 @@ import soundfile as sf
 from conftest import measure_params
 from scipy.signal import butter, sosfilt
 
-from speechprep.core.audio import read_segment
 from speechprep.curate import measures as M
 from speechprep.curate.nonspeech import NonSpeech
+from speechprep.io.audio import read_segment
 from tests import real_speech as R
 
 SR = 16000

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from conftest import Run, params, whole_clips
 
-from speechprep.core.jsonio import read_jsonl, write_jsonl
 from speechprep.curate import stage
 from speechprep.curate.speakers import CLUSTER_PREFIX, assign_speakers, assign_speakers_by_file, cluster_sample, purity
+from speechprep.io.jsonio import read_jsonl, write_jsonl
 from tests import real_speech
 
 

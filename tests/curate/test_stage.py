@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 from conftest import Run, as_file, asr_lines, damage, s2s_units, write_variant
 
-from speechprep.core.audio import read_segment
-from speechprep.core.jsonio import read_jsonl
-from speechprep.core.npyio import load_npy
+from speechprep.io.audio import read_segment
+from speechprep.io.jsonio import read_jsonl
+from speechprep.io.npyio import load_npy
 
 
 @pytest.mark.slow  # builds the demo S2S models for the units
@@ -121,7 +121,7 @@ def test_audio_rejects_and_given_speakers(tmp_path, models):
 def test_a_dataset_whose_curation_keeps_nothing_fails_its_summary_naming_the_reasons(tmp_path, models):
     """Real speech (the LibriVox reader) as a model that does not know it transcribes it: every
     line's confidence under the threshold. The summary job fails, with the reasons and counts."""
-    from speechprep.core.errors import NothingKept
+    from speechprep.errors import NothingKept
     from tests import real_speech
 
     lines = []

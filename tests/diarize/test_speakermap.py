@@ -7,10 +7,10 @@ import json
 import numpy as np
 import pytest
 
-from speechprep.core.jsonio import write_jsonl
 from speechprep.diarize.params import RttmParams, runs_for
 from speechprep.diarize.rttm import read_rttm
 from speechprep.diarize.speakermap import speaker_names, write_rttm_shard
+from speechprep.io.jsonio import write_jsonl
 from tests.support import config
 from tests.support import params as config_params
 

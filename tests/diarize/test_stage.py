@@ -15,12 +15,12 @@ import pytest
 import soundfile as sf
 
 from speechprep.core.failures import SystematicFailure
-from speechprep.core.jsonio import read_jsonl, write_jsonl
 from speechprep.diarize import stage
 from speechprep.diarize.audio import SpanAudio, chunks
 from speechprep.diarize.core import diarize_file
 from speechprep.diarize.lines import segment_lines
 from speechprep.diarize.params import DiarizeJobParams
+from speechprep.io.jsonio import read_jsonl, write_jsonl
 from tests.diarize import conversations as C
 from tests.support import REPO
 from tests.support import params as config_params
@@ -220,7 +220,7 @@ def test_a_file_damaged_mid_stream_is_diarized_up_to_the_damage(tmp_path, model,
     """A FLAC cut short (a download that stopped): VAD keeps the audio before the damage and its
     segments end there; diarization reads the file the same way (it failed the whole file,
     "decode failed at 0.000 s", and passed its segments through undiarized)."""
-    from speechprep.core.audio import stream_mono
+    from speechprep.io.audio import stream_mono
 
     conv = C.turn_changes("librivox", "klettres_fr", seed=41)
     path = tmp_path / "damaged.flac"

@@ -11,10 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from speechprep.core.jsonio import write_jsonl
-from speechprep.core.npyio import pack_npy, save_npy
 from speechprep.export import stage as export
 from speechprep.export.params import BucketParams, ExportParams
+from speechprep.io.jsonio import write_jsonl
+from speechprep.io.npyio import pack_npy, save_npy
 from tests.support import config, demo_segments
 
 warnings.simplefilter("ignore")

@@ -16,10 +16,10 @@ import pytest
 import soundfile as sf
 from conftest import make_shard, params, read_index, run
 
-from speechprep.core.jsonio import read_jsonl
-from speechprep.core.npyio import load_ref
 from speechprep.export import stage as export
 from speechprep.export.params import BucketParams
+from speechprep.io.jsonio import read_jsonl
+from speechprep.io.npyio import load_ref
 from tests.support import REPO, kill_when_checkpointed
 
 SR = params().sample_rate
@@ -191,7 +191,7 @@ def test_resume_after_sigkill(tmp_path):
     """Killed with SIGKILL mid-shard, the rerun exports only the unfinished segments."""
     lines = make_shard(tmp_path, n=0)  # every clean demo phrase
     many = [dict(x, id=f"{x['id']}_{r}") for r in range(12) for x in lines]
-    from speechprep.core.jsonio import write_jsonl
+    from speechprep.io.jsonio import write_jsonl
 
     write_jsonl(tmp_path / "tts" / "train_manifest.jsonl", many)
     write_jsonl(tmp_path / "tts" / "shard-0000.features.jsonl", [{"id": x["id"]} for x in many])
@@ -247,7 +247,7 @@ def test_a_shard_with_every_segment_rejected_still_completes(tmp_path):
     lines = make_shard(tmp_path, n=2)
     for line in lines:
         line["audio_filepath"] = str(tmp_path / "gone.wav")
-    from speechprep.core.jsonio import write_jsonl
+    from speechprep.io.jsonio import write_jsonl
 
     write_jsonl(tmp_path / "tts" / "train_manifest.jsonl", lines)
     write_jsonl(tmp_path / "tts" / "val_manifest.jsonl", [])

@@ -17,10 +17,10 @@ import pytest
 import soundfile as sf
 import yaml
 
-from speechprep.core.npyio import load_ref
 from speechprep.export import stage as export
 from speechprep.export.layouts import ARRAY_DTYPES
 from speechprep.export.params import BucketParams
+from speechprep.io.npyio import load_ref
 from tests.export_data import SHARDS, export_dataset, kept, make_dataset, write_manifests
 
 SR = 16000

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from speechprep.core.errors import UsageError
-from speechprep.core.jsonio import read_jsonl
+from speechprep.errors import UsageError
 from speechprep.ingest import stage as ingest
 from speechprep.ingest.params import IngestParams
+from speechprep.io.jsonio import read_jsonl
 from tests.support import DEMO, TRUTH, config
 
 

@@ -16,8 +16,8 @@ from fairseq import checkpoint_utils
 from omegaconf.errors import ValidationError
 from s2s_helpers import Hostile, checkpoint_naming
 
-from speechprep.core import safe_pickle
 from speechprep.demo.s2s_models import LEGACY_PROBLEMS, checkpoint_state, save_checkpoint, tiny_hubert
+from speechprep.io import safe_pickle
 from speechprep.s2s import fairseq_legacy as legacy
 
 warnings.simplefilter("ignore")

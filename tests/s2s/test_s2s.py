@@ -14,11 +14,11 @@ import torch
 from s2s_helpers import Hostile
 
 from speechprep.core.artifacts import read_wav
-from speechprep.core.errors import UsageError
-from speechprep.core.jsonio import read_jsonl, write_jsonl
 from speechprep.core.modelstage import ShardFiles
 from speechprep.demo.corpus import demo_audio
 from speechprep.demo.s2s_models import build_demo, tiny_hubert, tiny_vocoder
+from speechprep.errors import UsageError
+from speechprep.io.jsonio import read_jsonl, write_jsonl
 from speechprep.s2s import fairseq_legacy as legacy
 from speechprep.s2s import models as s2s
 from speechprep.s2s import stage
@@ -335,7 +335,7 @@ class _FailOn:
 
 
 def _samples(seg):
-    from speechprep.core.audio import read_segment
+    from speechprep.io.audio import read_segment
 
     return len(read_segment(seg, 16000, 0.1, "s2s.min_duration"))
 
@@ -437,7 +437,7 @@ def test_long_utf8_ids_get_safe_file_names(tmp_path, demo_models, models):
 
 
 def test_atomic_open_takes_a_target_name_near_the_limit(tmp_path):
-    from speechprep.core.jsonio import atomic_open
+    from speechprep.io.jsonio import atomic_open
 
     target = tmp_path / ("é" * 123 + ".wav")  # 250 bytes
     assert len(target.name.encode("utf-8")) == 250
@@ -447,7 +447,7 @@ def test_atomic_open_takes_a_target_name_near_the_limit(tmp_path):
 
 
 def test_model_hashes_come_from_the_cache(tmp_path, demo_models, models):
-    from speechprep.core.modelfiles import sha256_file
+    from speechprep.io.modelfiles import sha256_file
 
     cache = tmp_path / "cache"
     p = params(demo_models, hash_cache=str(cache), model_failure={"first_errors": 5, "max_error_share": 0.2})

@@ -12,11 +12,11 @@ import torch
 pytest.importorskip("onnxruntime", reason="onnxruntime is not in this S2S env (envs/s2s.yaml)")
 pytest.importorskip("onnx", reason="onnx is not in this S2S env (envs/s2s.yaml)")
 
-from speechprep.core.audio import read_segment
-from speechprep.core.errors import ModelFileError, UsageError
-from speechprep.core.modelfiles import sha256_file
 from speechprep.demo.corpus import demo_audio
 from speechprep.demo.s2s_models import LEGACY_PROBLEMS, save_checkpoint, tiny_hubert
+from speechprep.errors import ModelFileError, UsageError
+from speechprep.io.audio import read_segment
+from speechprep.io.modelfiles import sha256_file
 from speechprep.s2s import fairseq_legacy
 from speechprep.s2s import runtime as rt
 from tests.support import DEMO, demo_segments

@@ -8,9 +8,9 @@ from dataclasses import replace
 import pytest
 
 from speechprep import encoders as enc
-from speechprep.core.audio import read_segment
-from speechprep.core.jsonio import read_jsonl, write_jsonl
 from speechprep.core.modelstage import ShardFiles
+from speechprep.io.audio import read_segment
+from speechprep.io.jsonio import read_jsonl, write_jsonl
 from speechprep.text import spoken
 from speechprep.tts import features
 from tests.support import demo_segments as _segments

@@ -5,8 +5,8 @@ import torch
 from conftest import demo_segments, run, shard
 
 from speechprep import encoders as enc
-from speechprep.core.audio import read_segment
-from speechprep.core.npyio import load_npy
+from speechprep.io.audio import read_segment
+from speechprep.io.npyio import load_npy
 from speechprep.tts import features
 from tests.support import params
 

@@ -8,12 +8,12 @@ import soundfile as sf
 import torch
 from conftest import demo_segments, fake_units, run, shard, text_ids
 
-from speechprep.core.audio import read_segment
-from speechprep.core.jsonio import read_jsonl
-from speechprep.core.npyio import load_npy, load_ref
 from speechprep.encoders import Encoders
+from speechprep.io.audio import read_segment
+from speechprep.io.jsonio import read_jsonl
+from speechprep.io.npyio import load_npy, load_ref
 from speechprep.tts import features, text
-from tests.support import params
+from tests.support import cpu_batch, params
 
 
 def test_shard_features_rejects_and_accounting(tmp_path, encoders):
@@ -101,7 +101,7 @@ def test_encoder_failure_on_one_clip_rejects_only_it(tmp_path, encoders):
 def test_killed_job_resumes_and_recomputes_a_truncated_array(tmp_path, encoders):
     segs = [{k: v for k, v in s.items() if k != "voice"} for s in demo_segments()[:8]]
     paths = shard(tmp_path, segs)
-    p = params(features.TtsParams, device="cpu", cpu_batch_seconds=3.0)  # about two segments a batch
+    p = params(features.TtsParams, device="cpu", batch=cpu_batch(3.0))  # about two segments a batch
     first = Flaky(encoders, max_batch=99, stop_after=4)
     with pytest.raises(KeyboardInterrupt):
         run(tmp_path, *paths, p=p, encoders=first)

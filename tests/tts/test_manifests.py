@@ -7,8 +7,8 @@ import pytest
 from conftest import demo_segments, run, shard, text_ids
 
 from speechprep.core.config import digest
-from speechprep.core.jsonio import read_jsonl, write_jsonl
-from speechprep.core.npyio import load_ref
+from speechprep.io.jsonio import read_jsonl, write_jsonl
+from speechprep.io.npyio import load_ref
 from speechprep.text.normalize import TextNormalizer
 from speechprep.tts import manifests, normalize, text
 from speechprep.tts.params import ManifestParams, TextParams

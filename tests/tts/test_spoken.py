@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from conftest import demo_segments, text_ids
 
-from speechprep.core.errors import UsageError
-from speechprep.core.jsonio import read_jsonl, write_jsonl
-from speechprep.core.npyio import load_npy
+from speechprep.errors import UsageError
+from speechprep.io.jsonio import read_jsonl, write_jsonl
+from speechprep.io.npyio import load_npy
 from speechprep.text import spoken
 from speechprep.text.normalize import TextNormalizer
 from speechprep.tts import manifests, normalize, text

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from speechprep.core.npyio import load_npy, save_npy
+from speechprep.io.npyio import load_npy, save_npy
 from speechprep.text.normalize import TextNormalizer
 from speechprep.tts.text import load_tokenizer, text_ids, train_tokenizer
 from tests.support import TRUTH

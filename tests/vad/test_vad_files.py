@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from speechprep.core.errors import WorkerKilled
-from speechprep.core.jsonio import read_jsonl, write_jsonl
 from speechprep.core.resume import ResumeFile, fingerprint
 from speechprep.core.shardjob import Accepted, Rejected, outcome_line
+from speechprep.errors import WorkerKilled
+from speechprep.io.jsonio import read_jsonl, write_jsonl
 from speechprep.vad import stage as vad
 from speechprep.vad.stage import VadParams, analyze_file, run_shard
 from tests.support import DEMO, TRUTH, demo_file, params

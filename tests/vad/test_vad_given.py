@@ -5,8 +5,8 @@ more than vad.max_segment is passed whole, marked long_form, for the align job."
 import numpy as np
 import soundfile as sf
 
-from speechprep.core.jsonio import read_jsonl, write_jsonl
 from speechprep.core.shardjob import Accepted, Rejected
+from speechprep.io.jsonio import read_jsonl, write_jsonl
 from speechprep.vad.stage import VadParams, analyze_file, run_shard
 from tests import real_speech as rs
 from tests.support import params

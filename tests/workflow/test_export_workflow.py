@@ -14,7 +14,7 @@ import pytest
 from conftest import NOT_DIARIZED, REPO, demo_models, jobs_run, read_jsonl, snakemake, write_config
 
 from speechprep.core.artifacts import read_wav
-from speechprep.core.npyio import load_ref
+from speechprep.io.npyio import load_ref
 
 pytestmark = pytest.mark.slow  # real snakemake runs
 
@@ -27,7 +27,7 @@ READ_BACK = r"""
 import glob, io, json, sys
 import numpy as np
 import soundfile as sf
-from speechprep.core.npyio import load_ref
+from speechprep.io.npyio import load_ref
 
 root, formats, manifests, cache = sys.argv[1], json.loads(sys.argv[2]), json.loads(sys.argv[3]), sys.argv[4]
 lines = {x["id"]: x for m in manifests for x in map(json.loads, open(m, encoding="utf-8"))}

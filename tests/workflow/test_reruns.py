@@ -9,6 +9,8 @@ import pytest
 import yaml
 from conftest import snakemake
 
+pytestmark = pytest.mark.slow  # dry runs over the session's demo run, which they wait for (2.5 min)
+
 DOWNSTREAM_OF_ASR = {
     "asr_merge",
     "curate_measure",

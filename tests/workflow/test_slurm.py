@@ -179,11 +179,12 @@ def test_every_stage_ran_as_slurm_jobs(cluster, slurm_demo):
 
 
 def test_every_shard_job_fit_its_first_memory_request(cluster, slurm_demo, demo):
-    """The shard rules ask for what their job will hold (speechprep.core.resources: the shard's
+    """The shard rules ask for what their job will hold (speechprep.workflow.resources: the shard's
     lines and longest segment, the models, the batch): under enforced memory, every demo
     shard job ran once and COMPLETED with the request computed from its own shard."""
-    from speechprep.core.resources import memory_mb, shard_content
+    from speechprep.core.config import defaults
     from speechprep.jobs import JOBS
+    from speechprep.workflow.resources import memory_mb, shard_content
 
     memory_enforcement(cluster)
     work, out = slurm_demo
@@ -199,7 +200,11 @@ def test_every_shard_job_fit_its_first_memory_request(cluster, slurm_demo, demo)
     assert all(vad <= mb <= vad + 64 for mb in asked("vad")), (vad, asked("vad"))
     model = [demo_models(demo[0])["asr"]["model"]]
     shards = res.glob("vad/*.segments.jsonl")
-    asr = {memory_mb(JOBS["asr run"].memory, shard_content(p), model, batch_seconds=120) for p in shards}
+    asr_cfg = defaults(REPO / "config" / "config.yaml")["asr"]  # device auto: the larger of CPU and GPU
+    asr = {
+        memory_mb(JOBS["asr run"].memory, shard_content(p), model, batch=asr_cfg["batch"], device=asr_cfg["device"])
+        for p in shards
+    }
     assert len(asr) == 1 and all(min(asr) <= mb <= min(asr) + 64 for mb in asked("asr")), (asr, asked("asr"))
 
 

@@ -332,7 +332,7 @@ def test_killed_features_job_resumes_and_recomputes_a_truncated_array(small):
     subprocess.run(
         [str(REPO / ".venvs" / "tts" / "bin" / "python"), str(work / "slow_encoder.py"), str(slow)], check=True
     )
-    configure(condition=f"torchscript:{slow}", cpu_batch_seconds=1.0)  # one segment a batch
+    configure(condition=f"torchscript:{slow}", batch={"cpu_seconds": 1.0})  # one segment a batch
     res = work / "results" / "a" / "tts"
     proc = start_snakemake(work, "results/a/tts/shard-0000.features.jsonl")
     checkpoint = res / ".partial" / "shard-0000.jsonl"
