@@ -20,6 +20,7 @@ import argparse
 import json
 import logging
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -33,9 +34,10 @@ from speechprep.core import modelstage
 from speechprep.core.modelstage import ShardFiles
 from speechprep.demo.corpus import long_source_segments
 from speechprep.io.jsonio import write_jsonl
-from tests.support import cpu_batch, params
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+from tests.support import cpu_batch, params  # noqa: E402 (the repository's tests package)
 
 
 def make_segments(root: Path, n: int, rng: np.random.Generator) -> list[dict]:
@@ -49,7 +51,8 @@ def make_segments(root: Path, n: int, rng: np.random.Generator) -> list[dict]:
     return segs
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
+    """The command line."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default=str(REPO / "resources/models/demo_asr.nemo"))
     ap.add_argument("--segments", type=int, default=80)
@@ -57,7 +60,11 @@ def main() -> None:
     ap.add_argument("--cpu-batch-seconds", type=float, default=120.0)
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--repeats", type=int, default=3)
-    a = ap.parse_args()
+    return ap.parse_args()
+
+
+def load(a: argparse.Namespace) -> tuple:
+    """The model (built first when missing) on two threads: (model, sample rate, transcriber, stage params)."""
     import torch
     from nemo.utils import logging as nemo_logging
 
@@ -72,6 +79,13 @@ def main() -> None:
     sr = asr.model_sample_rate(model)
     tx = NemoTranscriber(model)
     p = params(asr.AsrParams, model=a.model, device=a.device, batch=cpu_batch(a.cpu_batch_seconds))
+    return model, sr, tx, p
+
+
+def time_both(a: argparse.Namespace, model, sr: int, tx, p) -> tuple[float, dict[str, list[float]], int]:
+    """Time baseline and stage, interleaved, on the same segments: (audio seconds, run times, identical transcripts)."""
+    import torch
+
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         segs = make_segments(tmp, a.segments, np.random.default_rng(0))
@@ -100,6 +114,11 @@ def main() -> None:
             stage_texts = stage(r)
             times["stage"].append(time.perf_counter() - t)
         same = sum(x == y for x, y in zip(base_texts, stage_texts))
+    return audio, times, same
+
+
+def print_report(a: argparse.Namespace, p, audio: float, times: dict[str, list[float]], same: int) -> None:
+    """Audio seconds per second of both variants (medians), their runs and the ratio."""
     med = {k: statistics.median(v) for k, v in times.items()}
     print(
         f"ASR throughput: {a.segments} segments of 1-30 s, {audio / 60:.1f} min of audio, "
@@ -121,6 +140,13 @@ def main() -> None:
         f"stage / baseline: {med['baseline'] / med['stage']:.2f}x   (target >= 1.2x on CPU); "
         f"identical transcripts: {same}/{a.segments}"
     )
+
+
+def main() -> None:
+    a = parse_args()
+    model, sr, tx, p = load(a)
+    audio, times, same = time_both(a, model, sr, tx, p)
+    print_report(a, p, audio, times, same)
 
 
 if __name__ == "__main__":

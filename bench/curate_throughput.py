@@ -71,16 +71,13 @@ def measure_params():
 
 
 def run_variant(variant: str, d: Path, out: Path) -> dict:
+    """Run one variant on the segments in ``d``, outputs in ``out``: its wall and CPU seconds and peak RSS."""
     import torch
 
     from speechprep.core.modelstage import ShardFiles
     from speechprep.curate import measure
     from speechprep.curate import measures as M
-    from speechprep.curate.duplicates import minhash_signature
-    from speechprep.curate.fingerprint import fingerprint, unpack
-    from speechprep.curate.nonspeech import NonSpeech
-    from speechprep.io.audio import read_segment
-    from speechprep.io.jsonio import read_jsonl, write_jsonl
+    from speechprep.io.jsonio import read_jsonl
 
     torch.set_num_threads(2)
     p = measure_params()
@@ -101,51 +98,7 @@ def run_variant(variant: str, d: Path, out: Path) -> dict:
         emb, mh, fp = str(out / "embeddings.npy"), str(out / "minhash.npy"), str(out / "fingerprint.npy")
         measure.run(files, p, str(d / "units.jsonl"), emb, mh, fp, threads=2, models=models)
     else:
-        import pyloudnorm
-        from resemblyzer import VoiceEncoder, preprocess_wav
-        from speechmos import dnsmos
-
-        enc = VoiceEncoder("cpu", verbose=False)
-        meter = pyloudnorm.Meter(16000)
-        dnsmos.run(warm[0], 16000)  # loads its ONNX sessions
-        enc.embed_utterance(preprocess_wav(warm[0]))
-        lines, embs, sigs, fps = [], [], [], []
-        t, cpu = time.perf_counter(), time.process_time()
-        non_speech = NonSpeech(segs, p.snr_noise_seconds)
-        for s in segs:
-            x = read_segment(s, 16000, p.min_duration)
-            u = units.get(s["id"])
-            d_ = dnsmos.run(x, 16000)
-            lufs = meter.integrated_loudness(x.astype(np.float64)) if len(x) >= 0.4 * 16000 else None
-            cps, wps = M.speaking_rate(s.get("text"), len(x) / 16000)
-            lines.append(
-                {
-                    "id": s["id"],
-                    "dnsmos_sig": float(d_["sig_mos"]),
-                    "dnsmos_bak": float(d_["bak_mos"]),
-                    "dnsmos_ovrl": float(d_["ovrl_mos"]),
-                    "dnsmos_p808": float(d_["p808_mos"]),
-                    "lufs": float(lufs) if lufs is not None and np.isfinite(lufs) else None,
-                    "peak_dbfs": M.peak_dbfs(x),
-                    "clipping_ratio": M.clipping_ratio(x, p.clip_level),
-                    "dc_offset": M.dc_offset(x),
-                    "snr_db": M.snr_db(x, non_speech.read(s), 16000, tuple(p.snr_band_hz)),
-                    "bandwidth_hz": M.bandwidth_hz(x, 16000, p.bandwidth_floor_db),
-                    "chars_per_s": cps,
-                    "words_per_s": wps,
-                    "text_unit_ratio": M.text_unit_ratio(s.get("text"), u),
-                    "n_units": len(u) if u is not None else None,
-                    "pcm_sha256": M.pcm_sha256(x),
-                }
-            )
-            sigs.append(minhash_signature(u, p.minhash_ngram, p.minhash_perm))
-            fps.append(fingerprint(x))
-            embs.append(enc.embed_utterance(preprocess_wav(x)))
-            np.save(out / f"{s['id']}.npy", embs[-1])
-        write_jsonl(out / "measures.jsonl", lines)
-        np.save(out / "embeddings.npy", np.stack(embs))
-        np.save(out / "minhash.npy", np.stack(sigs))
-        np.save(out / "fingerprint.npy", np.stack([f if f is not None else unpack(None)[1] for f in fps]))
+        t, cpu = run_loop(p, segs, units, out, warm)
     seconds, cpu = time.perf_counter() - t, time.process_time() - cpu
     return {
         "seconds": seconds,
@@ -153,6 +106,67 @@ def run_variant(variant: str, d: Path, out: Path) -> dict:
         "segments": len(segs),
         "out": str(out),
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
+
+
+def run_loop(p, segs: list[dict], units: dict, out: Path, warm: list[np.ndarray]) -> tuple[float, float]:
+    """Load and warm the loop's models, then measure segment by segment: the clocks' readings at its start."""
+    import pyloudnorm
+    from resemblyzer import VoiceEncoder, preprocess_wav
+    from speechmos import dnsmos
+
+    from speechprep.curate.duplicates import minhash_signature
+    from speechprep.curate.fingerprint import fingerprint, unpack
+    from speechprep.curate.nonspeech import NonSpeech
+    from speechprep.io.audio import read_segment
+    from speechprep.io.jsonio import write_jsonl
+
+    enc = VoiceEncoder("cpu", verbose=False)
+    meter = pyloudnorm.Meter(16000)
+    dnsmos.run(warm[0], 16000)  # loads its ONNX sessions
+    enc.embed_utterance(preprocess_wav(warm[0]))
+    lines, embs, sigs, fps = [], [], [], []
+    t, cpu = time.perf_counter(), time.process_time()
+    non_speech = NonSpeech(segs, p.snr_noise_seconds)
+    for s in segs:
+        x = read_segment(s, 16000, p.min_duration)
+        u = units.get(s["id"])
+        d_ = dnsmos.run(x, 16000)
+        lufs = meter.integrated_loudness(x.astype(np.float64)) if len(x) >= 0.4 * 16000 else None
+        lines.append(loop_line(p, s, x, u, d_, lufs, non_speech))
+        sigs.append(minhash_signature(u, p.minhash_ngram, p.minhash_perm))
+        fps.append(fingerprint(x))
+        embs.append(enc.embed_utterance(preprocess_wav(x)))
+        np.save(out / f"{s['id']}.npy", embs[-1])
+    write_jsonl(out / "measures.jsonl", lines)
+    np.save(out / "embeddings.npy", np.stack(embs))
+    np.save(out / "minhash.npy", np.stack(sigs))
+    np.save(out / "fingerprint.npy", np.stack([f if f is not None else unpack(None)[1] for f in fps]))
+    return t, cpu
+
+
+def loop_line(p, s: dict, x: np.ndarray, u: list[int] | None, d_: dict, lufs, non_speech) -> dict:
+    """The loop's JSON line of one segment, from its audio, units, DNSMOS scores and loudness."""
+    from speechprep.curate import measures as M
+
+    cps, wps = M.speaking_rate(s.get("text"), len(x) / 16000)
+    return {
+        "id": s["id"],
+        "dnsmos_sig": float(d_["sig_mos"]),
+        "dnsmos_bak": float(d_["bak_mos"]),
+        "dnsmos_ovrl": float(d_["ovrl_mos"]),
+        "dnsmos_p808": float(d_["p808_mos"]),
+        "lufs": float(lufs) if lufs is not None and np.isfinite(lufs) else None,
+        "peak_dbfs": M.peak_dbfs(x),
+        "clipping_ratio": M.clipping_ratio(x, p.clip_level),
+        "dc_offset": M.dc_offset(x),
+        "snr_db": M.snr_db(x, non_speech.read(s), 16000, tuple(p.snr_band_hz)),
+        "bandwidth_hz": M.bandwidth_hz(x, 16000, p.bandwidth_floor_db),
+        "chars_per_s": cps,
+        "words_per_s": wps,
+        "text_unit_ratio": M.text_unit_ratio(s.get("text"), u),
+        "n_units": len(u) if u is not None else None,
+        "pcm_sha256": M.pcm_sha256(x),
     }
 
 

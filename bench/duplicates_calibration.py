@@ -126,36 +126,32 @@ def summary(v: list[float]) -> str:
     return f"{np.min(v):.3f} / {np.percentile(v, 5):.3f} / {np.median(v):.3f}"
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--per-language", type=int, default=15)
-    ap.add_argument("--cache", type=Path, default=R.root() / "duplicates_calibration")
-    ap.add_argument("--units", action="store_true", help="also the unit MinHash with the demo HuBERT (.venvs/s2s)")
-    a = ap.parse_args()
-    from speechprep.curate import fingerprint as FP
-    from speechprep.curate.duplicates import Candidate
-    from speechprep.curate.dupsearch import find_duplicates
-    from speechprep.curate.measures import pcm_sha256
-    from speechprep.curate.params import DuplicateParams
-    from tests.support import params
-
-    p = params(DuplicateParams)
-    print(f"duplicates job params: {p}")
-    srcs = sources(a.per_language)
-    t = time.perf_counter()
-    copies = R.codec_copies(srcs, a.cache)
-    print(f"{len(copies)} copies of {len(srcs)} recordings ({time.perf_counter() - t:.0f} s to make or find)")
+def read_audio(srcs: list[R.Utterance], copies: list) -> dict[str, np.ndarray]:
+    """Every recording (sources and voices) and copy, decoded at 16 kHz, by path."""
     audio: dict[str, np.ndarray] = {}
     for path in {str(u.path) for u in srcs} | {str(u.path) for vs in voices().values() for u in vs}:
         audio[path] = R.read(Path(path), 16000)[0]
     for c in copies:
         audio[str(c.path)] = R.read(c.path, 16000)[0]
+    return audio
+
+
+def fingerprints(audio: dict[str, np.ndarray]) -> dict:
+    """The acoustic fingerprint of every clip, by path, and a line on their speed."""
+    from speechprep.curate import fingerprint as FP
+
     t = time.perf_counter()
     fps = {k: FP.fingerprint(x) for k, x in audio.items()}
     secs = sum(len(x) for x in audio.values()) / 16000
     print(
         f"fingerprints: {len(fps)} recordings, {secs:.0f} s of audio, {secs / (time.perf_counter() - t):.0f}x real time"
     )
+    return fps
+
+
+def copy_scores(srcs: list[R.Utterance], copies: list, audio: dict, fps: dict, p) -> tuple[dict, dict, dict]:
+    """Per codec and for trims, each copy against its source: (scores, LSH candidates, under 1 s of speech)."""
+    from speechprep.curate import fingerprint as FP
 
     score = lambda f0, f1: FP.compare(f0, f1) if f0 is not None and f1 is not None else 0.0
     scores, cand, short = defaultdict(list), defaultdict(list), defaultdict(list)
@@ -175,10 +171,12 @@ def main() -> None:
         trims.append((f0, f1))
         short["trim"].append(f0 is None or int(f0["n_active"]) < 100)
     cand["trim"] = lsh_candidates(trims, p)
+    return scores, cand, short
 
-    print("\ncopies: score against the source (min / p5 / median), share made an LSH candidate")
-    for k, v in scores.items():
-        print(f"  {k:>10} ({len(v)}): {summary(v)}; candidates {np.mean(cand[k]):.3f}")
+
+def same_speaker(audio: dict, fps: dict, p) -> tuple[np.ndarray, list[tuple[str, str]]]:
+    """Print how different utterances of one speaker score: (their scores, their pairs of paths)."""
+    from speechprep.curate import fingerprint as FP
 
     neg, twins, pairs = [], [], []
     t = time.perf_counter()
@@ -207,7 +205,11 @@ def main() -> None:
     for s, spk, x, y in sorted(neg, reverse=True)[:5]:
         print(f"  {s:.3f} {spk}: {x} / {y}")
     print(f"identical PCM in two files (exact duplicates): {twins}")
+    return nv, pairs
 
+
+def print_thresholds(scores: dict, short: dict, nv: np.ndarray) -> None:
+    """Recall of codec copies and trims, and false same-speaker pairs, by score threshold."""
     allc = np.concatenate([v for k, v in scores.items() if k != "trim"])
     short_c = np.concatenate([v for k, v in short.items() if k != "trim"])
     print(
@@ -220,6 +222,13 @@ def main() -> None:
             f"{np.mean(allc[~short_c] >= thr):.3f}), trims {np.mean(np.array(scores['trim']) >= thr):.3f}, "
             f"false pairs {int((nv >= thr).sum())}"
         )
+
+
+def search_report(audio: dict, fps: dict, copies: list, p) -> None:
+    """The duplicates job's search over every recording and copy: copies found, originals merged."""
+    from speechprep.curate.duplicates import Candidate
+    from speechprep.curate.dupsearch import find_duplicates
+    from speechprep.curate.measures import pcm_sha256
 
     ids, cands = {}, []
     for path, x in audio.items():
@@ -245,6 +254,34 @@ def main() -> None:
         + ", ".join(f"{k} {np.mean(v):.3f}" for k, v in by_codec.items())
         + f"); {false} original recordings of other PCM put in one group with another"
     )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--per-language", type=int, default=15)
+    ap.add_argument("--cache", type=Path, default=R.root() / "duplicates_calibration")
+    ap.add_argument("--units", action="store_true", help="also the unit MinHash with the demo HuBERT (.venvs/s2s)")
+    a = ap.parse_args()
+    from speechprep.curate.params import DuplicateParams
+    from tests.support import params
+
+    p = params(DuplicateParams)
+    print(f"duplicates job params: {p}")
+    srcs = sources(a.per_language)
+    t = time.perf_counter()
+    copies = R.codec_copies(srcs, a.cache)
+    print(f"{len(copies)} copies of {len(srcs)} recordings ({time.perf_counter() - t:.0f} s to make or find)")
+    audio = read_audio(srcs, copies)
+    fps = fingerprints(audio)
+
+    scores, cand, short = copy_scores(srcs, copies, audio, fps, p)
+    print("\ncopies: score against the source (min / p5 / median), share made an LSH candidate")
+    for k, v in scores.items():
+        print(f"  {k:>10} ({len(v)}): {summary(v)}; candidates {np.mean(cand[k]):.3f}")
+
+    nv, pairs = same_speaker(audio, fps, p)
+    print_thresholds(scores, short, nv)
+    search_report(audio, fps, copies, p)
     if a.units:
         unit_report(audio, copies, pairs, p.near_duplicate_jaccard, a.cache / "units")
 

@@ -159,7 +159,8 @@ def export_all(root: Path, shards: int, formats: list[str]) -> None:
         )
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
+    """The command line."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--segments", type=int, default=100_000)
     ap.add_argument("--shards", type=int, default=20)
@@ -167,56 +168,66 @@ def main() -> None:
     ap.add_argument("--layouts", nargs="+", choices=LAYOUTS, default=list(LAYOUTS))
     ap.add_argument("--formats", nargs="+", default=list(export.FORMATS))
     ap.add_argument("--dir", help="work here and keep it (default: a temp dir, removed)")
-    a = ap.parse_args()
+    return ap.parse_args()
+
+
+def measure_layout(a: argparse.Namespace, root: Path, layout: str, first: bool) -> dict:
+    """Write ``layout`` and export from it, each in its own process; print their rows, return its report."""
+    audio_s, wall_l, rss_l = in_child(write_layout, root, a.segments, a.shards, a.mean_seconds, layout)
+    _, wall_e, rss_e = in_child(export_all, root, a.shards, a.formats)
+    hours = audio_s / 3600
+    if first:
+        print(
+            f"export scale: {a.segments} segments ({a.mean_seconds:g} s mean), {a.shards} shards, "
+            f"{hours:.2f} h of audio; {os.cpu_count()} CPUs"
+        )
+        print(f"\n{'':40} {'wall':>8} {'peak RSS':>9} {'files':>9} {'GB':>8} {'files/seg':>9} {'GB/h':>7}")
+    (f_tts, b_tts), (f_s2s, b_s2s) = tree(root / "tts"), tree(root / "s2s")
+    files_l, bytes_l = f_tts + f_s2s, b_tts + b_s2s
+    print(
+        f"{layout + ' layout (S2S WAVs + TTS arrays)':40} {wall_l:7.1f}s {rss_l:7.0f}MB {files_l:9d} "
+        f"{bytes_l / 1e9:8.3f} {files_l / a.segments:9.4f} {bytes_l / 1e9 / hours:7.3f}"
+    )
+    print(f"{'  export from it (all formats)':40} {wall_e:7.1f}s {rss_e:7.0f}MB")
+    per_format = {}
+    for fmt in a.formats:
+        n, b = tree(root / "export" / fmt)
+        per_format[fmt] = (n, b)
+        print(f"{'    ' + fmt:40} {'':8} {'':9} {n:9d} {b / 1e9:8.3f} {n / a.segments:9.4f} {b / 1e9 / hours:7.3f}")
+    return {
+        "hours": hours,
+        "layout": [files_l, bytes_l, wall_l, rss_l],
+        "export": [wall_e, rss_e],
+        "formats": per_format,
+    }
+
+
+def print_projection(a: argparse.Namespace, report: dict, segs_10k: float, shards_10k: float) -> None:
+    """Files and terabytes of every layout and export format, scaled to ``HOURS_10K``."""
+    print(f"\nprojection to {HOURS_10K:.0f} h ({segs_10k:.2e} segments of 8 s mean, {shards_10k:.0f} shards):")
+    for layout, r in report.items():
+        files_l, bytes_l = r["layout"][:2]
+        # files: one per segment and kind; packed: one per shard and kind (+ the shard's directories)
+        per = segs_10k / a.segments if layout == "files" else shards_10k / a.shards
+        print(f"  {layout} layout: {files_l * per:.2e} files, {bytes_l / r['hours'] * HOURS_10K / 1e12:.2f} TB")
+    r = next(iter(report.values()))
+    for fmt, (n, b) in r["formats"].items():
+        print(
+            f"  export {fmt}: {n / a.shards * shards_10k:.2e} files at {a.segments // a.shards} segments "
+            f"per shard, {b / r['hours'] * HOURS_10K / 1e12:.2f} TB"
+        )
+
+
+def main() -> None:
+    a = parse_args()
     base = Path(a.dir) if a.dir else Path(tempfile.mkdtemp(prefix="export_scale_"))
     segs_10k = HOURS_10K * SEGMENTS_PER_HOUR_10K
     shards_10k = segs_10k / (a.segments / a.shards)
     report: dict = {}
     try:
         for layout in a.layouts:
-            root = base / layout
-            audio_s, wall_l, rss_l = in_child(write_layout, root, a.segments, a.shards, a.mean_seconds, layout)
-            _, wall_e, rss_e = in_child(export_all, root, a.shards, a.formats)
-            hours = audio_s / 3600
-            if not report:
-                print(
-                    f"export scale: {a.segments} segments ({a.mean_seconds:g} s mean), {a.shards} shards, "
-                    f"{hours:.2f} h of audio; {os.cpu_count()} CPUs"
-                )
-                print(f"\n{'':40} {'wall':>8} {'peak RSS':>9} {'files':>9} {'GB':>8} {'files/seg':>9} {'GB/h':>7}")
-            (f_tts, b_tts), (f_s2s, b_s2s) = tree(root / "tts"), tree(root / "s2s")
-            files_l, bytes_l = f_tts + f_s2s, b_tts + b_s2s
-            print(
-                f"{layout + ' layout (S2S WAVs + TTS arrays)':40} {wall_l:7.1f}s {rss_l:7.0f}MB {files_l:9d} "
-                f"{bytes_l / 1e9:8.3f} {files_l / a.segments:9.4f} {bytes_l / 1e9 / hours:7.3f}"
-            )
-            print(f"{'  export from it (all formats)':40} {wall_e:7.1f}s {rss_e:7.0f}MB")
-            per_format = {}
-            for fmt in a.formats:
-                n, b = tree(root / "export" / fmt)
-                per_format[fmt] = (n, b)
-                print(
-                    f"{'    ' + fmt:40} {'':8} {'':9} {n:9d} {b / 1e9:8.3f} {n / a.segments:9.4f} "
-                    f"{b / 1e9 / hours:7.3f}"
-                )
-            report[layout] = {
-                "hours": hours,
-                "layout": [files_l, bytes_l, wall_l, rss_l],
-                "export": [wall_e, rss_e],
-                "formats": per_format,
-            }
-        print(f"\nprojection to {HOURS_10K:.0f} h ({segs_10k:.2e} segments of 8 s mean, {shards_10k:.0f} shards):")
-        for layout, r in report.items():
-            files_l, bytes_l = r["layout"][:2]
-            # files: one per segment and kind; packed: one per shard and kind (+ the shard's directories)
-            per = segs_10k / a.segments if layout == "files" else shards_10k / a.shards
-            print(f"  {layout} layout: {files_l * per:.2e} files, {bytes_l / r['hours'] * HOURS_10K / 1e12:.2f} TB")
-        r = next(iter(report.values()))
-        for fmt, (n, b) in r["formats"].items():
-            print(
-                f"  export {fmt}: {n / a.shards * shards_10k:.2e} files at {a.segments // a.shards} segments "
-                f"per shard, {b / r['hours'] * HOURS_10K / 1e12:.2f} TB"
-            )
+            report[layout] = measure_layout(a, base / layout, layout, first=not report)
+        print_projection(a, report, segs_10k, shards_10k)
         print(json.dumps(report))
     finally:
         if not a.dir:

@@ -168,7 +168,8 @@ class Worker:
         self.p.wait()
 
 
-def main() -> None:
+def parser() -> argparse.ArgumentParser:
+    """The command line, with the hidden flags of a worker."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--segments", type=int, default=40)
     ap.add_argument("--min-seconds", type=float, default=1.0)
@@ -186,80 +187,75 @@ def main() -> None:
     ap.add_argument("--worker", choices=VARIANTS, help=argparse.SUPPRESS)
     for hidden in ("--checkpoint", "--export", "--features"):
         ap.add_argument(hidden, help=argparse.SUPPRESS)
-    a = ap.parse_args()
-    warnings.simplefilter("ignore")
-    if a.worker:
-        return worker(a)
-    import logging
+    return ap
 
-    import torch
 
+def exporter_of(variant: str) -> str:
+    """The ONNX exporter whose export ``variant`` runs."""
+    return "dynamo" if variant.endswith("dynamo") else "torchscript"
+
+
+def hubert_base(tmp: Path) -> tuple:
+    """A HuBERT-base-sized model with random weights, saved as a checkpoint: (model, checkpoint path)."""
     from speechprep.demo.s2s_models import BASE_CONV_LAYERS, save_checkpoint, tiny_hubert
+
+    sizes = {"layers": 12, "dim": 768, "ffn": 3072, "heads": 12, "conv_pos": 128, "conv_pos_groups": 16}
+    model, task, tcfg, mcfg = tiny_hubert(tmp / "l", conv_layers=BASE_CONV_LAYERS, **sizes)
+    return model, save_checkpoint(model, task, tcfg, mcfg, tmp / "hubert_base_random.pt")
+
+
+def build_exports(a: argparse.Namespace, variants: list[str], ckpt: Path, tmp: Path) -> tuple[dict, dict]:
+    """Each exporter's ONNX export of ``ckpt`` that the variants need: (paths, (seconds, check, MB))."""
     from speechprep.s2s import runtime as s2s_runtime
 
-    logging.basicConfig(level=logging.WARNING)
-    variants = a.variants.split(",")
-    if variants[0] != "eager" or not set(variants) <= set(VARIANTS):
-        ap.error(f"--variants: eager first, then some of {', '.join(VARIANTS[1:])}")
-    torch.set_num_threads(a.threads)
-    load = [os.getloadavg()]
-    with tempfile.TemporaryDirectory() as tmp:
-        tmp = Path(tmp)
-        model, task, tcfg, mcfg = tiny_hubert(
-            tmp / "l",
-            layers=12,
-            dim=768,
-            ffn=3072,
-            heads=12,
-            conv_layers=BASE_CONV_LAYERS,
-            conv_pos=128,
-            conv_pos_groups=16,
-        )
-        ckpt = save_checkpoint(model, task, tcfg, mcfg, tmp / "hubert_base_random.pt")
-        exports, builds = {}, {}
-        for v in variants[1:]:
-            exporter = "dynamo" if v.endswith("dynamo") else "torchscript"
-            if exporter not in exports:
-                t = time.perf_counter()
-                exports[exporter] = tmp / exporter / "export.onnx"
-                meta = s2s_runtime.build_export(ckpt, a.layer, exports[exporter], threads=a.threads, exporter=exporter)
-                builds[exporter] = (
-                    time.perf_counter() - t,
-                    meta["max_abs_diff"],
-                    exports[exporter].stat().st_size / 1e6,
-                )
-        workers = [
-            Worker(v, a, ckpt, exports.get("dynamo" if v.endswith("dynamo") else "torchscript"), tmp / "features")
-            for v in variants
-        ]
-        segs = segments(a)
-        audio = sum(len(x) for x in segs) / 16000
-        for i in range(len(segs)):  # warm-up pass, which also saves each variant's features
-            for w in workers:
-                w.ask(f"run {i}")
-        wall = {v: [[] for _ in segs] for v in variants}
-        cpu = {v: [[] for _ in segs] for v in variants}
-        rng = np.random.default_rng(1)
-        for r in range(a.repeats):
-            for k, i in enumerate(rng.permutation(len(segs))):
-                for j in range(len(workers)):
-                    w = workers[(j + k + r) % len(workers)]
-                    res = w.ask(f"run {i}")
-                    wall[w.variant][i].append(res["wall"])
-                    cpu[w.variant][i].append(res["cpu"])
-        stats = {w.variant: w.ask("stats") for w in workers}
+    exports, builds = {}, {}
+    for v in variants[1:]:
+        exporter = exporter_of(v)
+        if exporter not in exports:
+            t = time.perf_counter()
+            exports[exporter] = tmp / exporter / "export.onnx"
+            meta = s2s_runtime.build_export(ckpt, a.layer, exports[exporter], threads=a.threads, exporter=exporter)
+            builds[exporter] = (
+                time.perf_counter() - t,
+                meta["max_abs_diff"],
+                exports[exporter].stat().st_size / 1e6,
+            )
+    return exports, builds
+
+
+def time_workers(workers: list[Worker], variants: list[str], n: int, repeats: int) -> tuple[dict, dict]:
+    """A warm-up pass, then ``repeats`` shuffled ones, workers in turn: (wall, CPU) seconds per variant and segment."""
+    for i in range(n):  # warm-up pass, which also saves each variant's features
         for w in workers:
-            w.close()
-        load.append(os.getloadavg())
-        ref = [np.load(tmp / "features" / "eager" / f"{i}.npy") for i in range(len(segs))]
-        diffs = {
-            v: max(float(np.abs(np.load(tmp / "features" / v / f"{i}.npy") - ref[i]).max()) for i in range(len(segs)))
-            for v in variants[1:]
-        }
+            w.ask(f"run {i}")
+    wall = {v: [[] for _ in range(n)] for v in variants}
+    cpu = {v: [[] for _ in range(n)] for v in variants}
+    rng = np.random.default_rng(1)
+    for r in range(repeats):
+        for k, i in enumerate(rng.permutation(n)):
+            for j in range(len(workers)):
+                w = workers[(j + k + r) % len(workers)]
+                res = w.ask(f"run {i}")
+                wall[w.variant][i].append(res["wall"])
+                cpu[w.variant][i].append(res["cpu"])
+    return wall, cpu
 
-    def per_seg(d, v):
-        return [statistics.median(x) for x in d[v]]
 
+def feature_diffs(features: Path, variants: list[str], n: int) -> dict[str, float]:
+    """Each variant's largest absolute difference from eager's features over the ``n`` segments."""
+    ref = [np.load(features / "eager" / f"{i}.npy") for i in range(n)]
+    return {
+        v: max(float(np.abs(np.load(features / v / f"{i}.npy") - ref[i]).max()) for i in range(n)) for v in variants[1:]
+    }
+
+
+def per_seg(d: dict, v: str) -> list[float]:
+    """Variant ``v``'s median over the repeats, per segment."""
+    return [statistics.median(x) for x in d[v]]
+
+
+def print_header(a: argparse.Namespace, audio: float, load: list, builds: dict) -> None:
+    """The run's set-up: model, segments, load average, and each export's build."""
     print(
         f"S2S features: HuBERT-base-sized model (random), layer {a.layer}, {a.segments} segments of "
         f"{a.min_seconds:g}-{a.max_seconds:g} s ({audio:.0f} s of audio), CPU, {a.threads} threads, "
@@ -274,6 +270,10 @@ def main() -> None:
             f"  export ({exporter}): built and checked in {secs:.1f} s, {size:.0f} MB, "
             f"max |export - eager| on the check waveforms {diff:.2e}"
         )
+
+
+def print_variants(workers: list[Worker], audio: float, wall: dict, cpu: dict, stats: dict, diffs: dict) -> None:
+    """Per variant: totals, load and memory, and its ratios to eager."""
     base_wall, base_cpu = per_seg(wall, "eager"), per_seg(cpu, "eager")
     base_best = sum(min(x) for x in wall["eager"])
     for w in workers:
@@ -293,6 +293,39 @@ def main() -> None:
                 f"CPU, {base_best / best:.2f}x best-of-repeats wall; max |feature difference| {diffs[v]:.2e}"
             )
         print(line)
+
+
+def main() -> None:
+    ap = parser()
+    a = ap.parse_args()
+    warnings.simplefilter("ignore")
+    if a.worker:
+        return worker(a)
+    import logging
+
+    import torch
+
+    logging.basicConfig(level=logging.WARNING)
+    variants = a.variants.split(",")
+    if variants[0] != "eager" or not set(variants) <= set(VARIANTS):
+        ap.error(f"--variants: eager first, then some of {', '.join(VARIANTS[1:])}")
+    torch.set_num_threads(a.threads)
+    load = [os.getloadavg()]
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        model, ckpt = hubert_base(tmp)
+        exports, builds = build_exports(a, variants, ckpt, tmp)
+        workers = [Worker(v, a, ckpt, exports.get(exporter_of(v)), tmp / "features") for v in variants]
+        segs = segments(a)
+        audio = sum(len(x) for x in segs) / 16000
+        wall, cpu = time_workers(workers, variants, len(segs), a.repeats)
+        stats = {w.variant: w.ask("stats") for w in workers}
+        for w in workers:
+            w.close()
+        load.append(os.getloadavg())
+        diffs = feature_diffs(tmp / "features", variants, len(segs))
+    print_header(a, audio, load, builds)
+    print_variants(workers, audio, wall, cpu, stats, diffs)
     print("aim: eager / onnxruntime >= 1.5x wall on CPU")
     if a.json:
         lengths = [len(x) / 16000 for x in segs]

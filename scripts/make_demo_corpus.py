@@ -138,22 +138,21 @@ def write_variants(audio: Path, files: dict) -> None:
         }
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", default=str(Path(__file__).resolve().parents[1] / "resources" / "demo"))
-    ap.add_argument("--variants-only", action="store_true")
-    args = ap.parse_args()
-    out = Path(args.out)
-    if args.variants_only:
-        truth = json.loads((out / "truth.json").read_text(encoding="utf-8"))
-        truth["files"] = {k: v for k, v in truth["files"].items() if not k.startswith("variants/")}
-        write_variants(out / "audio", truth["files"])
-        (out / "truth.json").write_text(json.dumps(truth, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-        return
-    audio = out / "audio"
-    rng = np.random.default_rng(20261121)
-    truth = {"sample_rate": SR, "voices": VOICES, "files": {}}
+def write_truth(out: Path, truth: dict) -> None:
+    """``truth.json`` in ``out``."""
+    (out / "truth.json").write_text(json.dumps(truth, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
 
+
+def rewrite_variants(out: Path) -> None:
+    """``--variants-only``: the variants again from the committed clean clips, and their truth."""
+    truth = json.loads((out / "truth.json").read_text(encoding="utf-8"))
+    truth["files"] = {k: v for k, v in truth["files"].items() if not k.startswith("variants/")}
+    write_variants(out / "audio", truth["files"])
+    write_truth(out, truth)
+
+
+def write_clean_clips(audio: Path, rng: np.random.Generator, files: dict) -> None:
+    """``audio/<voice>/clipNN.{wav,flac}``: four clips of two phrases per voice, and their truth."""
     phrase_iter = iter(PHRASES)
     for name, voice in VOICES.items():
         for k in range(1, 5):
@@ -165,7 +164,7 @@ def main() -> None:
             rel = f"{name}/clip{k:02d}.{ext}"
             (audio / name).mkdir(parents=True, exist_ok=True)
             sf.write(audio / rel, y, SR, subtype="PCM_16")
-            truth["files"][rel] = {
+            files[rel] = {
                 "expect": "ok",
                 "clean": True,
                 "voice": name,
@@ -173,11 +172,14 @@ def main() -> None:
                 "speech": spans,
             }
 
-    edge = audio / "edge_cases"
-    edge.mkdir(parents=True, exist_ok=True)
-    files = truth["files"]
-    say = lambda t: (t, speak(t, VOICES["us_male"]))
 
+def say(text: str) -> tuple[str, np.ndarray]:
+    """``text`` and its speech in the us_male voice: a piece for :func:`compose`."""
+    return text, speak(text, VOICES["us_male"])
+
+
+def write_rejected(edge: Path, rng: np.random.Generator, files: dict) -> None:
+    """The edge cases that ingest or VAD must reject: unreadable, empty, non-finite, silent, too short."""
     (edge / "corrupt.wav").write_bytes(b"RIFF" + rng.integers(0, 256, 2044, dtype=np.uint8).tobytes())
     files["edge_cases/corrupt.wav"] = {"expect": "reject", "stage": "ingest", "reason": "unreadable"}
     (edge / "zero_length.wav").write_bytes(b"")
@@ -200,6 +202,9 @@ def main() -> None:
     sf.write(edge / "too_short.wav", rng.normal(0, 0.1, 160).astype(np.float32), SR, subtype="PCM_16")
     files["edge_cases/too_short.wav"] = {"expect": "reject", "stage": "vad", "reason": "too_short"}
 
+
+def write_unusual(edge: Path, rng: np.random.Generator, files: dict) -> None:
+    """The unusual but usable edge cases: stereo at 8 kHz and mono at 44.1 kHz."""
     # Unusual but usable: resampled / mixed down by the pipeline, never rejected.
     y, spans = compose(rng, [say("a red bus goes to town"), say("we like green apples")], [0.5, 0.8, 0.5])
     y8 = soxr.resample(y, SR, 8000)
@@ -224,10 +229,31 @@ def main() -> None:
         "sample_rate": 44100,
         "channels": 1,
     }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default=str(Path(__file__).resolve().parents[1] / "resources" / "demo"))
+    ap.add_argument("--variants-only", action="store_true")
+    args = ap.parse_args()
+    out = Path(args.out)
+    if args.variants_only:
+        rewrite_variants(out)
+        return
+    audio = out / "audio"
+    rng = np.random.default_rng(20261121)
+    truth = {"sample_rate": SR, "voices": VOICES, "files": {}}
+    write_clean_clips(audio, rng, truth["files"])
+
+    edge = audio / "edge_cases"
+    edge.mkdir(parents=True, exist_ok=True)
+    files = truth["files"]
+    write_rejected(edge, rng, files)
+    write_unusual(edge, rng, files)
     (edge / "README.txt").write_text("Not audio: ignored by ingest (extension not listed).\n", encoding="utf-8")
 
     write_variants(audio, files)
-    (out / "truth.json").write_text(json.dumps(truth, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    write_truth(out, truth)
     total = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
     print(f"wrote {len(files)} files under {audio} ({total / 1e6:.2f} MB with truth.json)")
 
