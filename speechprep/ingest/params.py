@@ -18,5 +18,6 @@ class IngestParams(StageParams):
     probe: bool = from_dataset("probe", "ingest.probe")
     shards: int | None = from_dataset("shards")
     shard_hours: float = from_dataset("shard_hours", "ingest.shard_hours")
+    replan: bool = from_dataset("replan", "ingest.replan")  # deal every file out again (speechprep.ingest.plan)
     extensions: list = from_dataset("extensions", "ingest.extensions")
     text: str = from_dataset("text", "ingest.text")  # given/verify: a line without text is rejected no_text

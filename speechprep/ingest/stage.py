@@ -5,8 +5,9 @@
   manifest and unreadable files are caught later by VAD;
 * ids are stable: the input manifest's ``id`` or the path relative to the
   dataset root; collisions are resolved deterministically;
-* a file lands in shard ``hash(id) mod n``: the same id always lands in the
-  same shard for a given shard count;
+* a file keeps its shard from one run to the next, new files fill new shards
+  (:mod:`speechprep.ingest.plan`); a file gone from the corpus leaves its shard
+  with a line in ``removed.jsonl``;
 * nothing is lost: every input file or manifest line ends in the manifest or in
   ``rejects/ingest.jsonl`` with a reason code.
 """
@@ -20,6 +21,7 @@ import logging
 import math
 import os
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -27,23 +29,19 @@ from ..core.names import utf8_encodable
 from ..core.rejects import reject
 from ..errors import UsageError
 from ..io.inventory import walk_audio
-from ..io.jsonio import dumps, write_jsonl, write_text_if_changed
+from ..io.jsonio import append_jsonl, dumps, write_jsonl, write_text_if_changed
 from .params import IngestParams
+from .plan import Planned, shard_name
+from .plan import load as load_plan
+from .plan import plan as plan_shards
+from .plan import save as save_plan
 from .texts import read_texts, text_file_problem, without_text
 
 log = logging.getLogger("speechprep.ingest")
 STAGE = "ingest"
 PASSTHROUGH = ("text", "speaker", "language")
-
-
-def shard_name(i: int) -> str:
-    return f"shard-{i:04d}"
-
-
-def shard_index(id_: str, n: int) -> int:
-    """Stable shard of ``id_`` among ``n`` (independent of every other id)."""
-    h = hashlib.blake2b(id_.encode("utf-8"), digest_size=8).digest()
-    return int.from_bytes(h, "big") % n
+PLAN_FILE = "shard_plan.json"  # beside the manifest: results/<ds>/ (speechprep.ingest.plan)
+REMOVED_FILE = "removed.jsonl"  # the removal ledger: one line per file that left the plan
 
 
 def derive_id(rel: str) -> str:
@@ -285,21 +283,6 @@ class Ingest:
         self.entries = keep
 
 
-def shard_count(entries: list[dict], shards: int | None, shard_hours: float | None) -> int:
-    if shards:
-        return int(shards)
-    if not entries:
-        return 1
-    missing = sum(1 for e in entries if e.get("duration") is None)
-    if missing:
-        raise UsageError(
-            f"shard_hours needs every file's duration, but {missing} entries have none; "
-            "turn probing on (probe: true), give `duration` in the input manifest, or set a fixed `shards`"
-        )
-    hours = sum(e["duration"] for e in entries) / 3600.0
-    return max(1, math.ceil(hours / float(shard_hours)))
-
-
 def public(e: dict) -> dict:
     """A manifest line: contract fields first, private bookkeeping dropped."""
     out = {
@@ -313,6 +296,33 @@ def public(e: dict) -> dict:
         if not k.startswith("_") and k not in out:
             out[k] = v
     return out
+
+
+def shard_plan(p: IngestParams, entries: list[dict], out_dir: Path, rejects: list[dict]) -> Planned:
+    """Each entry's shard, from the plan kept in ``out_dir`` (:mod:`speechprep.ingest.plan`);
+    a planned file that is gone (not rejected) gets a line in ``removed.jsonl``."""
+    sizing = {"shards": p.shards, "shard_hours": None if p.shards else p.shard_hours}
+    has_results = any((out_dir / d).is_dir() for d in ("vad", "asr"))
+    planned = plan_shards(entries, sizing, load_plan(out_dir / PLAN_FILE), p.replan, has_results)
+    (log.warning if "may run again" in planned.note else log.info)("shard plan: %s", planned.note)
+    rejected = {r.get("id") for r in rejects}
+    gone = [i for i in planned.removed if i not in rejected]
+    if gone:
+        when = datetime.now(UTC).isoformat(timespec="seconds")
+        append_jsonl(
+            out_dir / REMOVED_FILE, [{"id": i, "reason": "deleted", "when": when, "by": "ingest"} for i in gone]
+        )
+    return planned
+
+
+def write_shards(shards_dir: Path, shards: dict[str, list[str]]) -> None:
+    """The shard files (unchanged ones keep their bytes and mtime); a stale one is removed."""
+    shards_dir.mkdir(parents=True, exist_ok=True)
+    for name, b in shards.items():
+        write_text_if_changed(shards_dir / f"{name}.jsonl", "".join(x + "\n" for x in b))
+    for stale in shards_dir.glob("shard-*.jsonl"):
+        if stale.stem not in shards:
+            stale.unlink()
 
 
 def run(p: IngestParams, manifest_out: str, rejects_out: str, shards_dir: str, threads: int = 1) -> dict:
@@ -330,19 +340,19 @@ def run(p: IngestParams, manifest_out: str, rejects_out: str, shards_dir: str, t
     else:
         ing.drop_missing_unprobed()
     entries = sorted(ing.entries, key=lambda e: e["id"])
-    n = shard_count(entries, p.shards, p.shard_hours)
+    out_dir = Path(manifest_out).parent
+    planned = shard_plan(p, entries, out_dir, ing.rejects)
+    n = planned.plan.count
     buckets: list[list[str]] = [[] for _ in range(n)]
     lines = []
     for e in entries:
         line = dumps(public(e))
         lines.append(line)
-        buckets[shard_index(e["id"], n)].append(line)
-
-    Path(shards_dir).mkdir(parents=True, exist_ok=True)
-    for i, b in enumerate(buckets):
-        write_text_if_changed(Path(shards_dir) / f"{shard_name(i)}.jsonl", "".join(x + "\n" for x in b))
+        buckets[planned.plan.shards[e["id"]]].append(line)
+    write_shards(Path(shards_dir), {shard_name(i): b for i, b in enumerate(buckets)})
     write_text_if_changed(manifest_out, "".join(x + "\n" for x in lines))
     write_jsonl(rejects_out, ing.rejects)
+    save_plan(out_dir / PLAN_FILE, planned.plan)
     hours = sum(e.get("duration") or 0.0 for e in entries) / 3600.0
     summary = {
         "dataset": p.name,

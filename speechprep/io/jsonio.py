@@ -91,6 +91,14 @@ def read_jsonl(path: str | os.PathLike) -> Iterator[dict[str, Any]]:
                     raise ValueError(f"{path}:{n}: not valid JSON: {e}") from None
 
 
+def append_jsonl(path: str | os.PathLike, records: Iterable[dict[str, Any]]) -> None:
+    """Atomically add ``records`` to the end of JSONL file ``path`` (a ledger kept across runs)."""
+    path = Path(path)
+    old = path.read_text(encoding="utf-8") if path.exists() else ""
+    with atomic_open(path) as f:
+        f.write(old + "".join(dumps(r) + "\n" for r in records))
+
+
 def write_json(path: str | os.PathLike, obj: Any, indent: int = 1) -> None:
     """Atomically write ``obj`` as indented JSON (a summary, stats)."""
     with atomic_open(path) as f:

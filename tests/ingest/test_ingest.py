@@ -9,6 +9,7 @@ import pytest
 import soundfile as sf
 
 from speechprep.errors import UsageError
+from speechprep.ingest import plan as shard_plan
 from speechprep.ingest import stage as ingest
 from speechprep.ingest.params import IngestParams
 from speechprep.io.jsonio import read_jsonl
@@ -74,8 +75,8 @@ def test_ids_are_stable_and_collisions_resolved_deterministically(tmp_path):
 
 def test_same_id_same_shard_and_new_files_do_not_move_others():
     ids = [f"spk{i}/utt{j}" for i in range(20) for j in range(20)]
-    a = {i: ingest.shard_index(i, 7) for i in ids}
-    assert a == {i: ingest.shard_index(i, 7) for i in reversed(ids)}
+    a = {i: shard_plan.shard_index(i, 7) for i in ids}
+    assert a == {i: shard_plan.shard_index(i, 7) for i in reversed(ids)}
     assert set(a.values()) == set(range(7))  # spread over every shard
     counts = np.bincount(list(a.values()))
     assert counts.min() > 0.5 * counts.mean()
@@ -83,10 +84,10 @@ def test_same_id_same_shard_and_new_files_do_not_move_others():
 
 def test_shard_count_from_hours_or_fixed():
     entries = [{"duration": 1800.0}] * 5  # 2.5 h
-    assert ingest.shard_count(entries, None, 1.0) == 3
-    assert ingest.shard_count(entries, 4, 1.0) == 4
+    assert shard_plan.shard_count(entries, None, 1.0) == 3
+    assert shard_plan.shard_count(entries, 4, 1.0) == 4
     with pytest.raises(UsageError, match="shard_hours needs"):
-        ingest.shard_count([{"duration": None}], None, 1.0)
+        shard_plan.shard_count([{"duration": None}], None, 1.0)
 
 
 def test_manifest_bad_lines_rejected_not_fatal(tmp_path):
@@ -155,20 +156,59 @@ def test_probe_off_trusts_manifest_and_defers_unreadable(tmp_path):
     assert {m["duration"] for m in manifest} == {3.0, 4000.0}
 
 
-def test_unchanged_shards_are_not_rewritten(tmp_path):
+def test_a_grown_corpus_keeps_every_file_in_its_shard(tmp_path):
+    """New files fill a new shard; the old shards keep their bytes and mtime; a file gone
+    from the corpus leaves its shard with a line in removed.jsonl."""
     root = tmp_path / "corpus"
     for i in range(6):
         tone(root / f"f{i}.wav")
     ds = {"audio_dir": str(root), "shards": 3}
-    run(tmp_path, ds)
+    _, _, _, first = run(tmp_path, ds)
     shard_dir = tmp_path / "out" / "shards"
-    before = {p.name: p.stat().st_mtime_ns for p in shard_dir.iterdir()}
+    before = {p.name: (p.stat().st_mtime_ns, p.read_bytes()) for p in shard_dir.iterdir()}
     tone(root / "new.wav")
-    run(tmp_path, ds)
-    after = {p.name: p.stat().st_mtime_ns for p in shard_dir.iterdir()}
-    changed = [k for k in before if before[k] != after[k]]
-    new_shard = ingest.shard_name(ingest.shard_index("new", 3))
-    assert changed == [f"{new_shard}.jsonl"]
+    tone(root / "new2.wav")
+    summary, _, _, grown = run(tmp_path, ds)
+    after = {p.name: (p.stat().st_mtime_ns, p.read_bytes()) for p in shard_dir.iterdir()}
+    assert {k: after[k] for k in before} == before  # not rewritten
+    assert sorted(set(after) - set(before)) == ["shard-0003.jsonl"]
+    assert [x["id"] for x in grown["shard-0003"]] == ["new", "new2"]  # mean size of a planned shard: 2 files
+    assert summary["shards"] == 4
+    # a file deleted: its shard alone changes, the ledger says so
+    held = next(s for s, lines in first.items() if any(x["id"] == "f0" for x in lines))
+    (root / "f0.wav").unlink()
+    _, _, _, shrunk = run(tmp_path, ds)
+    assert {s: [x["id"] for x in v] for s, v in shrunk.items() if s != held} == {
+        s: [x["id"] for x in v] for s, v in grown.items() if s != held
+    }
+    assert "f0" not in {x["id"] for x in shrunk.get(held, [])}
+    removed = list(read_jsonl(tmp_path / "out" / "removed.jsonl"))
+    assert [(r["id"], r["reason"], r["by"]) for r in removed] == [("f0", "deleted", "ingest")]
+    # replan deals everything out again by hash
+    _, _, _, again = run(tmp_path, {**ds, "replan": True})
+    assert len(again) == 3
+
+
+def test_the_plan_follows_ids_and_durations_only(tmp_path):
+    """The same corpus in another folder gets the same plan; new files are packed to
+    shard_hours in id order; a changed sizing or a lost plan deals the files out again."""
+    entries = [{"id": f"u{i:02d}", "duration": 900.0} for i in range(8)]  # 2 h
+    sizing = {"shards": None, "shard_hours": 1.0}
+    first = shard_plan.plan(entries, sizing, None, False, False)
+    assert first.note == "first plan" and first.plan.count == 2
+    saved = tmp_path / "plan.json"
+    shard_plan.save(saved, first.plan)
+    old = shard_plan.load(saved)
+    assert old == first.plan
+    grown = shard_plan.plan(
+        [*entries, *({"id": f"v{i}", "duration": 1000.0} for i in range(5))], sizing, old, False, True
+    )
+    assert {i: grown.plan.shards[i] for i in old.shards} == old.shards
+    assert [grown.plan.shards[f"v{i}"] for i in range(5)] == [2, 2, 2, 3, 3]  # 3,000 s fit in an hour, 4,000 do not
+    assert grown.added == [f"v{i}" for i in range(5)] and grown.removed == []
+    assert "may run again" in shard_plan.plan(entries, sizing, None, False, True).note
+    resized = shard_plan.plan(entries, {"shards": None, "shard_hours": 0.5}, old, False, True)
+    assert "sizing changed" in resized.note and resized.plan.count == 4
 
 
 def test_surrogate_text_and_nul_path_rejected_good_lines_kept(tmp_path):

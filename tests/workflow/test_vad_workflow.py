@@ -153,26 +153,33 @@ def test_rerun_with_nothing_changed_runs_zero_jobs(demo):
     assert "Nothing to be done" in out, out[-3000:]
 
 
-def test_new_file_reruns_only_its_shard(tmp_path, demo_copy):
-    """A file added to a finished run's corpus: ingest reruns, then only the VAD job of the
-    shard the file lands in (the VAD stage alone: the session's demo run stays as it is)."""
+def test_new_files_fill_a_new_shard_and_a_deleted_one_reruns_only_its_own(tmp_path, demo_copy):
+    """Files added to a finished run's corpus: ingest reruns, the old shards keep their files
+    (their shard files are written with the same bytes), and only the VAD job of the new
+    shard runs. A file deleted: only its shard's job runs, and removed.jsonl says so (the VAD
+    stage alone: the session's demo run stays as it is)."""
     audio = tmp_path / "audio"
     shutil.copytree(demo_copy, audio)
     write_config(tmp_path, {"demo": {"audio_dir": str(audio), "shards": 3}}, stages=["vad"])
     snakemake(tmp_path)
-    vad_dir = tmp_path / "results" / "demo" / "vad"
-    before = {p.name: p.stat().st_mtime_ns for p in vad_dir.glob("shard-*.jsonl")}
-    shutil.copy(audio / "us_male" / "clip01.wav", audio / "us_male" / "clip99.wav")
+    res = tmp_path / "results" / "demo"
+    before = {p.name: p.read_bytes() for p in (res / "vad").glob("shard-*.jsonl")}
+    for k in (98, 99):
+        shutil.copy(audio / "us_male" / "clip01.wav", audio / "us_male" / f"clip{k}.wav")
     _, out = snakemake(tmp_path)
     assert len(jobs_run(out, "ingest")) == 1
-    ran = jobs_run(out, "vad")
-    assert len(ran) == 1, out[-4000:]
-    shard = ran[0].split("shard=")[1]
-    after = {p.name: p.stat().st_mtime_ns for p in vad_dir.glob("shard-*.jsonl")}
-    changed = sorted(k for k in before if before[k] != after[k])
-    assert changed == [f"{shard}.{k}.jsonl" for k in ("rejects", "segments", "stats")]
-    ids = {s["id"] for s in read_jsonl(vad_dir / f"{shard}.stats.jsonl")}
-    assert "us_male__clip99" in ids
+    assert jobs_run(out, "vad") == ["ds=demo, shard=shard-0003"], out[-4000:]
+    assert {k: (res / "vad" / k).read_bytes() for k in before} == before
+    ids = {s["id"] for s in read_jsonl(res / "vad" / "shard-0003.stats.jsonl")}
+    assert ids == {"us_male__clip98", "us_male__clip99"}
+    # a file deleted from the corpus: its own shard alone runs again, without it
+    held = next(s.stem for s in (res / "shards").glob("*.jsonl") if "us_male__clip02" in s.read_text(encoding="utf-8"))
+    (audio / "us_male" / "clip02.wav").unlink()
+    _, out = snakemake(tmp_path)
+    assert jobs_run(out, "vad") == [f"ds=demo, shard={held}"], out[-4000:]
+    assert "us_male__clip02" not in {s["id"] for s in read_jsonl(res / "vad" / f"{held}.stats.jsonl")}
+    removed = list(read_jsonl(res / "removed.jsonl"))
+    assert [(r["id"], r["reason"]) for r in removed] == [("us_male__clip02", "deleted")]
 
 
 def test_single_target_builds_only_what_it_needs(tmp_path, demo_copy):
