@@ -11,6 +11,7 @@ checkpoint ingest:
             if config["datasets"][wc.ds].get("manifest")
             else []
         ),
+        exclude=lambda wc: [config["exclude"]] if config.get("exclude") else [],
     output:
         manifest=f"{RESULTS}/{{ds}}/manifest.jsonl",
         rejects=f"{RESULTS}/{{ds}}/rejects/ingest.jsonl",

@@ -193,6 +193,19 @@ class Ingest:
             entry["text_filepath"] = _absolute(rec["text_filepath"], base)
         self.entries.append(entry)
 
+    # -- exclusions ------------------------------------------------------------------
+    def exclude(self, listed: set[str]) -> None:
+        """Entries whose id or audio file is ``listed`` (:func:`read_exclude`) are rejected
+        ``excluded``: they leave every output, and the run's ledger (removed.jsonl) says so
+        for those an earlier run processed."""
+        keep = []
+        for e in self.entries:
+            if e["id"] in listed or e["audio_filepath"] in listed:
+                self.add_reject(e["id"], e["audio_filepath"], "excluded", "listed under exclude", line=e.get("_line"))
+            else:
+                keep.append(e)
+        self.entries = keep
+
     # -- text ----------------------------------------------------------------------
     def read_texts(self, mode: str, threads: int) -> None:
         """Each ``text_filepath`` read into ``text``; without text, a line of a ``given`` or
@@ -300,19 +313,34 @@ def public(e: dict) -> dict:
 
 def shard_plan(p: IngestParams, entries: list[dict], out_dir: Path, rejects: list[dict]) -> Planned:
     """Each entry's shard, from the plan kept in ``out_dir`` (:mod:`speechprep.ingest.plan`);
-    a planned file that is gone (not rejected) gets a line in ``removed.jsonl``."""
+    a planned file that is gone from the corpus (``deleted``) or listed under ``exclude``
+    (``excluded``) gets a line in ``removed.jsonl``; one rejected for its audio is in the
+    rejects alone."""
     sizing = {"shards": p.shards, "shard_hours": None if p.shards else p.shard_hours}
     has_results = any((out_dir / d).is_dir() for d in ("vad", "asr"))
     planned = plan_shards(entries, sizing, load_plan(out_dir / PLAN_FILE), p.replan, has_results)
     (log.warning if "may run again" in planned.note else log.info)("shard plan: %s", planned.note)
-    rejected = {r.get("id") for r in rejects}
-    gone = [i for i in planned.removed if i not in rejected]
+    reasons = {r.get("id"): r["reason"] for r in rejects}
+    gone = [(i, reasons.get(i, "deleted")) for i in planned.removed if reasons.get(i, "excluded") == "excluded"]
     if gone:
         when = datetime.now(UTC).isoformat(timespec="seconds")
-        append_jsonl(
-            out_dir / REMOVED_FILE, [{"id": i, "reason": "deleted", "when": when, "by": "ingest"} for i in gone]
-        )
+        append_jsonl(out_dir / REMOVED_FILE, [{"id": i, "reason": r, "when": when, "by": "ingest"} for i, r in gone])
     return planned
+
+
+def read_exclude(path: str | None, roots: list[str]) -> set[str]:
+    """The ids and audio files listed in ``path`` (UTF-8, one a line; blank lines and lines
+    starting with ``#`` skipped). A file path relative to one of ``roots`` (the dataset's
+    ``audio_dir``, its manifest's folder) counts in its absolute form."""
+    if not path:
+        return set()
+    listed = set()
+    for raw in Path(path).read_text(encoding="utf-8").splitlines():
+        x = raw.strip()
+        if x and not x.startswith("#"):
+            listed.add(x)
+            listed.update(os.path.normpath(os.path.join(r, x)) for r in roots)
+    return listed
 
 
 def write_shards(shards_dir: Path, shards: dict[str, list[str]]) -> None:
@@ -334,6 +362,8 @@ def run(p: IngestParams, manifest_out: str, rejects_out: str, shards_dir: str, t
         ing.read_manifest(p.manifest)
     n_inputs = len(ing.entries) + len(ing.rejects)
     ing.resolve_ids()
+    roots = [os.path.abspath(p.audio_dir)] if p.audio_dir else [os.path.dirname(os.path.abspath(p.manifest))]
+    ing.exclude(read_exclude(p.exclude, roots))
     ing.read_texts(p.text, threads)
     if p.probe:
         ing.probe(threads)

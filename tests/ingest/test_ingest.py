@@ -16,10 +16,10 @@ from speechprep.io.jsonio import read_jsonl
 from tests.support import DEMO, TRUTH, config
 
 
-def run(tmp_path, ds, name="t"):
+def run(tmp_path, ds, name="t", exclude=None):
     """Ingest ``ds`` (its keys over the ingest defaults, as a rule selects them)."""
     out = tmp_path / "out"
-    cfg = {**config(), "datasets": {name: ds}}
+    cfg = {**config(), "datasets": {name: ds}, "exclude": exclude}
     p = IngestParams.from_config(cfg, name, name=name)
     summary = ingest.run(p, str(out / "manifest.jsonl"), str(out / "rejects.jsonl"), str(out / "shards"), threads=2)
     manifest = list(read_jsonl(out / "manifest.jsonl"))
@@ -187,6 +187,31 @@ def test_a_grown_corpus_keeps_every_file_in_its_shard(tmp_path):
     # replan deals everything out again by hash
     _, _, _, again = run(tmp_path, {**ds, "replan": True})
     assert len(again) == 3
+
+
+def test_excluded_ids_and_files_leave_the_shards_with_a_ledger_line(tmp_path):
+    """A takedown: an id and a file (relative to the audio_dir) listed under exclude are
+    rejected `excluded`, leave their shards (the others keep their bytes), and removed.jsonl
+    names them; listed before any run, a file is only rejected (nothing to remove)."""
+    root = tmp_path / "corpus"
+    for i in range(6):
+        tone(root / "spk" / f"f{i}.wav")
+    ds = {"audio_dir": str(root), "shards": 2}
+    never = tmp_path / "never.txt"
+    never.write_text("# never processed\nspk__f5\n", encoding="utf-8")
+    _, _, rejects, first = run(tmp_path, ds, exclude=str(never))
+    assert [(r["id"], r["reason"]) for r in rejects] == [("spk__f5", "excluded")]
+    assert not (tmp_path / "out" / "removed.jsonl").exists()
+    listed = tmp_path / "takedown.txt"
+    listed.write_text("spk__f0\nspk/f1.wav\n\n", encoding="utf-8")
+    _, manifest, rejects, after = run(tmp_path, ds, exclude=str(listed))
+    assert sorted((r["id"], r["reason"]) for r in rejects) == [("spk__f0", "excluded"), ("spk__f1", "excluded")]
+    assert {m["id"] for m in manifest} == {"spk__f2", "spk__f3", "spk__f4", "spk__f5"}
+    removed = list(read_jsonl(tmp_path / "out" / "removed.jsonl"))
+    assert sorted((r["id"], r["reason"]) for r in removed) == [("spk__f0", "excluded"), ("spk__f1", "excluded")]
+    for name, lines in first.items():  # a shard that held neither keeps its lines
+        if not {x["id"] for x in lines} & {"spk__f0", "spk__f1"}:
+            assert after[name] == lines
 
 
 def test_the_plan_follows_ids_and_durations_only(tmp_path):
