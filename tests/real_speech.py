@@ -27,6 +27,12 @@ sources below are only reported on, never tuned to (``HELD_OUT``):
   five music-on-hold tracks, 8 kHz, 73-322 s.
 - asc-music (GPL-2+, Michael Kievernagel): three game-music tracks (mp3, 290-441 s).
 
+Real text, for the transcript checks (:func:`fortunes`): quotations people wrote, in
+fortune's packages: fortunes-min (BSD-3-Clause, English), fortunes-de (GPL-2+, Andreas
+Tille), fortunes-es (GPL-2+, Agustín Martín Domingo) for calibration; fortunes-it (a
+collection its packagers declare uncopyrighted) and fortunes-ru (GPL-2, Pavel Maryanov)
+held apart.
+
 Codecs are real too: sox (GSM 06.10, MP3 through libsox-fmt-all) and ffmpeg
 (G.722, Opus), Debian packages that ``scripts/setup.sh`` installs when root.
 This module imports nothing beyond the standard library and numpy/soundfile, so
@@ -57,6 +63,11 @@ PACKAGES = {
     "asterisk-prompt-it-menardi-wav": "CC-BY-SA-3.0 (Marco Menardi and Paola Dal Zot)",
     "asterisk-moh-opsound-wav": "CC-BY-SA-3.0 (Macroform, Manolo Camp, Reno Project)",
     "asc-music": "GPL-2+ (Michael Kievernagel)",
+    "fortunes-min": "BSD-3-Clause (The Regents of the University of California)",
+    "fortunes-de": "GPL-2+ (Andreas Tille)",
+    "fortunes-es": "GPL-2+ (Agustín Martín Domingo)",
+    "fortunes-it": "not copyrighted, as its packagers declare (a collection of quotations)",
+    "fortunes-ru": "GPL-2 (Pavel Maryanov)",
 }
 # Sources that settings are never chosen on: the figures on them are what a user with
 # voices and music this project never heard should expect (docs/stages.md).
@@ -68,7 +79,10 @@ HELD_OUT = (
     "asterisk-prompt-it-menardi-wav",
     "asterisk-moh-opsound-wav",
     "asc-music",
+    "fortunes-it",
+    "fortunes-ru",
 )
+FORTUNES = {"en": "fortunes-min", "de": "fortunes-de", "es": "fortunes-es", "it": "fortunes-it", "ru": "fortunes-ru"}
 PSPHINX = "usr/share/pocketsphinx/test/data"
 
 
@@ -101,6 +115,28 @@ def fetch(package: str) -> Path:
 def fetch_all() -> None:
     for name in PACKAGES:
         fetch(name)
+
+
+def fortunes(language: str) -> list[str]:
+    """The quotations of fortune's package for ``language`` (:data:`FORTUNES`) as an ASR
+    model writes a transcript: lower case, without punctuation or the attribution, one
+    string each (10 to 200 characters), in the package's order."""
+    d = fetch(FORTUNES[language]) / "usr" / "share" / "games" / "fortunes"
+    out = []
+    for f in sorted(
+        p for p in d.rglob("*") if p.is_file() and p.suffix not in (".dat", ".u8") and "off" not in p.parts
+    ):
+        try:
+            text = f.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            continue  # an older file in another encoding
+        for quote in text.split("\n%\n"):
+            q = re.sub(r"\s+", " ", quote).strip()
+            q = re.sub(r"\s--.*$", "", q)  # the attribution
+            q = re.sub(r"\s+", " ", re.sub(r"[^\w' ]+", " ", q.lower())).strip()
+            if 10 <= len(q) <= 200:
+                out.append(q)
+    return out
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,8 @@ ORDER = (
     "low_snr",
     "low_quality",
     "transcript_mismatch",  # a wrong given text explains an odd speaking rate and a low confidence
+    "repetitive_text",  # a transcript that loops on a phrase (.texts)
+    "wrong_language",  # a transcript in another language than the one declared (.texts)
     "speaking_rate",
     "low_confidence",
     "duplicate",
@@ -47,6 +49,9 @@ MEASURED = (
     "text_unit_ratio",
     "n_units",
     "pcm_sha256",
+    "repeated_ngram_share",
+    "text_language",
+    "declared_language_prob",
 )
 EDGES = ("edge_start_inserted", "edge_start_deleted", "edge_end_inserted", "edge_end_deleted")
 # what a rejects line of a verified segment (text: verify) carries too: the ASR line's comparison
@@ -84,6 +89,7 @@ def failures(
     mismatch = transcript_mismatch(m, p)
     if mismatch:
         out.append(("transcript_mismatch", mismatch))
+    out += text_failures(m, p)
     rate = m.get("chars_per_s")
     if _below(rate, p.min_chars_per_s) or _above(rate, p.max_chars_per_s):
         out.append(("speaking_rate", f"{rate:.1f} characters/s (allowed {p.min_chars_per_s}..{p.max_chars_per_s})"))
@@ -106,6 +112,25 @@ def failures(
                 "speaker_outlier",
                 f"cosine distance {speaker_distance:.3f} to its speaker's centroid "
                 f"(max_speaker_distance {p.max_speaker_distance})",
+            )
+        )
+    return out
+
+
+def text_failures(m: dict[str, Any], p: DecideParams) -> list[tuple[str, str]]:
+    """A transcript that loops on itself, or is in another language than the declared one
+    (the facts of :func:`.texts.text_facts`; a check whose threshold is null is off)."""
+    out = []
+    share, words = m.get("repeated_ngram_share"), len((m.get("text") or "").split())
+    if words >= p.min_repetition_words and _above(share, p.max_repeated_ngram_share):
+        out.append(("repetitive_text", f"{share:.0%} of its word 3-grams repeat (max {p.max_repeated_ngram_share})"))
+    prob = m.get("declared_language_prob")
+    if _below(prob, p.min_declared_language_prob):
+        out.append(
+            (
+                "wrong_language",
+                f"the declared language has p={prob:.4f} (min_declared_language_prob "
+                f"{p.min_declared_language_prob}); most likely {m.get('text_language')!r}",
             )
         )
     return out

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..core.config import ModelParams, StageParams
+from ..core.config import ModelParams, StageParams, from_dataset
 
 
 @dataclass(frozen=True)
@@ -71,5 +71,10 @@ class DecideParams(StageParams):
     max_wer: float | None
     max_cer: float | None
     max_edge_chars: int | None
+    min_declared_language_prob: float | None
+    min_language_chars: int
+    max_repeated_ngram_share: float | None
+    min_repetition_words: int
     tier_premium: float
     tier_standard: float
+    dataset_language: str | None = from_dataset("language")

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from ..core.language import declared_language
 from ..core.names import file_stem
 from ..core.shardjob import Accepted, Rejected, ShardJob
 from ..encoders import ResemblyzerEncoder
@@ -209,15 +210,20 @@ def run_decide(
     measures: str, measure_rejects: str, speakers: str, duplicates: str, out: str, rejects_out: str, p: DecideParams
 ) -> dict[str, Any]:
     """Keep or reject each measured segment of a shard; the measure job's rejects pass through."""
+    from .texts import LanguageId, text_facts
+
     assign = {a["id"]: a for a in read_jsonl(speakers)}
     dups = {d["id"]: d for d in read_jsonl(duplicates)}
-    job = ShardJob(STAGE, measures, None, p.identity(), "1")
+    lid = LanguageId()
+    job = ShardJob(STAGE, measures, None, p.identity(), "2")
     with job.running(job.todo()):
         for m in job.items:
             a = assign.get(m["id"])
             if a is None:
                 raise UsageError(f"{speakers} has no speaker for {m['id']}: rerun the speakers job")
             seg = {k: v for k, v in m.items() if k not in INTERNAL}
+            declared = declared_language(seg, p.dataset_language)
+            seg.update(text_facts(seg.get("text"), declared, lid, p.min_language_chars))
             ok, line = decide(seg, a["speaker"], a["speaker_distance"], dups.get(m["id"]), p)
             if ok:
                 job.emit(m, Accepted(line))

@@ -60,6 +60,12 @@ METRICS = (
     ("wer", "WER, given text against ASR", (("max_wer", "transcript_mismatch"),)),
     ("cer", "CER, given text against ASR", (("max_cer", "transcript_mismatch"),)),
     ("speaker_distance", "Distance to speaker centroid", (("max_speaker_distance", "speaker_outlier"),)),
+    (
+        "declared_language_prob",
+        "Probability of the declared language",
+        (("min_declared_language_prob", "wrong_language"),),
+    ),
+    ("repeated_ngram_share", "Repeated word 3-grams", (("max_repeated_ngram_share", "repetitive_text"),)),
 )
 # the measure that orders a group's examples; a reason not here is ordered by id hash
 ORDER_BY = {
@@ -72,6 +78,8 @@ ORDER_BY = {
     "duplicate": "duplicate_similarity",
     "speaker_outlier": "speaker_distance",
     "transcript_mismatch": "wer",
+    "wrong_language": "declared_language_prob",
+    "repetitive_text": "repeated_ngram_share",
     **{t: "dnsmos_ovrl" for t in TIERS},
 }
 SHOWN = (

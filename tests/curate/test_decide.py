@@ -50,7 +50,8 @@ def test_each_threshold_gives_its_reason(change, reason):
     ok, line = decide({**GOOD, **change}, "s1", 0.1, None, P)
     assert not ok and line["reason"] == reason and line["failed"] == [reason]
     assert line["stage"] == "curate" and line["id"] == "a" and line["audio_filepath"] == "/x.wav"
-    assert all(line[k] == {**GOOD, **change}[k] for k in MEASURED)  # the measures travel with the reject
+    given = {**GOOD, **change}
+    assert all(line[k] == v for k, v in given.items() if k in MEASURED)  # the measures travel with the reject
     assert line["duration"] == 2.0 and line["speaker"] == "s1"
 
 
@@ -78,6 +79,8 @@ def test_first_reason_in_order_and_all_listed():
         "low_snr",
         "low_quality",
         "transcript_mismatch",
+        "repetitive_text",
+        "wrong_language",
         "speaking_rate",
         "low_confidence",
         "duplicate",
