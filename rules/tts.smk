@@ -124,6 +124,7 @@ rule tts_text:
         out=f"{RESULTS}/{{ds}}/tts/{{shard}}.text.jsonl",
         rejects=f"{RESULTS}/{{ds}}/tts/{{shard}}.text_rejects.jsonl",
         ids_dir=directory(f"{RESULTS}/{{ds}}/tts/{{shard}}/text_ids"),
+        phoneme_ids_dir=directory(f"{RESULTS}/{{ds}}/tts/{{shard}}/phoneme_ids"),
     log:
         f"{RESULTS}/{{ds}}/logs/tts_text/{{shard}}.log",
     benchmark:

@@ -120,7 +120,7 @@ def fetch_all() -> None:
 def fortunes(language: str) -> list[str]:
     """The quotations of fortune's package for ``language`` (:data:`FORTUNES`) as an ASR
     model writes a transcript: lower case, without punctuation or the attribution, one
-    string each (10 to 200 characters), in the package's order."""
+    string each (10 to 200 characters, at least 5 letters), in the package's order."""
     d = fetch(FORTUNES[language]) / "usr" / "share" / "games" / "fortunes"
     out = []
     for f in sorted(
@@ -134,7 +134,7 @@ def fortunes(language: str) -> list[str]:
             q = re.sub(r"\s+", " ", quote).strip()
             q = re.sub(r"\s--.*$", "", q)  # the attribution
             q = re.sub(r"\s+", " ", re.sub(r"[^\w' ]+", " ", q.lower())).strip()
-            if 10 <= len(q) <= 200:
+            if 10 <= len(q) <= 200 and len(re.findall(r"[^\W\d_]", q)) >= 5:  # words, not ASCII art
                 out.append(q)
     return out
 

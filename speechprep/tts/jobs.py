@@ -48,12 +48,19 @@ def features(f, p):
     features.run(shard_files(f, arrays, p.layout), p, f.units, f.s2s_rejects, f.threads)
 
 
-@job("tts text", "tts", TextIdsParams, inputs="index normalized+ tokenizer", outputs="out rejects ids-dir")
+@job(
+    "tts text",
+    "tts",
+    TextIdsParams,
+    inputs="index normalized+ tokenizer",
+    outputs="out rejects ids-dir phoneme-ids-dir",
+)
 def text_ids(f, p):
-    """Text ids of one shard's accepted segments (of their normalised text)."""
+    """Text ids (and phonemes) of one shard's accepted segments (of their normalised text)."""
     from . import text
 
-    text.run_text(f.index, f.tokenizer, f.out, f.rejects, f.ids_dir, p, f.normalized)
+    dirs = {"text_ids": f.ids_dir, "phoneme_ids": f.phoneme_ids_dir}
+    text.run_text(f.index, f.tokenizer, f.out, f.rejects, dirs, p, f.normalized)
 
 
 @job(

@@ -30,6 +30,7 @@ from .params import ManifestParams
 from .text import load_tokenizer
 
 log = logging.getLogger("speechprep.tts")
+TEXT_REJECTS = ("no_text_ids", "no_phonemes")  # the text job's reasons: such a segment has features but no text line
 S2S_MODELS = ("hubert", "kmeans", "vocoder", "vocoder_config")
 PACKAGES = (
     "torch",
@@ -138,7 +139,7 @@ def split(p: ManifestParams, inputs: Inputs) -> tuple[dict[str, list[dict]], int
     this job, not the features). ``p.split_by_speaker``: the split hashes the speaker rather
     than the id, so no speaker is in both (a segment without one is split by its id)."""
     ids = {t["id"]: t for path in inputs.texts for t in read_jsonl(path)}
-    no_ids = {r["id"] for path in inputs.rejects for r in read_jsonl(path) if r.get("reason") == "no_text_ids"}
+    no_ids = {r["id"] for path in inputs.rejects for r in read_jsonl(path) if r.get("reason") in TEXT_REJECTS}
     keep = {k["id"]: {"speaker": k["speaker"], "tier": k["tier"]} for q in inputs.kept or () for k in read_jsonl(q)}
     out: dict[str, list[dict]] = {"train": [], "val": []}
     curated_out = 0

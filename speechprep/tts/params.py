@@ -43,10 +43,15 @@ class TtsParams(ModelParams):
 
 @dataclass(frozen=True)
 class TextIdsParams(StageParams):
-    """The text-ids job."""
+    """The text-ids job: SentencePiece ids, and with ``phonemes`` each segment's phonemes in
+    the voice of its language (:mod:`speechprep.tts.phonemes`)."""
 
     SECTION = "tts"
     layout: str
+    phonemes: str | None
+    phoneme_voices: dict
+    dataset_language: str | None = from_dataset("language")
+    default_language: str = from_config("asr.language")
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,8 @@
   normalised transcripts (rule ``tts_tokenizer``: :func:`train_normalized_tokenizer`,
   on the spoken forms of :mod:`.normalize`).
 * :func:`run_text` (rule ``tts_text``): int32 ids of each accepted segment's
-  ``text_normalized`` (the spoken form when ``tts.normalize`` is on).
+  ``text_normalized`` (the spoken form when ``tts.normalize`` is on), and with
+  ``tts.phonemes`` its phonemes and Piper's phoneme ids (:mod:`.phonemes`).
 """
 
 from __future__ import annotations
@@ -18,11 +19,13 @@ from typing import Any
 import numpy as np
 
 from ..core.artifacts import Kind, Scratch
+from ..core.language import segment_language
 from ..core.shardjob import Accepted, Rejected, ShardJob
 from ..errors import UsageError
 from ..io.jsonio import read_jsonl
 from ..io.npyio import check_layout
 from .params import TextIdsParams
+from .phonemes import Phonemizer
 
 log = logging.getLogger("speechprep.tts")
 STAGE = "tts"
@@ -85,43 +88,65 @@ def run_text(
     tokenizer: str,
     index_out: str,
     rejects_out: str,
-    ids_dir: str,
+    dirs: dict[str, str],
     p: TextIdsParams,
     normalized: Iterable[str] = (),
 ) -> dict[str, Any]:
     """int32 SentencePiece ids of every segment of a shard's features index, of its
     ``text_normalized``: from the shard's normalised text (``normalized``, rule
-    ``tts_normalize``), else its ``text``; ``ids_dir/<id>.npy`` each or all in
-    ``ids_dir/packed.npy`` (``p.layout``). A segment the tokenizer gives no ids for is
-    rejected ``no_text_ids`` (``rejects_out``)."""
+    ``tts_normalize``), else its ``text``; with ``p.phonemes``, its phonemes and Piper's
+    phoneme ids too (:mod:`.phonemes`). The arrays go to ``dirs[kind]`` (``text_ids``,
+    ``phoneme_ids``; ``<id>.npy`` each or all in ``packed.npy``: ``p.layout``). A segment
+    the tokenizer gives no ids for is rejected ``no_text_ids``, one without phonemes
+    ``no_phonemes`` (``rejects_out``)."""
     check_layout(p.layout)
     sp = load_tokenizer(tokenizer)
     normalized = list(normalized)
     spoken = {n["id"]: n for path in normalized for n in read_jsonl(path)}
-    job = ShardJob(STAGE, index_path, None, {"tokenizer": tokenizer, **p.identity()}, "1")
-    scratch = Scratch(Path(ids_dir).parent / f".{job.name}.text_ids", [Kind("text_ids", "int32")])
-    lengths: dict[str, int] = {}
+    job = ShardJob(STAGE, index_path, None, {"tokenizer": tokenizer, **p.identity()}, "2")
+    kinds = [Kind("text_ids", "int32"), *([Kind("phoneme_ids", "int32")] if p.phonemes else [])]
+    scratch = Scratch(Path(dirs["text_ids"]).parent / f".{job.name}.text_ids", kinds)
+    phonemizer = Phonemizer(p.phoneme_voices) if p.phonemes else None
+    lengths: dict[str, dict[str, int]] = {}
     with job.running(job.todo()):
         for seg in job.items:
             n = spoken.get(seg["id"]) if normalized else {"text_normalized": seg["text"], "text_normalization": "off"}
             if n is None:
                 raise UsageError(f"{seg['id']}: no normalised text in {', '.join(normalized)}: rerun tts_normalize")
-            ids = text_ids(sp, n["text_normalized"])
-            if len(ids) == 0:
-                why = f"tokenizer {tokenizer} gives no ids for {n['text_normalized']!r}"
-                job.emit(seg, Rejected("no_text_ids", why))
+            outcome = _text_arrays(seg, n, sp, phonemizer, p)
+            if isinstance(outcome, Rejected):
+                job.emit(seg, outcome)
                 continue
-            scratch.save("text_ids", seg["id"], ids)
-            lengths[seg["id"]] = len(ids)
-            job.emit(seg, Accepted({k: n[k] for k in ("text_normalized", "text_normalization")}))
-    lines = [
-        {"id": seg["id"], **data, "text_ids": None, "text_ids_len": lengths[seg["id"]]} for seg, data in job.accepted()
-    ]
-    scratch.place(lines, {"text_ids": ids_dir}, p.layout)
+            arrays, data = outcome
+            for kind, a in arrays.items():
+                scratch.save(kind, seg["id"], a)
+            lengths[seg["id"]] = {f"{kind}_len": len(a) for kind, a in arrays.items()}
+            job.emit(seg, Accepted(data))
+    lines = [{"id": s["id"], **data, **dict.fromkeys(scratch.kinds), **lengths[s["id"]]} for s, data in job.accepted()]
+    scratch.place(lines, {k: dirs[k] for k in scratch.kinds}, p.layout)
+    for d in dirs.values():
+        Path(d).mkdir(parents=True, exist_ok=True)  # the rule's outputs, with phonemes off too
     log.info("text ids of %d segments of %s (%s, %d pieces)", len(lines), index_path, tokenizer, sp.get_piece_size())
     counts = job.commit({index_out: lines}, rejects_out)
     scratch.clear()
     return counts
+
+
+def _text_arrays(seg: dict, n: dict, sp, phonemizer: Phonemizer | None, p: TextIdsParams):
+    """``(arrays by kind, line fields)`` of one segment's normalised text ``n``, or why it
+    is :class:`Rejected`."""
+    text = n["text_normalized"]
+    ids = text_ids(sp, text)
+    if len(ids) == 0:
+        return Rejected("no_text_ids", f"the tokenizer gives no ids for {text!r}")
+    data = {k: n[k] for k in ("text_normalized", "text_normalization")}
+    if phonemizer is None:
+        return {"text_ids": ids}, data
+    language = segment_language(seg, p.dataset_language, p.default_language)
+    phonemes = phonemizer.phonemes(text, language)
+    if not "".join(phonemes).strip():
+        return Rejected("no_phonemes", f"espeak-ng ({phonemizer.voice(language)}) gives no phonemes for {text!r}")
+    return {"text_ids": ids, "phoneme_ids": phonemizer.ids(phonemes)}, {**data, "phonemes": "".join(phonemes)}
 
 
 def train_normalized_tokenizer(normalized: list[str], vocab_size: int, model_out: str) -> None:

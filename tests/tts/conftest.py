@@ -92,12 +92,16 @@ def spoken_en(grammars):
     return spoken.SpokenNormalizer({"en": str(grammars[0])})
 
 
-def text_ids(index, tokenizer, out, ids_dir, normalized=(), layout="files"):
-    """The text-ids job over a features index (its rejects beside ``out``); its counts."""
+def text_ids(index, tokenizer, out, ids_dir, normalized=(), layout="files", **settings):
+    """The text-ids job over a features index (its rejects beside ``out``, the phoneme ids
+    beside ``ids_dir``; ``settings``: its parameters over the config's); its counts."""
     from pathlib import Path
 
     from speechprep.tts import text
     from speechprep.tts.params import TextIdsParams
+    from tests.support import params
 
     rejects = str(Path(out).with_suffix(".rejects.jsonl"))
-    return text.run_text(str(index), str(tokenizer), str(out), rejects, str(ids_dir), TextIdsParams(layout), normalized)
+    dirs = {"text_ids": str(ids_dir), "phoneme_ids": str(Path(ids_dir).parent / "phoneme_ids")}
+    p = params(TextIdsParams, layout=layout, **settings)
+    return text.run_text(str(index), str(tokenizer), str(out), rejects, dirs, p, normalized)
