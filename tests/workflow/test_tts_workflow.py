@@ -22,6 +22,7 @@ from conftest import (
     write_config,
 )
 
+from speechprep.io.npyio import load_ref
 from speechprep.text.normalize import TextNormalizer
 
 pytestmark = pytest.mark.slow  # real snakemake runs
@@ -305,6 +306,27 @@ def test_normalize_change_reruns_only_the_text_side(small):
     configure()
     _, out = snakemake(work)
     assert not jobs_run(out, "tts_features") and not jobs_run(out, "tts_grammars")  # the cache is still there
+
+
+def test_phonemes_on_rerun_only_the_text_jobs_and_reach_the_manifests(small):
+    """`tts.phonemes: espeak`: the text jobs and the manifests run again, never the audio
+    features; every manifest line carries its phonemes and Piper's phoneme ids (of dataset
+    a, declared English; b in asr.language's voice)."""
+    work, configure = small
+    configure()
+    snakemake(work)
+    configure(phonemes="espeak")
+    _, out = snakemake(work)
+    assert len(jobs_run(out, "tts_text")) == 2 and len(jobs_run(out, "tts_manifest")) == 2, out[-3000:]
+    assert not jobs_run(out, "tts_features") and not jobs_run(out, "tts_normalize")
+    for ds in ("a", "b"):
+        lines = read_jsonl(work / "results" / ds / "tts" / "train_manifest.jsonl")
+        assert lines and all(x["phonemes"].strip() for x in lines)
+        for x in lines:
+            ids = load_ref(x["phoneme_ids"], np.int32, 1)
+            assert len(ids) == x["phoneme_ids_len"] and ids[0] == 1 and ids[-1] == 2  # Piper's ^ and $
+    configure()
+    snakemake(work)
 
 
 SLOW_ENCODER = """
