@@ -143,10 +143,11 @@ def defaults(path: str | os.PathLike) -> dict[str, Any]:
         return yaml.safe_load(f)
 
 
-def _merge(base: dict, over: dict) -> dict:
+def merge(base: dict, over: dict) -> dict:
+    """``over`` over ``base``, section by section (a mapping in both is merged, anything else replaced)."""
     out = dict(base)
     for k, v in over.items():
-        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+        out[k] = merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
     return out
 
 
@@ -156,7 +157,7 @@ def effective(cfg: dict[str, Any], command_line_files: list[str], defaults_file:
     ``--configfile`` file that lists ``datasets`` runs those datasets alone."""
     import yaml
 
-    out = _merge(defaults(defaults_file), cfg)
+    out = merge(defaults(defaults_file), cfg)
     listed = None
     for path in command_line_files:
         with open(path, encoding="utf-8") as f:

@@ -166,6 +166,8 @@ def test_new_files_fill_a_new_shard_and_a_deleted_one_reruns_only_its_own(tmp_pa
     before = {p.name: p.read_bytes() for p in (res / "vad").glob("shard-*.jsonl")}
     for k in (98, 99):
         shutil.copy(audio / "us_male" / "clip01.wav", audio / "us_male" / f"clip{k}.wav")
+    pending = status(tmp_path)
+    assert pending["datasets"]["demo"]["new_files"] == 2 and "ingest" in pending["next_run"], pending
     _, out = snakemake(tmp_path)
     assert len(jobs_run(out, "ingest")) == 1
     assert jobs_run(out, "vad") == ["ds=demo, shard=shard-0003"], out[-4000:]
@@ -180,6 +182,18 @@ def test_new_files_fill_a_new_shard_and_a_deleted_one_reruns_only_its_own(tmp_pa
     assert "us_male__clip02" not in {s["id"] for s in read_jsonl(res / "vad" / f"{held}.stats.jsonl")}
     removed = list(read_jsonl(res / "removed.jsonl"))
     assert [(r["id"], r["reason"]) for r in removed] == [("us_male__clip02", "deleted")]
+    done = status(tmp_path)
+    assert done["next_run"] == {} and done["datasets"]["demo"]["removed"] == {"deleted": 1}
+    assert (done["datasets"]["demo"]["new_files"], done["datasets"]["demo"]["gone_files"]) == (0, 0)
+    assert done["datasets"]["demo"]["files"] == pending["datasets"]["demo"]["files"] + 1  # 2 in, 1 out
+
+
+def status(workdir):
+    """``python -m speechprep.workflow.status --json`` in a run's directory, with its options."""
+    cmd = [sys.executable, "-m", "speechprep.workflow.status", "--json", "--configfile", "config.yaml", "--"]
+    cmd += ["--profile", str(REPO / "profiles" / "local"), "--cores", "2"]
+    p = subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, encoding="utf-8", check=True)
+    return json.loads(p.stdout)
 
 
 def test_single_target_builds_only_what_it_needs(tmp_path, demo_copy):
