@@ -164,6 +164,16 @@ def split(p: ManifestParams, inputs: Inputs) -> tuple[dict[str, list[dict]], int
     return out, curated_out
 
 
+def phoneme_map(p: ManifestParams) -> dict[str, Any]:
+    """With ``tts.phonemes``: the backend, its voices and Piper's phoneme-id map (phoneme ->
+    [id]), as a Piper training config's ``phoneme_id_map`` reads it."""
+    if not p.phonemes:
+        return {}
+    from piper_phonemize import get_espeak_map
+
+    return {"phonemes": {"backend": p.phonemes, "voices": p.phoneme_voices, "phoneme_id_map": get_espeak_map()}}
+
+
 def build_manifests(p: ManifestParams, inputs: Inputs, outputs: Outputs) -> dict[str, Any]:
     """Train/val manifests of a dataset and its ``stats.json``."""
     lines, curated_out = split(p, inputs)
@@ -194,6 +204,7 @@ def build_manifests(p: ManifestParams, inputs: Inputs, outputs: Outputs) -> dict
         "models": model_files(inputs.asr, inputs.units, inputs.tokenizer, encoders, p.hash_cache),
         "packages": package_versions(inputs.pins),
         "config_sha256": p.config_sha256,
+        **phoneme_map(p),
     }
     write_json(outputs.stats, stats, indent=2)
     log.info("%s: %s, hours %s", p.name, stats["counts"], stats["hours"])
@@ -231,6 +242,7 @@ def combine(
         "models": first["models"],
         "packages": first["packages"],
         "config_sha256": first["config_sha256"],
+        **{k: first[k] for k in ("phonemes",) if k in first},
         "per_dataset": {s["dataset"]: {"counts": s["counts"], "hours": s["hours"]} for s in per},
     }
     write_json(stats_out, stats, indent=2)

@@ -63,6 +63,8 @@ class ManifestParams(StageParams):
     split_by_speaker: bool
     condition: str
     emotion: str
+    phonemes: str | None
+    phoneme_voices: dict
     name: str = from_config(None)  # the dataset's name
     config_sha256: str = from_config(None)  # the run's config digest (speechprep.core.config.digest)
     hash_cache: str | None = from_config(None, run_only=True)

@@ -325,6 +325,9 @@ def test_phonemes_on_rerun_only_the_text_jobs_and_reach_the_manifests(small):
         for x in lines:
             ids = load_ref(x["phoneme_ids"], np.int32, 1)
             assert len(ids) == x["phoneme_ids_len"] and ids[0] == 1 and ids[-1] == 2  # Piper's ^ and $
+    stats = json.loads((work / "results" / "_all" / "tts" / "stats.json").read_text(encoding="utf-8"))
+    id_map = stats["phonemes"]["phoneme_id_map"]  # written once, as a Piper config reads it
+    assert id_map["^"] == [1] and id_map["$"] == [2] and stats["phonemes"]["backend"] == "espeak"
     configure()
     snakemake(work)
 
