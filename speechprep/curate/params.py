@@ -38,6 +38,7 @@ class SpeakerParams(StageParams):
     speaker_min_size: int
     speaker_seed: int
     speaker_chunk: int
+    speaker_recluster: bool
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,9 @@ from .decide import STAGE, TIERS, decide
 from .params import DecideParams, DuplicateParams, SpeakerParams
 
 log = logging.getLogger("speechprep.curate")
+# the run's speakers kept for the next run (speechprep.curate.speakers.Prior), beside its report:
+# not an output (Snakemake deletes those before the speakers job runs again)
+SPEAKER_STATE = "speaker_state.npz"
 # rejects that are the models' fault, not the audio's (speechprep.core.failures)
 
 
@@ -101,8 +104,11 @@ class SpeakerFiles:
             )
 
 
-def _cluster(files: SpeakerFiles, rows: ShardRows, shards: list[list[tuple]], seg_ds: np.ndarray, p: SpeakerParams):
-    """Every segment's speaker (:mod:`.speakers`), by file or by segment (``speaker_unit``)."""
+def _cluster(
+    files: SpeakerFiles, rows: ShardRows, shards: list[list[tuple]], seg_ds: np.ndarray, p: SpeakerParams, prior
+):
+    """Every segment's speaker (:mod:`.speakers`), by file or by segment (``speaker_unit``);
+    ``prior``: an earlier run's speakers, kept (:class:`.speakers.Prior`)."""
     from .speakers import assign_speakers, assign_speakers_by_file
 
     given = [spk for lines in shards for _, spk, _, _ in lines]
@@ -113,10 +119,11 @@ def _cluster(files: SpeakerFiles, rows: ShardRows, shards: list[list[tuple]], se
         ids = [(f if f is not None else i) + (f"#{d}" if d else "") for lines in shards for i, _, f, d in lines]
         if len(files.datasets) > 1:
             ids = [f"{k}\t{f}" for k, f in zip(seg_ds.tolist(), ids, strict=True)]
-        how = lambda *a: assign_speakers_by_file(rows, ids, *a)
-    else:
-        how = lambda *a: assign_speakers(rows, len(given), *a)
-    return how(rows.dim, given, p), given
+        return assign_speakers_by_file(rows, ids, rows.dim, given, p, prior), given
+    keys = [i for lines in shards for i, *_ in lines]
+    if len(files.datasets) > 1:
+        keys = [f"{k}\t{i}" for k, i in zip(seg_ds.tolist(), keys, strict=True)]
+    return assign_speakers(rows, len(given), rows.dim, given, p, keys, prior), given
 
 
 def _write_assignments(spk, shards: list[list[tuple]], assign: list[str]) -> None:
@@ -152,7 +159,10 @@ def run_speakers(files: SpeakerFiles, centroids_dir: str, clusters_out: str, p: 
     shards = _check_rows(files.measures, rows.arrays, ("id", "speaker", "file_id", "diarize_speaker"))
     shard_ds = np.repeat(np.arange(len(files.datasets)), files.shard_counts)
     seg_ds = np.repeat(shard_ds, [len(lines) for lines in shards]).astype(np.int64)
-    spk, given = _cluster(files, rows, shards, seg_ds, p)
+    from .speakers import load_prior, save_prior
+
+    state = Path(clusters_out).with_name(SPEAKER_STATE)
+    spk, given = _cluster(files, rows, shards, seg_ds, p, load_prior(state, p))
     cdir = Path(centroids_dir).resolve()
     paths = {name: str(cdir / f"{file_stem(name)}.npy") for name in spk.names}
     for name, c in zip(spk.names, spk.centroids, strict=True):
@@ -176,6 +186,7 @@ def run_speakers(files: SpeakerFiles, centroids_dir: str, clusters_out: str, p: 
         "centroids": _centroid_lines(spk, counts.sum(axis=0), paths, named, counts, files.datasets),
     }
     write_json(clusters_out, report)
+    save_prior(state, spk, p)
     several = report["speakers_in_several_datasets"]
     log.info(
         "speakers: %d segments of %d datasets, %d speakers (%d named in the input, %d in several datasets)",

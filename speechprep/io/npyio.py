@@ -16,6 +16,12 @@ def save_npy(path: str | os.PathLike, array: np.ndarray) -> None:
         np.save(f, array, allow_pickle=False)
 
 
+def save_npz(path: str | os.PathLike, **arrays: np.ndarray) -> None:
+    """Several named arrays in one ``.npz`` (numbers and strings: read back without pickle)."""
+    with atomic_open(path, "wb") as f:
+        np.savez(f, **arrays)
+
+
 def load_npy(path: str | os.PathLike, dtype=None, ndim: int | None = None) -> np.ndarray | None:
     """The array, or ``None`` when the file is missing, truncated or not of ``dtype``/``ndim``."""
     try:

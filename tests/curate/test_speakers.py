@@ -9,7 +9,14 @@ import pytest
 from conftest import Run, params, whole_clips
 
 from speechprep.curate import stage
-from speechprep.curate.speakers import CLUSTER_PREFIX, assign_speakers, assign_speakers_by_file, cluster_sample, purity
+from speechprep.curate.speakers import (
+    CLUSTER_PREFIX,
+    assign_speakers,
+    assign_speakers_by_file,
+    cluster_sample,
+    load_prior,
+    purity,
+)
 from speechprep.io.jsonio import read_jsonl, write_jsonl
 from tests import real_speech
 
@@ -282,3 +289,52 @@ def test_a_diarized_files_local_speakers_are_items_of_their_own(tmp_path, real_v
     assert all(len(ids) == 1 for ids in got["diarized"].values()), got["diarized"]
     assert len(set.union(*got["diarized"].values())) == 4  # four voices, four ids, in every file
     assert any(len(ids) > 1 for ids in got["by file"].values())  # a conversation as one item mixes its voices
+
+
+def _one_dataset(root, utts, x, files):
+    """A run of one dataset (one shard) through the speakers job: its segments' assignments."""
+    lines = _dataset(root, "a", utts, x, files)
+    sf = stage.SpeakerFiles(
+        ["a"],
+        [1],
+        [str(root / "a" / "shard-0000.measures.jsonl")],
+        [str(root / "a" / "shard-0000.embeddings.npy")],
+        [str(root / "a" / "assign" / "shard-0000.jsonl")],
+        [str(root / "a" / "speaker_clusters.json")],
+    )
+    centroids, report = str(root / "all" / "speakers"), str(root / "all" / "speaker_clusters.json")
+    stage.run_speakers(sf, centroids, report, params("speakers"))
+    by_id = {a["id"]: a for a in read_jsonl(root / "a" / "assign" / "shard-0000.jsonl")}
+    return [{**by_id[s["id"]], "voice": s["voice"], "file": f} for s, f in zip(lines, files, strict=True)]
+
+
+def test_a_grown_corpus_keeps_its_speakers_and_new_files_join_them(tmp_path, real_voices):
+    """Corpus growth (#40): a run over 8 real voices, then the same files plus new files of
+    two of those voices and of three voices never heard. Every old segment keeps its speaker
+    id and its distance to the byte; a new file of an old voice gets that voice's id; each new
+    voice gets a new id of its own. `speaker_recluster` (or other clustering settings) makes
+    them anew."""
+    utts, x = real_voices
+    voices = sorted({u.speaker for u in utts})
+    old_voices, new_voices = voices[:8], voices[8:]
+    names = real_speech.as_files(utts, 5)
+    old_files = sorted({f for f, u in zip(names, utts, strict=True) if u.speaker in old_voices})
+    held = {f for f in old_files if f.endswith(("4", "5", "6", "7"))}  # a few files of the old voices come later
+    first_idx = [k for k, f in enumerate(names) if f in set(old_files) - held]
+    first = _one_dataset(tmp_path, [utts[k] for k in first_idx], x[first_idx], [names[k] for k in first_idx])
+    assert purity([s["voice"] for s in first], [s["speaker"] for s in first]) == (1.0, 1.0)
+    grown_idx = first_idx + [k for k, f in enumerate(names) if f in held or utts[k].speaker in new_voices]
+    grown = _one_dataset(tmp_path, [utts[k] for k in grown_idx], x[grown_idx], [names[k] for k in grown_idx])
+    assert grown[: len(first)] == first  # every old line as it was: id, speaker, distance
+    id_of = {s["voice"]: s["speaker"] for s in first}
+    later = grown[len(first) :]
+    assert {s["speaker"] for s in later if s["voice"] in old_voices} <= set(id_of.values())
+    assert all(s["speaker"] == id_of[s["voice"]] for s in later if s["voice"] in old_voices)
+    fresh = {s["voice"]: s["speaker"] for s in later if s["voice"] in new_voices}
+    assert len(set(fresh.values())) == len(new_voices) and not set(fresh.values()) & set(id_of.values())
+    assert purity([s["voice"] for s in grown], [s["speaker"] for s in grown]) == (1.0, 1.0)
+    # asked for (or with other settings), every segment is clustered anew
+    prior = load_prior(tmp_path / "all" / "speaker_state.npz", params("speakers"))
+    assert prior is not None and len(prior.names) == len(voices)
+    assert load_prior(tmp_path / "all" / "speaker_state.npz", params("speakers", speaker_recluster=True)) is None
+    assert load_prior(tmp_path / "all" / "speaker_state.npz", params("speakers", speaker_threshold=0.2)) is None
