@@ -95,6 +95,8 @@ rule curate_duplicates:
         cmd=job_cmd("curate duplicates"),
         p=job_params("curate duplicates"),
         out=lambda wc, output: PLAN.per_shard_paths(wc.ds, output.out, ".jsonl"),
+        # the ids earlier runs searched: their copies stay kept (not an output: it outlives a rerun)
+        seen=f"{RESULTS}/{{ds}}/curate/duplicates_seen.npy",
     shell:
         job_shell("curate duplicates")
 

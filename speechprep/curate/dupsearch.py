@@ -494,7 +494,11 @@ def _groups(n: int, edges: np.ndarray) -> list[np.ndarray]:
     return sorted(np.split(members, cuts), key=lambda g: int(g[0]))
 
 
-def _keeper(table: Table, group: np.ndarray) -> int:
+def _keeper(table: Table, group: np.ndarray, seen: frozenset = frozenset()) -> int:
+    """The member of ``group`` kept: the best copy (:func:`better`) among those an earlier
+    run had already seen (``seen``: the first-ingested copy stays kept), else among all."""
+    old = [i for i in group if table.id(int(i)) in seen]
+    group = old or group
     nan = lambda v: None if np.isnan(v) else float(v)
     cands = {
         int(i): Candidate(table.id(int(i)), "", nan(table.quality[i]), None, nan(table.snr[i]), nan(table.bandwidth[i]))
@@ -508,12 +512,14 @@ def _keeper(table: Table, group: np.ndarray) -> int:
     return k
 
 
-def _describe(table: Table, sigs: Rows | None, fps: Rows | None, m: Match, groups: list[np.ndarray]) -> list[Found]:
+def _describe(
+    table: Table, sigs: Rows | None, fps: Rows | None, m: Match, groups: list[np.ndarray], seen: frozenset
+) -> list[Found]:
     """Each group's kept one, and every other member tied to it, with its kind and similarity
     (scored against the kept one, all groups' pairs at once)."""
     if not groups:
         return []
-    keep = np.array([_keeper(table, g) for g in groups], np.int64)
+    keep = np.array([_keeper(table, g, seen) for g in groups], np.int64)
     members = np.concatenate(groups)
     keep_of = np.repeat(keep, [len(g) for g in groups])
     i, k = members[members != keep_of], keep_of[members != keep_of]
@@ -538,13 +544,16 @@ def _describe(table: Table, sigs: Rows | None, fps: Rows | None, m: Match, group
     return out
 
 
-def search(table: Table, sigs: Rows | None, fps: Rows | None, m: Match, tmp: str) -> tuple[list[Found], dict]:
-    """Every segment that copies a kept one (sorted by index), and counts for the log."""
+def search(
+    table: Table, sigs: Rows | None, fps: Rows | None, m: Match, tmp: str, seen: frozenset = frozenset()
+) -> tuple[list[Found], dict]:
+    """Every segment that copies a kept one (sorted by index), and counts for the log;
+    ``seen``: the ids an earlier run searched (their copy stays kept, :func:`_keeper`)."""
     n = len(table)
     exact, rep = exact_edges(table.sha)
     near, counts = _candidate_edges(table, sigs, fps, m, rep, tmp)
     groups = _groups(n, np.concatenate([exact, near], axis=1))
-    found = sorted(_describe(table, sigs, fps, m, groups), key=lambda f: f.i)
+    found = sorted(_describe(table, sigs, fps, m, groups, seen), key=lambda f: f.i)
     counts = {"segments": n, "exact_copies": int(exact.shape[1]), **counts, "groups": len(groups)}
     return found, counts
 
@@ -571,9 +580,14 @@ def match_of(p) -> Match:
     )
 
 
-def run_job(measures: list[str], minhash: list[str], fingerprints: list[str], out: list[str], m: Match) -> dict:
-    """The duplicates job over files: per shard, one line per dropped copy in ``out``."""
+def run_job(
+    measures: list[str], minhash: list[str], fingerprints: list[str], out: list[str], m: Match, seen_file: str | None
+) -> dict:
+    """The duplicates job over files: per shard, one line per dropped copy in ``out``. The ids
+    it searched are kept in ``seen_file`` (NumPy, no pickle; not an output): in a later run a
+    copy of one of them never replaces it, so the first-ingested copy stays kept."""
     from ..io.jsonio import write_jsonl
+    from ..io.npyio import load_npy, save_npy
 
     if not len(measures) == len(minhash) == len(fingerprints) == len(out):
         raise UsageError("curate duplicates: give as many --measures, --minhash, --fingerprint and --out files")
@@ -581,8 +595,10 @@ def run_job(measures: list[str], minhash: list[str], fingerprints: list[str], ou
     if sigs.lengths != fps.lengths:
         raise UsageError("curate duplicates: a shard's MinHash and fingerprint arrays have different row counts")
     table = read_table(measures, sigs.lengths)
+    seen = load_npy(seen_file) if seen_file else None
+    seen = frozenset(seen.tolist()) if seen is not None and seen.dtype.kind == "U" else frozenset()
     with tmpdir_near(out[0] if out else None) as tmp:
-        found, counts = search(table, sigs, fps, m, tmp)
+        found, counts = search(table, sigs, fps, m, tmp, seen)
     per_shard: list[list[dict]] = [[] for _ in out]
     for f in found:
         per_shard[int(table.shard_of(f.i))].append(
@@ -590,6 +606,8 @@ def run_job(measures: list[str], minhash: list[str], fingerprints: list[str], ou
         )
     for lines, path in zip(per_shard, out, strict=True):
         write_jsonl(path, lines)
+    if seen_file:
+        save_npy(seen_file, np.asarray(sorted(seen | {table.id(i) for i in range(len(table))}), dtype=str))
     kinds = {k: sum(f.kind == k for f in found) for k in ("exact", "acoustic", "near", "linked")}
     log.info("duplicates: %s; dropped: %s", counts, kinds)
     return {"segments": len(table), **kinds, "candidates": counts}

@@ -38,12 +38,13 @@ def speakers(f, p):
     stage.run_speakers(files, f.centroids_dir, f.clusters, p)
 
 
-@job("curate duplicates", "curate", DuplicateParams, inputs="measures+ minhash+ fingerprint+", options="out+")
+@job("curate duplicates", "curate", DuplicateParams, inputs="measures+ minhash+ fingerprint+", options="out+ seen?")
 def duplicates(f, p):
-    """Exact, acoustic and near duplicates across every shard of a dataset (--out: one per --measures)."""
+    """Exact, acoustic and near duplicates across every shard of a dataset (--out: one per
+    --measures; --seen: the ids earlier runs searched, whose copies stay kept)."""
     from . import stage
 
-    stage.run_duplicates(f.measures, f.minhash, f.out, p, fingerprint=f.fingerprint)
+    stage.run_duplicates(f.measures, f.minhash, f.out, p, fingerprint=f.fingerprint, seen=f.seen)
 
 
 @job(

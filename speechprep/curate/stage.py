@@ -200,13 +200,18 @@ def run_speakers(files: SpeakerFiles, centroids_dir: str, clusters_out: str, p: 
 # duplicates (per dataset)
 # ----------------------------------------------------------------------------
 def run_duplicates(
-    measures: list[str], minhash: list[str], out: list[str], p: DuplicateParams, fingerprint: list[str]
+    measures: list[str],
+    minhash: list[str],
+    out: list[str],
+    p: DuplicateParams,
+    fingerprint: list[str],
+    seen: str | None = None,
 ) -> dict[str, Any]:
     """Exact, acoustic and near duplicates across every shard: per shard, one line per
     dropped segment (:func:`speechprep.curate.dupsearch.run_job`, bounded memory)."""
     from .dupsearch import match_of, run_job
 
-    return run_job(measures, minhash, fingerprint, out, match_of(p))
+    return run_job(measures, minhash, fingerprint, out, match_of(p), seen)
 
 
 # ----------------------------------------------------------------------------

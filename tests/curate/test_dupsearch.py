@@ -132,6 +132,31 @@ def test_the_job_over_shards_finds_exact_and_codec_copies(tmp_path):
     assert not list(tmp_path.glob(".duplicates-*"))  # the band files are gone
 
 
+def test_a_copy_added_later_never_replaces_the_first_ingested_one(tmp_path):
+    """Corpus growth (#40): a run keeps a real MP3 copy (the only copy then); the clean original
+    and an exact copy of it arrive later, in a new shard. Though cleaner, the original is the
+    duplicate: the copy an earlier run kept stays kept, and the first shard's output is as it
+    was. Without the earlier run's record, the cleaner original would have won."""
+    utts = R.librivox()[:4]
+    audio = {f"u{k}": R.read(u.path, 16000)[0] for k, u in enumerate(utts)}
+    audio["mp3"] = R.read(R.through_codec(utts[0].path, "mp3", tmp_path / "copy.wav", delay_s=0.3), 16000)[0]
+    fp = {k: FP.fingerprint(x) for k, x in audio.items()}
+    old, new = ["mp3", "u1", "u2", "u3"], ["u0"]
+    fa = shard_files(tmp_path, "shard-0000", [line(k, audio[k], fp[k], 20.0) for k in old], [fp[k] for k in old])
+    seen, p = str(tmp_path / "seen.npy"), params("duplicates")
+    stage.run_duplicates([fa[0]], [fa[1]], [fa[3]], p, [fa[2]], seen=seen)
+    first = (tmp_path / "shard-0000.duplicates.jsonl").read_bytes()
+    assert not list(read_jsonl(fa[3]))
+    fb = shard_files(tmp_path, "shard-0001", [line(k, audio[k], fp[k], 40.0) for k in new], [fp[k] for k in new])
+    ran = lambda seen: stage.run_duplicates([fa[0], fb[0]], [fa[1], fb[1]], [fa[3], fb[3]], p, [fa[2], fb[2]], seen)
+    ran(seen)
+    assert (tmp_path / "shard-0000.duplicates.jsonl").read_bytes() == first
+    (dup,) = read_jsonl(fb[3])
+    assert (dup["id"], dup["duplicate_of"], dup["kind"]) == ("u0", "mp3", "acoustic")
+    ran(None)  # with no record of what ran before, the cleaner copy wins
+    assert [d["duplicate_of"] for d in read_jsonl(fa[3])] == ["u0"]
+
+
 def test_inputs_that_do_not_belong_together_are_refused(tmp_path):
     x = R.read(R.cards()[0].path, 16000)[0]
     fp = FP.fingerprint(x)
