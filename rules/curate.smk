@@ -107,6 +107,7 @@ rule curate_decide:
         measure_rejects=f"{RESULTS}/{{ds}}/curate/{{shard}}.measure_rejects.jsonl",
         assign=f"{RESULTS}/{{ds}}/curate/speaker_assignments",
         duplicates=f"{RESULTS}/{{ds}}/curate/duplicates",
+        exclude=lambda wc: [config["exclude"]] if config.get("exclude") else [],
     output:
         out=f"{RESULTS}/{{ds}}/curate/{{shard}}.jsonl",
         rejects=f"{RESULTS}/{{ds}}/curate/{{shard}}.rejects.jsonl",
@@ -125,6 +126,7 @@ rule curate_decide:
         p=job_params("curate decide"),
         speakers=lambda wc, input: f"{input.assign}/{wc.shard}.jsonl",
         duplicates=lambda wc, input: f"{input.duplicates}/{wc.shard}.jsonl",
+        exclude=lambda wc, input: flag_list("exclude", input.exclude),
     shell:
         job_shell("curate decide")
 
@@ -149,5 +151,6 @@ rule curate_summary:
         runtime=15,
     params:
         cmd=job_cmd("curate summary"),
+        removed=f"{RESULTS}/{{ds}}/removed.jsonl",  # the ledger (not an output: kept across runs)
     shell:
         job_shell("curate summary")

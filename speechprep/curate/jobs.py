@@ -51,20 +51,23 @@ def duplicates(f, p):
     "curate decide",
     "curate",
     DecideParams,
-    inputs="measures measure-rejects",
+    inputs="measures measure-rejects exclude*",
     outputs="out rejects",
     options="speakers duplicates",
 )
 def decide(f, p):
-    """Keep or reject each measured segment of one shard, with its tier."""
+    """Keep or reject each measured segment of one shard, with its tier (--exclude: the run's
+    exclude file, whose speakers are rejected `excluded`)."""
     from . import stage
 
-    stage.run_decide(f.measures, f.measure_rejects, f.speakers, f.duplicates, f.out, f.rejects, p)
+    exclude = (f.exclude or [None])[0]
+    stage.run_decide(f.measures, f.measure_rejects, f.speakers, f.duplicates, f.out, f.rejects, p, exclude)
 
 
-@job("curate summary", "curate", inputs="kept+ rejects+ clusters", outputs="summary speakers")
+@job("curate summary", "curate", inputs="kept+ rejects+ clusters", outputs="summary speakers", options="removed?")
 def summary(f, p):
-    """A dataset's curate/summary.json and speakers.jsonl."""
+    """A dataset's curate/summary.json and speakers.jsonl (--removed: the dataset's ledger,
+    where the segments of excluded speakers get a line)."""
     from . import stage
 
-    stage.run_summary(f.kept, f.rejects, f.clusters, f.summary, f.speakers)
+    stage.run_summary(f.kept, f.rejects, f.clusters, f.summary, f.speakers, f.removed)

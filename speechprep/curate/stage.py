@@ -26,6 +26,7 @@ from ..core.names import file_stem
 from ..core.shardjob import Accepted, Rejected, ShardJob
 from ..encoders import ResemblyzerEncoder
 from ..errors import NothingKept, UsageError
+from ..io.exclude import read_exclude, record_removals
 from ..io.jsonio import read_jsonl, write_json, write_jsonl
 from ..io.npyio import save_npy
 from .decide import STAGE, TIERS, decide
@@ -223,20 +224,30 @@ REJECT_FIELDS = ("id", "audio_filepath", "stage", "reason", "detail")  # every r
 
 
 def run_decide(
-    measures: str, measure_rejects: str, speakers: str, duplicates: str, out: str, rejects_out: str, p: DecideParams
+    measures: str,
+    measure_rejects: str,
+    speakers: str,
+    duplicates: str,
+    out: str,
+    rejects_out: str,
+    p: DecideParams,
+    exclude: str | None = None,
 ) -> dict[str, Any]:
     """Keep or reject each measured segment of a shard; the measure job's rejects pass through."""
     from .texts import LanguageId, text_facts
 
     assign = {a["id"]: a for a in read_jsonl(speakers)}
     dups = {d["id"]: d for d in read_jsonl(duplicates)}
-    lid = LanguageId()
-    job = ShardJob(STAGE, measures, None, p.identity(), "2")
+    lid, excluded = LanguageId(), read_exclude(exclude)
+    job = ShardJob(STAGE, measures, None, {**p.identity(), "exclude": sorted(excluded)}, "2")
     with job.running(job.todo()):
         for m in job.items:
             a = assign.get(m["id"])
             if a is None:
                 raise UsageError(f"{speakers} has no speaker for {m['id']}: rerun the speakers job")
+            if a["speaker"] in excluded:
+                job.emit(m, Rejected("excluded", f"speaker {a['speaker']} is listed under exclude"))
+                continue
             seg = {k: v for k, v in m.items() if k not in INTERNAL}
             declared = declared_language(seg, p.dataset_language)
             seg.update(text_facts(seg.get("text"), declared, lid, p.min_language_chars))
@@ -252,12 +263,31 @@ def run_decide(
 # ----------------------------------------------------------------------------
 # summary (per dataset)
 # ----------------------------------------------------------------------------
+def _reject_counts(rejects: list[str], removed: str | None):
+    """Dropped segments and hours per reason; the excluded ones recorded in the ledger ``removed``."""
+    from collections import Counter
+
+    reasons: Counter = Counter()
+    reason_hours: Counter = Counter()
+    gone = []
+    for path in rejects:
+        for r in read_jsonl(path):
+            reasons[r["reason"]] += 1
+            reason_hours[r["reason"]] += float(r.get("duration") or 0.0) / 3600
+            if r["reason"] == "excluded":
+                gone.append((r["id"], "excluded"))
+    if removed:
+        record_removals(removed, gone, "curate")
+    return reasons, reason_hours
+
+
 def run_summary(
-    kept: list[str], rejects: list[str], clusters: str, summary_out: str, speakers_out: str
+    kept: list[str], rejects: list[str], clusters: str, summary_out: str, speakers_out: str, removed: str | None = None
 ) -> dict[str, Any]:
     """``summary.json`` (kept and dropped segments and hours, per reason, per tier) and
-    ``speakers.jsonl`` (every speaker with kept segments)."""
-    from collections import Counter, defaultdict
+    ``speakers.jsonl`` (every speaker with kept segments); a segment of an excluded speaker
+    gets a line in the ledger ``removed`` (:mod:`speechprep.io.exclude`)."""
+    from collections import defaultdict
 
     hours = lambda s: float(s.get("duration") or 0.0) / 3600
     n_kept, h_kept = 0, 0.0
@@ -271,12 +301,7 @@ def run_summary(
             tiers[s["tier"]]["hours"] += hours(s)
             per_speaker[s["speaker"]][0] += 1
             per_speaker[s["speaker"]][1] += hours(s)
-    reasons: Counter = Counter()
-    reason_hours: Counter = Counter()
-    for path in rejects:
-        for r in read_jsonl(path):
-            reasons[r["reason"]] += 1
-            reason_hours[r["reason"]] += hours(r)
+    reasons, reason_hours = _reject_counts(rejects, removed)
     report = {c["speaker"]: c for c in json.loads(Path(clusters).read_text(encoding="utf-8"))["centroids"]}
     speaker_lines = []
     for name in sorted(per_speaker):

@@ -21,4 +21,4 @@ class IngestParams(StageParams):
     replan: bool = from_dataset("replan", "ingest.replan")  # deal every file out again (speechprep.ingest.plan)
     extensions: list = from_dataset("extensions", "ingest.extensions")
     text: str = from_dataset("text", "ingest.text")  # given/verify: a line without text is rejected no_text
-    exclude: str | None = from_config("exclude")  # ids and files left out (speechprep.ingest.stage.read_exclude)
+    exclude: str | None = from_config("exclude")  # ids and files left out (speechprep.io.exclude)

@@ -21,15 +21,15 @@ import logging
 import math
 import os
 from concurrent.futures import ThreadPoolExecutor
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from ..core.names import utf8_encodable
 from ..core.rejects import reject
 from ..errors import UsageError
+from ..io.exclude import read_exclude, record_removals
 from ..io.inventory import walk_audio
-from ..io.jsonio import append_jsonl, dumps, write_jsonl, write_text_if_changed
+from ..io.jsonio import dumps, write_jsonl, write_text_if_changed
 from .params import IngestParams
 from .plan import Planned, shard_name
 from .plan import load as load_plan
@@ -322,25 +322,8 @@ def shard_plan(p: IngestParams, entries: list[dict], out_dir: Path, rejects: lis
     (log.warning if "may run again" in planned.note else log.info)("shard plan: %s", planned.note)
     reasons = {r.get("id"): r["reason"] for r in rejects}
     gone = [(i, reasons.get(i, "deleted")) for i in planned.removed if reasons.get(i, "excluded") == "excluded"]
-    if gone:
-        when = datetime.now(UTC).isoformat(timespec="seconds")
-        append_jsonl(out_dir / REMOVED_FILE, [{"id": i, "reason": r, "when": when, "by": "ingest"} for i, r in gone])
+    record_removals(out_dir / REMOVED_FILE, gone, "ingest")
     return planned
-
-
-def read_exclude(path: str | None, roots: list[str]) -> set[str]:
-    """The ids and audio files listed in ``path`` (UTF-8, one a line; blank lines and lines
-    starting with ``#`` skipped). A file path relative to one of ``roots`` (the dataset's
-    ``audio_dir``, its manifest's folder) counts in its absolute form."""
-    if not path:
-        return set()
-    listed = set()
-    for raw in Path(path).read_text(encoding="utf-8").splitlines():
-        x = raw.strip()
-        if x and not x.startswith("#"):
-            listed.add(x)
-            listed.update(os.path.normpath(os.path.join(r, x)) for r in roots)
-    return listed
 
 
 def write_shards(shards_dir: Path, shards: dict[str, list[str]]) -> None:

@@ -145,3 +145,39 @@ def test_threshold_change_reruns_only_the_decision(tmp_path, models):
     assert (tmp_path / "curate" / "shard-0000.jsonl").read_bytes() == first
     kept = {k["id"]: k for k in read_jsonl(tmp_path / "curate" / "shard-0000.jsonl")}
     assert set(kept) | set(strict) == {s["id"] for s in [*segs, noisy]} and not set(kept) & set(strict)
+
+
+def test_an_excluded_speaker_leaves_the_kept_lines_and_the_ledger_says_so(tmp_path):
+    """A takedown of a speaker (#40): every segment of a speaker listed in the run's exclude
+    file is rejected `excluded` by the decide job (no model runs), the others are kept as
+    they were, and the summary job records each in the dataset's removed.jsonl once."""
+    from speechprep.curate import stage
+    from speechprep.io.jsonio import write_jsonl
+
+    lines = [{**GOOD, "id": f"seg{k}"} for k in range(4)]
+    write_jsonl(tmp_path / "m.jsonl", lines)
+    write_jsonl(
+        tmp_path / "s.jsonl",
+        [{"id": x["id"], "speaker": f"s{k % 2}", "speaker_distance": 0.1} for k, x in enumerate(lines)],
+    )
+    for f in ("d.jsonl", "mr.jsonl"):
+        write_jsonl(tmp_path / f, [])
+    (tmp_path / "exclude.txt").write_text("# asked to be removed\ns1\n", encoding="utf-8")
+    inputs = [str(tmp_path / f) for f in ("m.jsonl", "mr.jsonl", "s.jsonl", "d.jsonl")]
+    out, rej = tmp_path / "out.jsonl", tmp_path / "rej.jsonl"
+    stage.run_decide(*inputs, str(out), str(rej), P)
+    everyone = out.read_bytes()
+    stage.run_decide(*inputs, str(out), str(rej), P, str(tmp_path / "exclude.txt"))
+    assert [x["id"] for x in read_jsonl(out)] == ["seg0", "seg2"]
+    assert {(r["id"], r["reason"]) for r in read_jsonl(rej)} == {("seg1", "excluded"), ("seg3", "excluded")}
+    kept_before = [x for x in everyone.decode("utf-8").splitlines() if '"speaker": "s0"' in x]
+    assert out.read_text(encoding="utf-8").splitlines() == kept_before  # the others as they were
+    (tmp_path / "clusters.json").write_text('{"centroids": []}', encoding="utf-8")
+    ledger = tmp_path / "removed.jsonl"
+    for _ in range(2):  # a rerun of the summary adds nothing
+        stage.run_summary([str(out)], [str(rej)], str(tmp_path / "clusters.json"), str(tmp_path / "sum.json"),
+                          str(tmp_path / "spk.jsonl"), str(ledger))  # fmt: skip
+    assert sorted((r["id"], r["reason"], r["by"]) for r in read_jsonl(ledger)) == [
+        ("seg1", "excluded", "curate"),
+        ("seg3", "excluded", "curate"),
+    ]

@@ -1,0 +1,128 @@
+#!/usr/bin/env python3
+"""What a grown corpus costs: a full run, then the same corpus with a few files more.
+
+    .venvs/workflow/bin/python bench/corpus_growth.py [--files 200] [--add 4] [--shards 10]
+
+The corpus: real telephone prompts of two professional voices (tests/real_speech.py,
+asterisk-core-sounds en and fr, 8 kHz wav), ``--files`` of them, one folder each, in
+about ``--shards`` shards (``shard_hours`` from their audio); every stage on, the demo
+models (built by ``make demo`` in resources/models). The first run is timed whole; then
+``--add`` more prompts (of the same two voices) are copied in and the same command runs
+again. Prints each run's jobs by rule and their CPU seconds summed from the jobs'
+benchmark files (the rules that write one: every shard job and the model builds), the
+ratio, a dry run after it (jobs left: none), and whether every old segment's curated
+line, speaker and TTS manifest line stayed byte-identical.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import wave
+from collections import Counter
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from tests import real_speech  # noqa: E402
+
+MODELS = REPO / "resources" / "models"
+
+
+def config(work: Path, shard_hours: float) -> None:
+    """The run's config: the corpus, the demo models by absolute path."""
+    s2s = {k: str(MODELS / f"demo_{n}") for k, n in (("hubert", "hubert_legacy.pt"), ("kmeans", "km.bin"))}
+    s2s |= {"vocoder": str(MODELS / "demo_vocoder.pt"), "vocoder_config": str(MODELS / "demo_vocoder.json")}
+    cfg = {
+        "datasets": {"calls": {"audio_dir": str(work / "corpus"), "shard_hours": shard_hours}},
+        "asr": {"model": str(MODELS / "demo_asr.nemo")},
+        "s2s": s2s,
+    }
+    (work / "config.yaml").write_text(json.dumps(cfg), encoding="utf-8")
+
+
+def snakemake(work: Path, *extra: str) -> str:
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(work)]
+    cmd += ["--configfile", str(work / "config.yaml"), "--profile", str(REPO / "profiles" / "local"), *extra]
+    p = subprocess.run(cmd, capture_output=True, text=True, encoding="utf-8", check=False)
+    if p.returncode != 0:
+        raise SystemExit(f"snakemake failed:\n{(p.stdout + p.stderr)[-4000:]}")
+    return p.stdout + p.stderr
+
+
+def cpu_since(work: Path, since: float) -> tuple[float, Counter]:
+    """CPU seconds of the jobs whose benchmark file was written after ``since``, and their count by rule."""
+    total, rules = 0.0, Counter()
+    for tsv in (work / "results").rglob("benchmarks/**/*.tsv"):
+        if tsv.stat().st_mtime >= since:
+            head, row = tsv.read_text(encoding="utf-8").splitlines()[:2]
+            total += float(dict(zip(head.split("\t"), row.split("\t"), strict=True))["cpu_time"])
+            rules[tsv.parent.name] += 1
+    return total, rules
+
+
+def lines_of(work: Path) -> dict[str, str]:
+    """Every kept segment's curated and TTS manifest line, by id (as written)."""
+    res = work / "results" / "calls"
+    out = {}
+    for path in [*sorted((res / "curate").glob("shard-*[0-9].jsonl")), res / "tts" / "train_manifest.jsonl"]:
+        for line in path.read_text(encoding="utf-8").splitlines():
+            out[f"{path.name}:{json.loads(line)['id']}"] = line
+    return out
+
+
+def duration(path: Path) -> float:
+    with wave.open(str(path)) as w:
+        return w.getnframes() / w.getframerate()
+
+
+def prompts(n: int) -> list[Path]:
+    """``n`` prompts, alternating the two voices (sorted by path within each)."""
+    en, fr = (real_speech.telephone_prompts(v) for v in ("allison_en", "june_fr"))
+    both = [u.path for pair in zip(en, fr, strict=False) for u in pair]
+    return both[:n]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--files", type=int, default=200)
+    ap.add_argument("--add", type=int, default=4)
+    ap.add_argument("--shards", type=int, default=10)
+    a = ap.parse_args()
+    if not (MODELS / "demo_asr.nemo").exists():
+        raise SystemExit("build the demo models first: make demo")
+    paths = prompts(a.files + a.add)
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        (work / "corpus").mkdir()
+        for k, p in enumerate(paths[: a.files]):
+            shutil.copy(p, work / "corpus" / f"{k:04d}_{p.name}")
+        seconds = sum(duration(p) for p in paths[: a.files])
+        config(work, seconds / 3600 / a.shards)
+        t0 = time.time()
+        snakemake(work, "--cores", "2")
+        first, first_rules = cpu_since(work, t0)
+        before = lines_of(work)
+        for k, p in enumerate(paths[a.files :], a.files):
+            shutil.copy(p, work / "corpus" / f"{k:04d}_{p.name}")
+        t1 = time.time()
+        snakemake(work, "--cores", "2")
+        second, second_rules = cpu_since(work, t1)
+        after = lines_of(work)
+        left = snakemake(work, "--dry-run")
+        kept = sum(after.get(k) == v for k, v in before.items())
+        print(f"first run: {first:.0f} CPU-s, jobs {dict(sorted(first_rules.items()))}")
+        ratio = second / first
+        print(f"{a.add} files added: {second:.0f} CPU-s ({ratio:.1%}), jobs {dict(sorted(second_rules.items()))}")
+        print(f"dry run after it: {'nothing to do' if 'Nothing to be done' in left else left[-2000:]}")
+        print(f"old lines byte-identical: {kept} of {len(before)}")
+
+
+if __name__ == "__main__":
+    main()
