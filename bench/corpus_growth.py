@@ -6,7 +6,8 @@
 The corpus: real telephone prompts of two professional voices (tests/real_speech.py,
 asterisk-core-sounds en and fr, 8 kHz wav), ``--files`` of them, one folder each, in
 about ``--shards`` shards (``shard_hours`` from their audio); every stage on, the demo
-models (built by ``make demo`` in resources/models). The first run is timed whole; then
+models (built by ``make demo`` in resources/models), ``curate.min_bandwidth_hz`` off (the
+prompts are telephone speech). The first run is timed whole; then
 ``--add`` more prompts (of the same two voices) are copied in and the same command runs
 again. Prints each run's jobs by rule and their CPU seconds summed from the jobs'
 benchmark files (the rules that write one: every shard job and the model builds), the
@@ -43,6 +44,7 @@ def config(work: Path, shard_hours: float) -> None:
         "datasets": {"calls": {"audio_dir": str(work / "corpus"), "shard_hours": shard_hours}},
         "asr": {"model": str(MODELS / "demo_asr.nemo")},
         "s2s": s2s,
+        "curate": {"min_bandwidth_hz": None},  # telephone prompts: all narrowband, by nature
     }
     (work / "config.yaml").write_text(json.dumps(cfg), encoding="utf-8")
 
@@ -52,7 +54,8 @@ def snakemake(work: Path, *extra: str) -> str:
     cmd += ["--configfile", str(work / "config.yaml"), "--profile", str(REPO / "profiles" / "local"), *extra]
     p = subprocess.run(cmd, capture_output=True, text=True, encoding="utf-8", check=False)
     if p.returncode != 0:
-        raise SystemExit(f"snakemake failed:\n{(p.stdout + p.stderr)[-4000:]}")
+        errors = [x for x in (p.stdout + p.stderr).splitlines() if "rror" in x]
+        raise SystemExit("snakemake failed:\n" + "\n".join(errors[-20:]))
     return p.stdout + p.stderr
 
 
