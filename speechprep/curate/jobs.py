@@ -38,7 +38,7 @@ def speakers(f, p):
     stage.run_speakers(files, f.centroids_dir, f.clusters, p)
 
 
-@job("curate duplicates", "curate", DuplicateParams, inputs="measures+ minhash+ fingerprint+", options="out+ seen?")
+@job("curate duplicates", "curate", DuplicateParams, inputs="measures+ minhash+ fingerprint+", options="out+ seen")
 def duplicates(f, p):
     """Exact, acoustic and near duplicates across every shard of a dataset (--out: one per
     --measures; --seen: the ids earlier runs searched, whose copies stay kept)."""
@@ -64,7 +64,7 @@ def decide(f, p):
     stage.run_decide(f.measures, f.measure_rejects, f.speakers, f.duplicates, f.out, f.rejects, p, exclude)
 
 
-@job("curate summary", "curate", inputs="kept+ rejects+ clusters", outputs="summary speakers", options="removed?")
+@job("curate summary", "curate", inputs="kept+ rejects+ clusters", outputs="summary speakers", options="removed")
 def summary(f, p):
     """A dataset's curate/summary.json and speakers.jsonl (--removed: the dataset's ledger,
     where the segments of excluded speakers get a line)."""

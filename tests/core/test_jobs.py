@@ -67,7 +67,16 @@ def rule_keys_missing(body: str, spec: Job) -> list:
         )
         if flag.key not in keys.get(section, set()):
             missing.append(flag)
+        elif flag.optional and not _holds_the_flag(sections["params"], flag):
+            missing.append(flag)  # a bare value would run into the flag before it on the shell line
     return missing
+
+
+def _holds_the_flag(params: str, flag) -> bool:
+    """Whether an optional flag's params value writes the flag itself (``flag_list``, a plan
+    method that returns flags, or ``--name``)."""
+    value = re.search(rf"(?ms)^        {flag.key}=(.*?)(?=^        \w+=|\Z)", params).group(1)
+    return any(x in value for x in ("flag_list(", "_flags(", f"--{flag.name}"))
 
 
 def test_a_rules_keys_are_its_jobs_flags():
