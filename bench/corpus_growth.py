@@ -11,8 +11,9 @@ prompts are telephone speech). The first run is timed whole; then
 ``--add`` more prompts (of the same two voices) are copied in and the same command runs
 again. Prints each run's jobs by rule and their CPU seconds summed from the jobs'
 benchmark files (the rules that write one: every shard job and the model builds), the
-ratio, a dry run after it (jobs left: none), and whether every old segment's curated
-line, speaker and TTS manifest line stayed byte-identical.
+ratio, a dry run after it (jobs left: none), and how many of the old segments' lines
+(curation's decision, kept or rejected; the speaker assignment; the TTS manifest line)
+stayed byte-identical.
 """
 
 from __future__ import annotations
@@ -71,12 +72,19 @@ def cpu_since(work: Path, since: float) -> tuple[float, Counter]:
 
 
 def lines_of(work: Path) -> dict[str, str]:
-    """Every kept segment's curated and TTS manifest line, by id (as written)."""
+    """Every segment's lines as written, by file and id: its curation decision (kept or
+    rejected), its speaker assignment, its TTS manifest line."""
     res = work / "results" / "calls"
+    paths = [
+        *sorted((res / "curate").glob("shard-*[0-9].jsonl")),
+        *sorted((res / "curate").glob("shard-*.rejects.jsonl")),
+        *sorted((res / "curate" / "speaker_assignments").glob("*.jsonl")),
+        res / "tts" / "train_manifest.jsonl",
+    ]
     out = {}
-    for path in [*sorted((res / "curate").glob("shard-*[0-9].jsonl")), res / "tts" / "train_manifest.jsonl"]:
+    for path in paths:
         for line in path.read_text(encoding="utf-8").splitlines():
-            out[f"{path.name}:{json.loads(line)['id']}"] = line
+            out[f"{path.parent.name}/{path.name}:{json.loads(line)['id']}"] = line
     return out
 
 
