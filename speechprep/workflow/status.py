@@ -23,14 +23,13 @@ from pathlib import Path
 
 from ..core.config import defaults, effective, merge
 from ..io.inventory import walk_audio
+from ..io.jsonio import read_jsonl
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 def _lines(path: Path) -> list[dict]:
-    if not path.exists():
-        return []
-    return [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines() if x.strip()]
+    return list(read_jsonl(path)) if path.exists() else []
 
 
 def dataset_status(results: Path, name: str, ds: dict, extensions: list[str]) -> dict:
