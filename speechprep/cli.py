@@ -17,6 +17,7 @@ import argparse
 import json
 import re
 import sys
+import time
 import warnings
 from typing import Any
 
@@ -76,6 +77,10 @@ def _shard_label(argv: list[str]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["plan"]:  # the bill before the run (speechprep.workflow.pilot), not a job
+        from .workflow.pilot import main as plan
+
+        return plan(argv[1:])
     a = parser().parse_args(argv)
     name = f"{a.stage} {a.job}"
     spec = JOBS[name]
@@ -85,7 +90,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if a.env_file:
             require_stage_env(spec.env, a.env_file)
+        started = time.monotonic()
         spec.run(spec.files(a), spec.params.from_dict(a.params) if spec.params else None)
+        logs.used(time.monotonic() - started, getattr(a, "threads", 1))
     except SpeechprepError as e:
         print(f"error: {e}", file=sys.stderr, flush=True)
         return e.exit_code

@@ -27,3 +27,38 @@ def setup(stage: str, shard: str = "-", level: int = logging.INFO, stream=None) 
     root.handlers[:] = [handler]
     root.setLevel(level)
     root.propagate = False
+
+
+USED = "job used "  # the line a finished job's log ends with (speechprep.workflow.pilot reads it)
+
+
+def _process_seconds() -> float | None:
+    """Seconds since this process started (Linux: /proc), imports included."""
+    import os
+
+    try:
+        with open("/proc/self/stat", encoding="utf-8") as f:
+            start = int(f.read().rsplit(")", 1)[1].split()[19])
+        with open("/proc/uptime", encoding="utf-8") as f:
+            return float(f.read().split()[0]) - start / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def used(seconds: float, threads: int) -> dict:
+    """Log what the job used: wall seconds since the process started (``seconds`` where that
+    is unknown), CPU seconds of the process and of the worker processes it waited for, the
+    process's peak resident memory and its largest worker's (MB)."""
+    import json
+    import resource
+
+    me, workers = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    out = {
+        "wall_s": round(_process_seconds() or seconds, 3),
+        "cpu_s": round(me.ru_utime + me.ru_stime + workers.ru_utime + workers.ru_stime, 3),
+        "rss_mb": round(me.ru_maxrss / 1024, 1),
+        "worker_rss_mb": round(workers.ru_maxrss / 1024, 1),
+        "threads": threads,
+    }
+    logging.getLogger("speechprep.job").info(USED + json.dumps(out))
+    return out
