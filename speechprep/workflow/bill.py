@@ -1,0 +1,142 @@
+"""What a whole run costs, from what a pilot measured: the arithmetic of ``python -m speechprep
+plan`` (:mod:`speechprep.workflow.pilot` measures; this module scales and packs).
+
+A rule's jobs in the whole run are a :class:`RuleLoad`: how many, each one's wall seconds,
+threads, memory and GPUs. On a :class:`Cluster` of identical nodes a node runs as many of a
+rule's jobs at once as its cores, memory and GPUs allow (:func:`slots`); a rule's jobs take
+:func:`makespan` (waves of equal jobs over every node's slots); the run takes the longest
+path through the rule graph, each rule weighing its makespan (:func:`critical_path`). Two
+simplifications, both in docs/cluster.md: rules on parallel branches are each given the whole
+cluster (optimistic), and a rule starts once the rules before it have ended, though
+Snakemake starts a shard's next job as soon as that shard's job before it is done
+(pessimistic). Standard library only; tests/core/test_bill.py pins it on a hand-made graph.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from ..errors import UsageError
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """``nodes`` identical nodes of ``cores`` cores, ``gpus`` GPUs and ``mem_gb`` GB each."""
+
+    nodes: int
+    cores: int
+    gpus: int
+    mem_gb: float
+
+
+@dataclass(frozen=True)
+class RuleLoad:
+    """A rule's jobs in the whole run: how many, each one's wall ``seconds``, ``threads``,
+    memory (``mem_mb``, what it asks the scheduler for) and ``gpus``."""
+
+    jobs: int
+    seconds: float
+    threads: int
+    mem_mb: float
+    gpus: int = 0
+
+
+def slots(load: RuleLoad, cluster: Cluster) -> int:
+    """How many of the rule's jobs one node runs at once (0: one job does not fit a node)."""
+    by = [cluster.cores // max(1, load.threads), int(cluster.mem_gb * 1024 // max(load.mem_mb, 1.0))]
+    if load.gpus:
+        by.append(cluster.gpus // load.gpus)
+    return max(0, min(by))
+
+
+def makespan(name: str, load: RuleLoad, cluster: Cluster) -> float:
+    """Seconds the rule's jobs take on the whole cluster: waves of ``slots x nodes`` jobs."""
+    if load.jobs <= 0:
+        return 0.0
+    at_once = slots(load, cluster) * cluster.nodes
+    if at_once == 0:
+        raise UsageError(
+            f"a {name} job ({load.threads} threads, {load.mem_mb:.0f} MB, {load.gpus} GPUs) fits no node "
+            f"of the cluster ({cluster.cores} cores, {cluster.mem_gb:g} GB, {cluster.gpus} GPUs)"
+        )
+    return math.ceil(load.jobs / at_once) * load.seconds
+
+
+def critical_path(
+    loads: dict[str, RuleLoad], edges: Iterable[tuple[str, str]], cluster: Cluster
+) -> tuple[float, list[str]]:
+    """``(seconds, rules)`` of the longest path through the rule graph (``edges``: ``(before,
+    after)``; rules without a load weigh 0), each rule weighing its :func:`makespan`."""
+    edges = [(a, b) for a, b in edges if a != b]
+    nodes = sorted(set(loads) | {x for e in edges for x in e})
+    before: dict[str, list[str]] = {n: [] for n in nodes}
+    for a, b in edges:
+        before[b].append(a)
+    done: dict[str, tuple[float, list[str]]] = {}
+
+    def longest(n: str, seen: tuple[str, ...] = ()) -> tuple[float, list[str]]:
+        if n in seen:
+            raise UsageError(f"the rule graph has a cycle through {n}")
+        if n not in done:
+            own = makespan(n, loads[n], cluster) if n in loads else 0.0
+            best = max((longest(p, (*seen, n)) for p in sorted(before[n])), default=(0.0, []), key=lambda x: x[0])
+            done[n] = (best[0] + own, [*best[1], n])
+        return done[n]
+
+    return max((longest(n) for n in nodes), default=(0.0, []), key=lambda x: x[0])
+
+
+@dataclass(frozen=True)
+class Line:
+    """``value = fixed + per_item x items``: a run-wide step's cost fitted on two pilot sizes."""
+
+    fixed: float
+    per_item: float
+
+    def __call__(self, items: float) -> float:
+        return self.fixed + self.per_item * items
+
+
+def fit(points: list[tuple[float, float]]) -> Line:
+    """The line through the two measurements ``(items, value)`` (the last two), its slope at
+    least 0; one measurement, or two at the same size: the value as it is, per item."""
+    if len(points) >= 2 and points[-1][0] != points[-2][0]:
+        (n1, v1), (n2, v2) = points[-2], points[-1]
+        slope = max(0.0, (v2 - v1) / (n2 - n1))
+        return Line(max(0.0, v2 - slope * n2), slope)
+    n, v = points[-1]
+    return Line(0.0, v / n) if n else Line(v, 0.0)
+
+
+def fit_jobs(points: list[tuple[float, float]], min_spread: float = 1.5) -> Line:
+    """``value = fixed + per_item x items`` over a rule's jobs (each ``(items, value)``, e.g. a
+    shard's audio hours and its CPU seconds): least squares, neither part negative. A job's
+    fixed part (interpreter, imports, the model's load) is what a pilot's small shards
+    overstate when scaled by hours alone. Fewer than 3 jobs, or sizes too alike (the largest
+    under ``min_spread`` times the smallest) to tell the parts apart: no fixed part."""
+    pts = [(x, y) for x, y in points if x > 0]
+    xs = [x for x, _ in pts]
+    if len(pts) < 3 or max(xs) < min_spread * min(xs):
+        return Line(0.0, sum(y for _, y in pts) / sum(xs) if pts else 0.0)
+    mx, my = sum(xs) / len(pts), sum(y for _, y in pts) / len(pts)
+    slope = sum((x - mx) * (y - my) for x, y in pts) / sum((x - mx) ** 2 for x in xs)
+    fixed = my - slope * mx
+    if fixed < 0:  # through the origin
+        return Line(0.0, sum(x * y for x, y in pts) / sum(x * x for x in xs))
+    if slope < 0:  # no growth with size: the mean
+        return Line(my, 0.0)
+    return Line(fixed, slope)
+
+
+def interval(rates: list[float], weights: list[float]) -> tuple[float, float] | None:
+    """A 95% interval of the weighted mean of per-shard ``rates`` (their standard error over
+    the shards; ``None`` with fewer than 2 shards)."""
+    if len(rates) < 2 or sum(weights) <= 0:
+        return None
+    w = sum(weights)
+    mean = sum(r * x for r, x in zip(rates, weights, strict=True)) / w
+    var = sum(x * (r - mean) ** 2 for r, x in zip(rates, weights, strict=True)) / w
+    se = math.sqrt(var / (len(rates) - 1))
+    return max(0.0, mean - 1.96 * se), mean + 1.96 * se

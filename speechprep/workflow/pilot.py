@@ -1,0 +1,615 @@
+"""Know the bill before the run: ``python -m speechprep plan [--directory WORK] --configfile CONFIG
+(--sample FRACTION | --sample-minutes M) --out plan.json [--nodes N --cores C --gpus G --mem-gb M]
+[--price-cpu-h X --price-gpu-h Y] [-- snakemake options]``, in the workflow env.
+
+It reads every input's length (each file's header, as ingest does, or a manifest line's
+``duration``) and draws a sample of every dataset of the run (a share of its audio, the same
+share of each of four strata of file length, a fixed seed), runs the real workflow on it with
+the user's config (every enabled stage, the real models, the config's devices) in
+``WORK/.plan/pilot`` (links to WORK's entries, so relative paths mean what they mean to the
+run), and reads what each job used: the line speechprep's CLI logs as a job ends (wall and
+CPU seconds of the process and its workers, peak memory: :func:`speechprep.core.logs.used`),
+or its Snakemake benchmark file's figures where larger, and Snakemake's log of the run (rule,
+dataset, shard, threads, memory asked for). The pilot
+runs in two steps, half of the sample and then all of it (the stable shard plan adds the
+second half's shards; the run-wide steps run again over all of it, reclustering the speakers),
+so that each run-wide step's cost is fitted on two sizes (:func:`speechprep.workflow.bill.fit`).
+Then :func:`estimate` scales: a shard job's cost by the audio hours its dataset holds
+(the corpus's seconds of audio over the sample's), a dataset's and the run's jobs by
+the fit at the corpus's segments, job counts by the shards the corpus will have at the
+configured size. docs/cluster.md, "Before the run: the plan", says what each figure is.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import random
+import re
+import shutil
+import subprocess
+import sys
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..core import logs
+from ..core.config import defaults, effective, merge
+from ..io.inventory import walk_audio
+from ..io.jsonio import read_jsonl, write_json
+from .bill import Cluster, RuleLoad, critical_path, fit, fit_jobs, interval
+
+REPO = Path(__file__).resolve().parents[2]
+SCRATCH = ".plan"  # below WORK: the pilot's run directory
+STRATA = 4
+STAGE_DIRS = ("vad", "diarize", "asr", "s2s", "curate", "tts", "export")  # results/<ds>/<dir>: a stage's outputs
+
+
+@dataclass
+class Item:
+    """A dataset's input: an audio file below its ``audio_dir`` (``rel``) or a manifest line."""
+
+    key: str
+    seconds: float  # its audio, from its header or its manifest line (0: unreadable, ingest rejects it)
+    rel: str | None = None
+    line: dict | None = None
+
+
+def _seconds(path: str) -> float:
+    import soundfile as sf
+
+    try:
+        info = sf.info(path)
+        return info.frames / info.samplerate if info.samplerate > 0 else 0.0
+    except Exception:  # noqa: BLE001 (soundfile raises several types; ingest names the reason)
+        return 0.0
+
+
+def _headers(paths: list[str]) -> list[float]:
+    """Each file's seconds, from its header (ingest's probe), 8 at a time."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(8) as pool:
+        return list(pool.map(_seconds, paths, chunksize=64))
+
+
+def corpus(ds: dict, extensions: list[str]) -> list[Item]:
+    """A dataset's inputs with their seconds of audio: every file's header is read (as ingest
+    reads it), a manifest line's ``duration`` is taken as it is."""
+    if ds.get("audio_dir"):
+        root = ds["audio_dir"]
+        rels = [rel for rel, _ in walk_audio(root, extensions)]
+        return [Item(r, t, rel=r) for r, t in zip(rels, _headers([os.path.join(root, r) for r in rels]), strict=True)]
+    base = os.path.dirname(os.path.abspath(ds["manifest"]))
+    lines = []
+    for rec in read_jsonl(ds["manifest"]):
+        for k in ("audio_filepath", "text_filepath"):
+            if isinstance(rec.get(k), str) and not os.path.isabs(rec[k]):
+                rec[k] = os.path.normpath(os.path.join(base, rec[k]))
+        lines.append(rec)
+    untimed = [r for r in lines if not isinstance(r.get("duration"), int | float)]
+    probed = dict(zip(map(id, untimed), _headers([str(r.get("audio_filepath")) for r in untimed]), strict=True))
+    return [
+        Item(f"{k}", float(r["duration"]) if id(r) not in probed else probed[id(r)], line=r)
+        for k, r in enumerate(lines)
+    ]
+
+
+def draw(items: list[Item], fraction: float, seed: int) -> tuple[list[Item], list[Item]]:
+    """A sample of about ``fraction`` of the items' audio, the same share of each of
+    ``STRATA`` strata of length (files short to long), at least one item; as two halves
+    (alternate draws), the first drawn first. Same items, same seed: same sample."""
+    rng = random.Random(seed)
+    ordered = sorted(items, key=lambda x: (x.seconds, x.key))
+    size = max(1, math.ceil(len(ordered) / STRATA))
+    first: list[Item] = []
+    second: list[Item] = []
+    for s in range(0, len(ordered), size):
+        stratum = ordered[s : s + size]
+        rng.shuffle(stratum)
+        goal, got = fraction * sum(x.seconds for x in stratum), 0.0
+        for x in stratum:
+            if got >= goal:
+                break
+            (first if (len(first) + len(second)) % 2 == 0 else second).append(x)
+            got += x.seconds
+    if not first and ordered:
+        first.append(rng.choice(ordered))
+    return first, second
+
+
+def link_tree(work: Path, pilot: Path) -> None:
+    """The pilot's run directory: a link to each of WORK's entries but its results and
+    Snakemake's state, so that a relative path in the config reads the same file."""
+    pilot.mkdir(parents=True, exist_ok=True)
+    for entry in work.iterdir():
+        if entry.name in ("results", ".snakemake", SCRATCH) or (pilot / entry.name).is_symlink():
+            continue
+        (pilot / entry.name).symlink_to(entry.resolve())
+
+
+def pilot_dataset(name: str, ds: dict, chosen: list[Item], pilot: Path, fraction: float) -> dict:
+    """The dataset's pilot entry: its sampled files linked below ``pilot_audio/<name>`` (same
+    relative paths: same ids) or its sampled lines in ``pilot_manifests/<name>.jsonl``; a fixed
+    shard count scaled to the sample."""
+    out = {k: v for k, v in ds.items() if k not in ("audio_dir", "manifest")}
+    if ds.get("audio_dir"):
+        root = pilot / "pilot_audio" / name
+        for x in chosen:
+            dest = root / x.rel
+            if not dest.is_symlink():
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                dest.symlink_to(os.path.abspath(os.path.join(ds["audio_dir"], x.rel)))
+        out["audio_dir"] = str(root)
+    else:
+        path = pilot / "pilot_manifests" / f"{name}.jsonl"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "w", encoding="utf-8") as f:
+            for x in sorted(chosen, key=lambda x: int(x.key)):
+                f.write(json.dumps(x.line, ensure_ascii=False) + "\n")
+        out["manifest"] = str(path)
+    if ds.get("shards"):
+        out["shards"] = max(1, round(ds["shards"] * fraction))
+    return out
+
+
+def run_snakemake(pilot: Path, configfiles: list[str], options: list[str]) -> None:
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(pilot)]
+    cmd += ["--configfile", *configfiles, *options]
+    p = subprocess.run(cmd, capture_output=True, text=True, encoding="utf-8", check=False)
+    if p.returncode != 0:
+        raise SystemExit(f"the pilot run failed ({' '.join(cmd)}):\n{(p.stdout + p.stderr)[-3000:]}")
+
+
+JOB_START = re.compile(r"^(?:local)?(?:rule|checkpoint) (\w+):$")
+
+
+def jobs_of_logs(log_dir: Path) -> dict[tuple, dict]:
+    """Every job Snakemake's run logs (``.snakemake/log``) list, by (rule, dataset, shard),
+    the latest run's last: its ``log``, ``benchmark``, ``threads``, ``mem_mb``."""
+    out: dict[tuple, dict] = {}
+    for path in sorted(log_dir.glob("*.snakemake.log")):
+        job: dict | None = None
+        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+            m = JOB_START.match(line)
+            if m:
+                job = {"rule": m.group(1), "threads": 1, "mem_mb": 0.0}
+            elif job is not None and line.startswith("    ") and ": " in line:
+                _field(job, *line.strip().split(": ", 1))
+            elif job is not None:
+                out[(job["rule"], job.get("ds"), job.get("shard"))] = job
+                job = None
+        if job is not None:  # the file's last block
+            out[(job["rule"], job.get("ds"), job.get("shard"))] = job
+    return out
+
+
+def _field(job: dict, key: str, value: str) -> None:
+    if key == "wildcards":
+        job.update(dict(kv.split("=", 1) for kv in value.split(", ") if "=" in kv))
+    elif key == "threads":
+        job["threads"] = int(value)
+    elif key == "resources":
+        mem = re.search(r"\bmem_mb=(\d+)", value)
+        job["mem_mb"] = float(mem.group(1)) if mem else 0.0
+    elif key in ("log", "benchmark"):
+        job[key] = value
+
+
+def benchmark(path: Path) -> dict | None:
+    """A Snakemake benchmark file's last row: ``s`` (wall), ``cpu_s``, ``rss_mb`` (max_rss).
+    Snakemake samples the job's processes now and then: a short job's figures miss most of it."""
+    if not path.exists():
+        return None
+    rows = path.read_text(encoding="utf-8").splitlines()
+    if len(rows) < 2:
+        return None
+    row = dict(zip(rows[0].split("\t"), rows[-1].split("\t"), strict=True))
+    num = {k: float(v) if v not in ("", "-", "NA") else 0.0 for k, v in row.items() if k != "h:m:s"}
+    return {"s": num.get("s", 0.0), "cpu_s": num.get("cpu_time", 0.0), "rss_mb": num.get("max_rss", 0.0)}
+
+
+def job_used(log: Path) -> dict | None:
+    """What a job of speechprep's CLI logged it used (:func:`speechprep.core.logs.used`): its
+    process's wall and CPU seconds (its workers' included) and peak memory, with ``threads``
+    workers at its largest worker's peak at once."""
+    if not log.exists():
+        return None
+    found = None
+    for line in log.read_text(encoding="utf-8", errors="replace").splitlines():
+        if logs.USED in line:
+            found = json.loads(line.split(logs.USED, 1)[1])
+    if found is None:
+        return None
+    workers = found["threads"] * found["worker_rss_mb"]
+    return {"s": found["wall_s"], "cpu_s": found["cpu_s"], "rss_mb": found["rss_mb"] + workers}
+
+
+def job_cost(pilot: Path, job: dict) -> dict | None:
+    """A job's cost: what it logged, or where it logged nothing (a rule that runs no job of
+    the CLI) or its benchmark file saw more, the benchmark's figures."""
+    got = [
+        x
+        for x in (
+            job_used(pilot / job["log"]) if job.get("log") else None,
+            benchmark(pilot / job["benchmark"]) if job.get("benchmark") else None,
+        )
+        if x
+    ]
+    return {k: max(x[k] for x in got) for k in ("s", "cpu_s", "rss_mb")} if got else None
+
+
+@dataclass
+class Measured:
+    """What the pilot's results hold, per dataset: audio hours, segments, shards and output
+    bytes by stage folder; and each job (rule, dataset, shard) with its benchmark."""
+
+    hours: dict[str, float] = field(default_factory=dict)
+    segments: dict[str, int] = field(default_factory=dict)
+    shards: dict[str, int] = field(default_factory=dict)
+    output_bytes: dict[tuple[str, str], int] = field(default_factory=dict)  # (dataset, stage)
+    shard_hours: dict[tuple[str, str], float] = field(default_factory=dict)  # (dataset, shard)
+    jobs: dict[tuple, dict] = field(default_factory=dict)
+
+
+def _bytes_below(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) if path.is_dir() else 0
+
+
+def measure(pilot: Path, datasets: list[str]) -> Measured:
+    results, m = pilot / "results", Measured()
+    for ds in datasets:
+        root = results / ds
+        manifest = root / "manifest.jsonl"
+        m.hours[ds] = sum(x.get("duration") or 0.0 for x in read_jsonl(manifest)) / 3600 if manifest.exists() else 0.0
+        m.segments[ds] = sum(1 for p in (root / "vad").glob("shard-*.jsonl") for _ in read_jsonl(p))
+        for shard in sorted((root / "shards").glob("*.jsonl")):
+            m.shard_hours[(ds, shard.stem)] = sum(x.get("duration") or 0.0 for x in read_jsonl(shard)) / 3600
+        m.shards[ds] = sum(1 for k in m.shard_hours if k[0] == ds)
+        for stage in STAGE_DIRS:
+            m.output_bytes[(ds, stage)] = _bytes_below(root / stage)
+    for key, job in jobs_of_logs(pilot / ".snakemake" / "log").items():
+        m.jobs[key] = {**job, "bench": job_cost(pilot, job)}
+    return m
+
+
+@dataclass(frozen=True)
+class Corpus:
+    """The whole corpus as the pilot scales to it, per dataset: how many times the sample's
+    audio it holds, and the shards it will have at the configured size."""
+
+    scale: dict[str, float]
+    shards: dict[str, int]
+
+
+def corpus_shards(ds: dict, cfg: dict, hours: float) -> int:
+    """Shards of a first ingest of ``hours`` of the dataset (speechprep.ingest.plan)."""
+    fixed = ds.get("shards", cfg["ingest"].get("shards"))
+    return (
+        int(fixed) if fixed else max(1, math.ceil(hours / float(ds.get("shard_hours", cfg["ingest"]["shard_hours"]))))
+    )
+
+
+def _kind(key: tuple) -> str:
+    return "shard" if key[2] is not None else "dataset" if key[1] is not None else "run"
+
+
+def _on_gpu(rule: str, cfg: dict, cluster: Cluster) -> bool:
+    device = str((cfg.get(rule.split("_")[0]) or {}).get("device", "cpu"))
+    return device.startswith("cuda") or (device == "auto" and cluster.gpus > 0)
+
+
+def _shard_rule(jobs: list[tuple[tuple, dict]], m: Measured, c: Corpus) -> dict:
+    """A shard rule's jobs in the corpus: as many as the corpus's shards (in the sample's ratio
+    of jobs to shards), each costing a fixed part and a part per audio hour, fitted over the
+    sample's jobs (:func:`~speechprep.workflow.bill.fit_jobs`)."""
+    out = {"jobs": 0.0, "cpu_s": 0.0, "s": 0.0, "rss_mb": 0.0, "fits": {}}
+    hours = {k: m.shard_hours.get((k[1], k[2]), 0.0) for k, _ in jobs}
+    for what in ("cpu_s", "s"):
+        line = fit_jobs([(hours[k], (j["bench"] or {}).get(what, 0.0)) for k, j in jobs])
+        out["fits"][what] = {"fixed": round(line.fixed, 3), "per_audio_hour": round(line.per_item, 3)}
+        for ds in sorted({k[1] for k, _ in jobs}):
+            mine = [k for k, _ in jobs if k[1] == ds]
+            n = len(mine) / max(1, m.shards[ds]) * c.shards[ds]
+            out[what] += n * line.fixed + line.per_item * sum(hours[k] for k in mine) * c.scale[ds]
+        if what == "cpu_s":  # how far the sample's jobs sit from the fit: the estimate's interval
+            ratios = [((j["bench"] or {}).get(what, 0.0) / line(hours[k]), hours[k]) for k, j in jobs if line(hours[k])]
+            span = interval([r for r, _ in ratios], [h for _, h in ratios])
+            out["cpu_s_interval"] = [out[what] * span[0], out[what] * span[1]] if span else None
+    for ds in sorted({k[1] for k, _ in jobs}):
+        out["jobs"] += sum(1 for k, _ in jobs if k[1] == ds) / max(1, m.shards[ds]) * c.shards[ds]
+    out["rss_mb"] = max(((j["bench"] or {}).get("rss_mb", 0.0) for _, j in jobs), default=0.0)
+    return out
+
+
+def _fitted_rule(jobs: list[tuple[tuple, dict]], first: Measured | None, m: Measured, c: Corpus) -> dict:
+    """A dataset's or the run's jobs: each one's cost fitted on the pilot's two sizes
+    (segments of its dataset, or of every dataset) and read at the corpus's segments."""
+    out = {"jobs": float(len(jobs)), "cpu_s": 0.0, "s": 0.0, "rss_mb": 0.0, "fits": {}}
+    for key, j in jobs:
+        names = [key[1]] if key[1] is not None else list(m.segments)
+        n2, n = sum(m.segments[d] for d in names), sum(m.segments[d] * c.scale[d] for d in names)
+        b2 = j["bench"] or {}
+        b1 = ((first.jobs.get(key) or {}).get("bench") if first else None) or {}
+        n1 = sum(first.segments.get(d, 0) for d in names) if first else 0
+        for what in ("cpu_s", "s", "rss_mb"):
+            points = [(n1, b1[what])] if b1 and n1 != n2 else []
+            line = fit([*points, (n2, b2.get(what, 0.0))])
+            value = line(n)
+            out[what] = max(out[what], value) if what == "rss_mb" else out[what] + value
+            out["fits"][f"{key[1] or 'run'}.{what}"] = {"fixed": round(line.fixed, 3), "per_segment": line.per_item}
+    return out
+
+
+def rule_costs(m: Measured, first: Measured | None, c: Corpus) -> dict[str, dict]:
+    """Each rule's jobs in the corpus: count, CPU and wall seconds summed, peak memory, the
+    memory and threads its jobs ask for, and how it was scaled."""
+    by_rule: dict[str, list[tuple[tuple, dict]]] = defaultdict(list)
+    for key, job in m.jobs.items():
+        if key[0] != "all":
+            by_rule[key[0]].append((key, job))
+    out = {}
+    for rule, jobs in sorted(by_rule.items()):
+        kind = _kind(jobs[0][0])
+        cost = _shard_rule(jobs, m, c) if kind == "shard" else _fitted_rule(jobs, first, m, c)
+        cost.update(
+            kind=kind,
+            measured=all(j["bench"] for _, j in jobs),
+            threads=max(j["threads"] for _, j in jobs),
+            mem_mb_asked=max(j["mem_mb"] for _, j in jobs),
+        )
+        out[rule] = cost
+    return out
+
+
+def _stage_totals(rules: dict[str, dict], m: Measured, c: Corpus, cfg: dict, cluster: Cluster) -> dict:
+    stages: dict[str, dict] = {}
+    for rule, r in rules.items():
+        stage = rule.split("_")[0]
+        s = stages.setdefault(stage, {"cpu_s": 0.0, "gpu_s": 0.0, "peak_rss_mb": 0.0, "output_bytes": 0, "jobs": 0})
+        s["cpu_s"] += r["cpu_s"]
+        s["gpu_s"] += r["s"] if _on_gpu(rule, cfg, cluster) else 0.0
+        s["peak_rss_mb"] = max(s["peak_rss_mb"], r["rss_mb"])
+        s["jobs"] += round(r["jobs"])
+    hours = sum(m.hours[d] * c.scale[d] for d in m.hours)
+    for stage, s in stages.items():
+        s["output_bytes"] = round(sum(m.output_bytes.get((d, stage), 0) * c.scale[d] for d in m.hours))
+        s["cpu_s_per_audio_hour"] = s["cpu_s"] / hours if hours else None
+    return stages
+
+
+def _loads(rules: dict[str, dict], cfg: dict, cluster: Cluster) -> dict[str, RuleLoad]:
+    return {
+        rule: RuleLoad(
+            jobs=round(r["jobs"]),
+            seconds=r["s"] / max(1.0, r["jobs"]),
+            threads=r["threads"],
+            mem_mb=max(r["mem_mb_asked"], r["rss_mb"]),
+            gpus=1 if _on_gpu(rule, cfg, cluster) else 0,
+        )
+        for rule, r in rules.items()
+    }
+
+
+def _cpu_interval(rules: dict[str, dict]) -> list[float] | None:
+    """A 95% interval of the run's CPU seconds: each shard rule's (from its jobs' spread about
+    their fit) and the other rules' estimates (None: a shard rule had too few jobs to say)."""
+    lo = hi = 0.0
+    for r in rules.values():
+        if r["kind"] != "shard":
+            lo, hi = lo + r["cpu_s"], hi + r["cpu_s"]
+        elif r.get("cpu_s_interval") is None:
+            return None
+        else:
+            lo, hi = lo + r["cpu_s_interval"][0], hi + r["cpu_s_interval"][1]
+    return [round(lo, 1), round(hi, 1)]
+
+
+def estimate(m: Measured, first: Measured | None, c: Corpus, cfg: dict, cluster: Cluster, edges, prices) -> dict:
+    """plan.json (docs/cluster.md, "Before the run: the plan")."""
+    rules = rule_costs(m, first, c)
+    stages = _stage_totals(rules, m, c, cfg, cluster)
+    loads = _loads(rules, cfg, cluster)
+    wall, path = critical_path(loads, [e for e in edges if e[0] in loads or e[1] in loads], cluster)
+    total = {k: sum(s[k] for s in stages.values()) for k in ("cpu_s", "gpu_s", "output_bytes", "jobs")}
+    total["core_s"] = sum(x.jobs * x.threads * x.seconds for x in loads.values())
+    total["cpu_s_interval"] = _cpu_interval(rules)
+    bottleneck = max(loads, key=lambda r: loads[r].jobs * loads[r].seconds, default=None)
+    plan = {
+        "datasets": {
+            d: {
+                "sample_hours": m.hours[d],
+                "hours": m.hours[d] * c.scale[d],
+                "scale": c.scale[d],
+                "segments": round(m.segments[d] * c.scale[d]),
+                "shards": c.shards[d],
+                "sample_shards": m.shards[d],
+            }
+            for d in m.hours
+        },
+        "stages": stages,
+        "rules": rules,
+        "total": total,
+        "cluster": vars(cluster),
+        "wall_s": wall,
+        "critical_path": path,
+        "bottleneck": bottleneck,
+    }
+    if prices:
+        cpu_h, gpu_h = prices
+        plan["cost"] = {
+            "core_hours": total["core_s"] / 3600,
+            "gpu_hours": total["gpu_s"] / 3600,
+            "total": total["core_s"] / 3600 * cpu_h + total["gpu_s"] / 3600 * gpu_h,
+        }
+    return plan
+
+
+def rule_graph(pilot: Path, configfiles: list[str], options: list[str]) -> list[tuple[str, str]]:
+    """The run's rule graph (``snakemake --rulegraph``): ``(before, after)`` by rule name."""
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(pilot)]
+    cmd += ["--configfile", *configfiles, *options, "--rulegraph"]
+    p = subprocess.run(cmd, capture_output=True, text=True, encoding="utf-8", check=False)
+    if p.returncode != 0:
+        raise SystemExit(f"snakemake --rulegraph failed:\n{p.stderr[-2000:]}")
+    names = dict(re.findall(r'^\s*(\d+)\[label = "(\w+)"', p.stdout, re.M))
+    edges = [(names[a], names[b]) for a, b in re.findall(r"^\s*(\d+) -> (\d+)", p.stdout, re.M)]
+    # a shard job reads what the ingest checkpoint wrote through an input function: no edge drawn
+    first = set(names.values()) - {b for _, b in edges} - {"ingest"}
+    return edges + [("ingest", r) for r in sorted(first) if not r.startswith("demo_")]
+
+
+def this_machine() -> Cluster:
+    """One node: this machine's cores, GPUs (``nvidia-smi -L``) and memory."""
+    gpus = 0
+    if shutil.which("nvidia-smi"):
+        p = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, encoding="utf-8", check=False)
+        gpus = p.stdout.count("GPU ") if p.returncode == 0 else 0
+    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 1024**3
+    return Cluster(1, os.cpu_count() or 1, gpus, round(mem, 1))
+
+
+def sample_fraction(a: argparse.Namespace, items: dict[str, list[Item]]) -> float:
+    if a.sample is not None:
+        return a.sample
+    seconds = sum(x.seconds for its in items.values() for x in its)
+    return min(1.0, a.sample_minutes * 60 / seconds) if seconds else 1.0
+
+
+def _args(argv: list[str] | None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(prog="python -m speechprep plan", description=__doc__.splitlines()[0])
+    ap.add_argument("--directory", default=".", help="the run's directory (as snakemake's --directory)")
+    ap.add_argument("--configfile", nargs="*", default=[], help="the run's config files, as given to snakemake")
+    size = ap.add_mutually_exclusive_group(required=True)
+    size.add_argument("--sample", type=float, help="share of each dataset's audio in the pilot (0-1]")
+    size.add_argument("--sample-minutes", type=float, help="minutes of audio in the pilot, over every dataset")
+    size.add_argument("--compare", metavar="PLAN", help="a plan.json, against the finished run in --directory")
+    ap.add_argument("--seed", type=int, default=0, help="the sample's random seed")
+    ap.add_argument(
+        "--hours", type=float, help="the corpus's hours, when WORK holds a part of it (each dataset scaled alike)"
+    )
+    ap.add_argument("--out", required=True, help="plan.json (with --compare: the comparison)")
+    ap.add_argument("--nodes", type=int, help="the cluster's nodes (default: this machine)")
+    ap.add_argument("--cores", type=int, help="cores per node")
+    ap.add_argument("--gpus", type=int, help="GPUs per node")
+    ap.add_argument("--mem-gb", type=float, help="memory per node (GB)")
+    ap.add_argument("--price-cpu-h", type=float, help="price of a core-hour")
+    ap.add_argument("--price-gpu-h", type=float, help="price of a GPU-hour")
+    ap.add_argument("snakemake", nargs="*", help="after --: the run's snakemake options (default: the local profile)")
+    a = ap.parse_args(argv)
+    if a.sample is not None and not 0 < a.sample <= 1:
+        ap.error("--sample is a share of the audio, in (0, 1]")
+    return a
+
+
+def _cluster(a: argparse.Namespace) -> Cluster:
+    here = this_machine()
+    return Cluster(
+        a.nodes or here.nodes,
+        a.cores or here.cores,
+        here.gpus if a.gpus is None else a.gpus,
+        a.mem_gb or here.mem_gb,
+    )
+
+
+def _pilot_step(pilot: Path, cfg: dict, chosen: dict[str, list[Item]], fraction: float, run: tuple) -> Measured:
+    """Write the pilot's config for ``chosen`` and run the workflow on it."""
+    config = {
+        "datasets": {d: pilot_dataset(d, cfg["datasets"][d], chosen[d], pilot, fraction) for d in chosen},
+        "curate": {"speaker_recluster": True},  # each step clusters every segment: a first run's cost
+    }
+    write_json(pilot / "pilot.json", config)
+    configfiles, options = run
+    run_snakemake(pilot, [*configfiles, str(pilot / "pilot.json")], options)
+    return measure(pilot, list(chosen))
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = _args(argv)
+    work = Path(a.directory).resolve()
+    out = Path(a.out).resolve()
+    os.chdir(work)  # the config's relative paths are the run's
+    loaded: dict = {}
+    for f in a.configfile:  # as Snakemake loads them: each over the ones before
+        loaded = merge(loaded, defaults(f))
+    cfg = effective(loaded, a.configfile, REPO / "config" / "config.yaml")
+    if a.compare:
+        return compare(json.loads(Path(a.compare).read_text(encoding="utf-8")), work, cfg, out)
+    items = {d: corpus(ds, ds.get("extensions", cfg["ingest"]["extensions"])) for d, ds in cfg["datasets"].items()}
+    fraction = sample_fraction(a, items)
+    halves = {d: draw(its, fraction, a.seed) for d, its in items.items()}
+    pilot = work / SCRATCH / "pilot"
+    for stale in ("results", ".snakemake", "pilot_audio", "pilot_manifests"):
+        shutil.rmtree(pilot / stale, ignore_errors=True)
+    link_tree(work, pilot)
+    run = (
+        [str(Path(f).resolve()) for f in a.configfile],
+        a.snakemake or ["--profile", str(REPO / "profiles" / "local")],
+    )
+    first = _pilot_step(pilot, cfg, {d: h[0] for d, h in halves.items()}, fraction, run)
+    whole = {d: h[0] + h[1] for d, h in halves.items()}
+    m = _pilot_step(pilot, cfg, whole, fraction, run) if any(h[1] for h in halves.values()) else first
+    c = Corpus(
+        scale={d: sum(x.seconds for x in items[d]) / max(1e-9, sum(x.seconds for x in whole[d])) for d in whole},
+        shards={},
+    )
+    if a.hours:  # the corpus is larger than what is on disk: each dataset grows alike
+        grow = a.hours / max(1e-9, sum(m.hours[d] * c.scale[d] for d in whole))
+        c.scale.update({d: v * grow for d, v in c.scale.items()})
+    c.shards.update({d: corpus_shards(cfg["datasets"][d], cfg, m.hours[d] * c.scale[d]) for d in whole})
+    prices = (a.price_cpu_h or 0.0, a.price_gpu_h or 0.0) if a.price_cpu_h or a.price_gpu_h else None
+    plan = estimate(
+        m,
+        first if m is not first else None,
+        c,
+        cfg,
+        _cluster(a),
+        rule_graph(pilot, [*run[0], str(pilot / "pilot.json")], run[1]),
+        prices,
+    )
+    plan["sample"] = {
+        "fraction": fraction,
+        "seed": a.seed,
+        "files": {d: [len(whole[d]), len(items[d])] for d in whole},
+    }
+    write_json(out, plan)
+    _print(plan)
+    return 0
+
+
+def _print(plan: dict) -> None:
+    t = plan["total"]
+    for stage, s in plan["stages"].items():
+        print(
+            f"{stage}: {s['jobs']} jobs, {s['cpu_s'] / 3600:.2f} CPU-h, {s['gpu_s'] / 3600:.2f} GPU-h, "
+            f"peak {s['peak_rss_mb']:.0f} MB, {s['output_bytes'] / 1e9:.3f} GB"
+        )
+    print(
+        f"total: {t['jobs']} jobs, {t['cpu_s'] / 3600:.2f} CPU-h, {t['gpu_s'] / 3600:.2f} GPU-h, "
+        f"{t['output_bytes'] / 1e9:.3f} GB; wall {plan['wall_s'] / 3600:.2f} h on {plan['cluster']}; "
+        f"bottleneck {plan['bottleneck']}"
+    )
+
+
+def compare(plan: dict, work: Path, cfg: dict, out: Path) -> int:
+    """A finished run (``work``'s results and Snakemake's logs) measured as the pilot was, per
+    stage beside the plan: CPU and GPU seconds, peak memory, output bytes, jobs."""
+    m = measure(work, list(cfg["datasets"]))
+    c = Corpus(scale=dict.fromkeys(m.hours, 1.0), shards=dict(m.shards))
+    cluster = Cluster(**plan["cluster"])
+    actual = _stage_totals(rule_costs(m, None, c), m, c, cfg, cluster)
+    rows = {}
+    for stage in sorted(set(plan["stages"]) | set(actual)):
+        p, r = plan["stages"].get(stage, {}), actual.get(stage, {})
+        rows[stage] = {
+            k: {"plan": p.get(k), "run": r.get(k), "ratio": (p[k] / r[k]) if p.get(k) and r.get(k) else None}
+            for k in ("cpu_s", "gpu_s", "peak_rss_mb", "output_bytes", "jobs")
+        }
+        print(
+            stage + ": " + ", ".join(f"{k} {v['plan'] or 0:.4g} / {v['run'] or 0:.4g}" for k, v in rows[stage].items())
+        )
+    total = {k: sum((r.get(k) or 0) for r in actual.values()) for k in ("cpu_s", "gpu_s", "output_bytes", "jobs")}
+    write_json(out, {"stages": rows, "total": {k: {"plan": plan["total"][k], "run": v} for k, v in total.items()}})
+    return 0

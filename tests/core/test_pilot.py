@@ -1,0 +1,98 @@
+"""The plan's pilot (speechprep.workflow.pilot): its sample, and what it reads of a run."""
+
+import json
+
+import pytest
+
+from speechprep.core import logs
+from speechprep.workflow.pilot import Item, corpus_shards, draw, job_cost, jobs_of_logs
+
+
+def items(n=400):
+    # a corpus of short prompts and long recordings: 1 s to 400 s
+    return [Item(f"f{k:03d}", float(1 + k), rel=f"f{k:03d}.wav") for k in range(n)]
+
+
+def test_the_sample_takes_the_share_of_every_stratum_of_length():
+    corpus = items()
+    first, second = draw(corpus, 0.1, seed=0)
+    chosen = first + second
+    share = sum(x.seconds for x in chosen) / sum(x.seconds for x in corpus)
+    assert 0.1 <= share < 0.115
+    assert len({x.key for x in chosen}) == len(chosen)
+    # each quarter of the files by length gives its own tenth: short files are in the sample too
+    for q in range(4):
+        stratum = {x.key for x in corpus[q * 100 : (q + 1) * 100]}
+        mine = [x for x in chosen if x.key in stratum]
+        assert 0.1 <= sum(x.seconds for x in mine) / sum(x.seconds for x in corpus if x.key in stratum) < 0.13
+    # two halves of about equal size, the same on every call
+    assert abs(len(first) - len(second)) <= 4
+    assert draw(corpus, 0.1, seed=0) == (first, second)
+    assert draw(corpus, 0.1, seed=1) != (first, second)
+
+
+def test_a_tiny_corpus_still_gives_a_file():
+    first, second = draw(items(1), 0.01, seed=0)
+    assert len(first) == 1 and second == []
+
+
+def test_shards_of_the_whole_corpus_follow_the_config():
+    cfg = {"ingest": {"shard_hours": 1.0}}
+    assert corpus_shards({}, cfg, 10.2) == 11
+    assert corpus_shards({"shard_hours": 5.0}, cfg, 10.2) == 3
+    assert corpus_shards({"shards": 64}, cfg, 10.2) == 64
+    assert corpus_shards({}, cfg, 0.0) == 1
+
+
+SNAKEMAKE_LOG = """\
+[Thu Nov 26 23:19:16 2026]
+localrule curate_measure:
+    input: results/demo/asr/shard-0000.jsonl
+    output: results/demo/curate/shard-0000.measures.jsonl
+    log: results/demo/logs/curate/shard-0000.log
+    jobid: 26
+    benchmark: results/demo/benchmarks/curate/shard-0000.tsv
+    wildcards: ds=demo, shard=shard-0000
+    threads: 2
+    resources: tmpdir=/tmp, runtime=30, mem_mb=2560, mem=2.56 GB, mem_mib=2442
+Activating environment modules: speechprep/curate
+
+[Thu Nov 26 23:20:16 2026]
+rule curate_speakers:
+    log: results/_all/logs/curate_speakers.log
+    jobid: 30
+    threads: 1
+    resources: tmpdir=/tmp, runtime=60, mem_mb=4000
+"""
+
+
+def test_jobs_are_read_from_snakemakes_log_and_their_own(tmp_path):
+    (tmp_path / ".snakemake" / "log").mkdir(parents=True)
+    (tmp_path / ".snakemake" / "log" / "2026-11-26T231900.snakemake.log").write_text(SNAKEMAKE_LOG, encoding="utf-8")
+    jobs = jobs_of_logs(tmp_path / ".snakemake" / "log")
+    assert set(jobs) == {("curate_measure", "demo", "shard-0000"), ("curate_speakers", None, None)}
+    job = jobs[("curate_measure", "demo", "shard-0000")]
+    assert (job["threads"], job["mem_mb"], job["log"]) == (2, 2560.0, "results/demo/logs/curate/shard-0000.log")
+    assert job_cost(tmp_path, job) is None  # neither its log nor its benchmark exist
+    # the job's own last line (speechprep.core.logs.used), and Snakemake's sampled benchmark
+    log = tmp_path / job["log"]
+    log.parent.mkdir(parents=True)
+    used = {"wall_s": 60.0, "cpu_s": 110.0, "rss_mb": 900.0, "worker_rss_mb": 100.0, "threads": 2}
+    log.write_text(f"23:20:16 INFO curate[shard-0000]: {logs.USED}{json.dumps(used)}\n", encoding="utf-8")
+    bench = tmp_path / job["benchmark"]
+    bench.parent.mkdir(parents=True)
+    head = "s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time\n"
+    bench.write_text(head + "61.0\t0:01:01\t1500.0\t1\t1\t1\t0\t0\t0\t80.0\n", encoding="utf-8")
+    # the larger of the two for each: wall and memory from the benchmark, CPU from the job
+    assert job_cost(tmp_path, job) == {"s": 61.0, "cpu_s": 110.0, "rss_mb": 1500.0}
+    bench.unlink()
+    assert job_cost(tmp_path, job) == {"s": 60.0, "cpu_s": 110.0, "rss_mb": pytest.approx(1100.0)}
+
+
+def test_a_job_logs_what_it_used(caplog):
+    import logging
+
+    caplog.set_level(logging.INFO, logger="speechprep")
+    got = logs.used(1.5, 2)
+    assert got["cpu_s"] > 0 and got["rss_mb"] > 10 and got["threads"] == 2 and got["wall_s"] > 0
+    assert logs.USED in caplog.text

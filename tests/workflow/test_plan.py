@@ -1,0 +1,45 @@
+"""`python -m speechprep plan`: a pilot on half of the demo corpus predicts the whole run, which
+then runs and is compared with the plan (the VAD stage: the test stays short)."""
+
+import json
+import subprocess
+import sys
+
+from conftest import DEMO, REPO, snakemake, write_config
+
+
+def plan(work, *args):
+    cmd = [sys.executable, "-m", "speechprep", "plan", "--directory", str(work), "--configfile", "config.yaml"]
+    cmd += [*args, "--", "--profile", str(REPO / "profiles" / "local"), "--cores", "2"]
+    p = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, encoding="utf-8", timeout=900)
+    assert p.returncode == 0, (p.stdout + p.stderr)[-4000:]
+    return p.stdout
+
+
+def test_a_pilot_on_half_the_corpus_predicts_the_run(tmp_path):
+    work = tmp_path / "run"
+    write_config(work, {"demo": {"audio_dir": str(DEMO / "audio"), "shard_hours": 0.005}}, stages=["vad"])
+    out = plan(work, "--sample", "0.5", "--out", str(tmp_path / "plan.json"), "--nodes", "4", "--cores", "8")
+    p = json.loads((tmp_path / "plan.json").read_text(encoding="utf-8"))
+    assert "bottleneck" in out and not (work / "results").exists()  # the pilot ran in its scratch
+    files, of = p["sample"]["files"]["demo"]
+    assert 0 < files < of
+    vad = p["stages"]["vad"]
+    for key in ("cpu_s", "peak_rss_mb", "output_bytes"):
+        assert vad[key] > 0, key
+    assert vad["gpu_s"] == 0.0  # the config's devices: the CPU
+    for key in ("cpu_s", "gpu_s", "output_bytes", "jobs"):
+        assert key in p["total"]
+    hours = p["datasets"]["demo"]["hours"]
+    assert p["datasets"]["demo"]["shards"] == -(-hours // 0.005)  # ceil: the shards ingest will cut
+    assert p["cluster"] == {"nodes": 4, "cores": 8, "gpus": 0, "mem_gb": p["cluster"]["mem_gb"]}
+    assert p["wall_s"] > 0 and p["critical_path"][0] == "ingest"
+
+    snakemake(work)  # the run itself, then its figures beside the plan's
+    plan(work, "--compare", str(tmp_path / "plan.json"), "--out", str(tmp_path / "compare.json"))
+    c = json.loads((tmp_path / "compare.json").read_text(encoding="utf-8"))["stages"]["vad"]
+    assert c["jobs"]["plan"] == c["jobs"]["run"]  # one VAD job a shard, as many shards as planned
+    # the demo's 32 files are 0.03 h: a few segments more or less move the bytes, and a
+    # second's jobs' CPU moves with the machine's load
+    assert 0.7 < c["output_bytes"]["ratio"] < 1.4, c
+    assert 0.4 < c["cpu_s"]["ratio"] < 2.5, c
