@@ -23,6 +23,7 @@ configured size. docs/cluster.md, "Before the run: the plan", says what each fig
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import math
 import os
@@ -487,6 +488,7 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     size.add_argument("--sample-minutes", type=float, help="minutes of audio in the pilot, over every dataset")
     size.add_argument("--compare", metavar="PLAN", help="a plan.json, against the finished run in --directory")
     ap.add_argument("--seed", type=int, default=0, help="the sample's random seed")
+    ap.add_argument("--reuse", action="store_true", help="the last pilot's measurements, if it drew this sample")
     ap.add_argument(
         "--hours", type=float, help="the corpus's hours, when WORK holds a part of it (each dataset scaled alike)"
     )
@@ -526,6 +528,59 @@ def _pilot_step(pilot: Path, cfg: dict, chosen: dict[str, list[Item]], fraction:
     return measure(pilot, list(chosen))
 
 
+def save_measured(path: Path, m: Measured) -> None:
+    write_json(
+        path,
+        {
+            "hours": m.hours,
+            "segments": m.segments,
+            "shards": m.shards,
+            "output_bytes": [[*k, v] for k, v in m.output_bytes.items()],
+            "shard_hours": [[*k, v] for k, v in m.shard_hours.items()],
+            "jobs": [[*k, v] for k, v in m.jobs.items()],
+        },
+    )
+
+
+def load_measured(path: Path) -> Measured:
+    z = json.loads(path.read_text(encoding="utf-8"))
+    return Measured(
+        hours=z["hours"],
+        segments=z["segments"],
+        shards=z["shards"],
+        output_bytes={(d, s): v for d, s, v in z["output_bytes"]},
+        shard_hours={(d, s): v for d, s, v in z["shard_hours"]},
+        jobs={(r, d, s): v for r, d, s, v in z["jobs"]},
+    )
+
+
+def pilot_runs(a: argparse.Namespace, work: Path, cfg: dict, halves: dict, fraction: float, run: tuple):
+    """The pilot's two steps' measurements ``(first, whole)`` (``first`` None: one step), run
+    now, or with ``--reuse`` read from the last pilot when it drew the same sample with the
+    same config."""
+    pilot = work / SCRATCH / "pilot"
+    config = hashlib.sha256(json.dumps(cfg, sort_keys=True, default=str).encode("utf-8")).hexdigest()
+    key = {"config": config, "files": {d: [x.key for h in hs for x in h] for d, hs in halves.items()}}
+    steps = [pilot / "step1.json", pilot / "step2.json"]
+    if a.reuse and (pilot / "sample.json").exists() and all(p.exists() for p in steps):
+        if json.loads((pilot / "sample.json").read_text(encoding="utf-8")) == key:
+            first, m = (load_measured(p) for p in steps)
+            return (first if first.jobs != m.jobs else None), m
+        print("--reuse: the last pilot drew another sample or ran another config: running it again")
+    for stale in (pilot / x for x in ("results", ".snakemake", "pilot_audio", "pilot_manifests")):
+        shutil.rmtree(stale, ignore_errors=True)
+    for stale in (pilot / "sample.json", *steps):
+        stale.unlink(missing_ok=True)
+    link_tree(work, pilot)
+    first = _pilot_step(pilot, cfg, {d: h[0] for d, h in halves.items()}, fraction, run)
+    save_measured(steps[0], first)
+    whole = {d: h[0] + h[1] for d, h in halves.items()}
+    m = _pilot_step(pilot, cfg, whole, fraction, run) if any(h[1] for h in halves.values()) else first
+    save_measured(steps[1], m)
+    write_json(pilot / "sample.json", key)
+    return (first if m is not first else None), m
+
+
 def main(argv: list[str] | None = None) -> int:
     a = _args(argv)
     work = Path(a.directory).resolve()
@@ -540,17 +595,12 @@ def main(argv: list[str] | None = None) -> int:
     items = {d: corpus(ds, ds.get("extensions", cfg["ingest"]["extensions"])) for d, ds in cfg["datasets"].items()}
     fraction = sample_fraction(a, items)
     halves = {d: draw(its, fraction, a.seed) for d, its in items.items()}
-    pilot = work / SCRATCH / "pilot"
-    for stale in ("results", ".snakemake", "pilot_audio", "pilot_manifests"):
-        shutil.rmtree(pilot / stale, ignore_errors=True)
-    link_tree(work, pilot)
     run = (
         [str(Path(f).resolve()) for f in a.configfile],
         a.snakemake or ["--profile", str(REPO / "profiles" / "local")],
     )
-    first = _pilot_step(pilot, cfg, {d: h[0] for d, h in halves.items()}, fraction, run)
+    first, m = pilot_runs(a, work, cfg, halves, fraction, run)
     whole = {d: h[0] + h[1] for d, h in halves.items()}
-    m = _pilot_step(pilot, cfg, whole, fraction, run) if any(h[1] for h in halves.values()) else first
     c = Corpus(
         scale={d: sum(x.seconds for x in items[d]) / max(1e-9, sum(x.seconds for x in whole[d])) for d in whole},
         shards={},
@@ -560,15 +610,9 @@ def main(argv: list[str] | None = None) -> int:
         c.scale.update({d: v * grow for d, v in c.scale.items()})
     c.shards.update({d: corpus_shards(cfg["datasets"][d], cfg, m.hours[d] * c.scale[d]) for d in whole})
     prices = (a.price_cpu_h or 0.0, a.price_gpu_h or 0.0) if a.price_cpu_h or a.price_gpu_h else None
-    plan = estimate(
-        m,
-        first if m is not first else None,
-        c,
-        cfg,
-        _cluster(a),
-        rule_graph(pilot, [*run[0], str(pilot / "pilot.json")], run[1]),
-        prices,
-    )
+    pilot = work / SCRATCH / "pilot"
+    edges = rule_graph(pilot, [*run[0], str(pilot / "pilot.json")], run[1])
+    plan = estimate(m, first, c, cfg, _cluster(a), edges, prices)
     plan["sample"] = {
         "fraction": fraction,
         "seed": a.seed,

@@ -35,6 +35,13 @@ def test_a_pilot_on_half_the_corpus_predicts_the_run(tmp_path):
     assert p["cluster"] == {"nodes": 4, "cores": 8, "gpus": 0, "mem_gb": p["cluster"]["mem_gb"]}
     assert p["wall_s"] > 0 and p["critical_path"][0] == "ingest"
 
+    # another cluster, from the same pilot: nothing runs again, the same work packs on fewer cores
+    measured = (work / ".plan" / "pilot" / "step2.json").stat().st_mtime_ns
+    plan(work, "--sample", "0.5", "--reuse", "--out", str(tmp_path / "small.json"), "--nodes", "1", "--cores", "2")
+    small = json.loads((tmp_path / "small.json").read_text(encoding="utf-8"))
+    assert (work / ".plan" / "pilot" / "step2.json").stat().st_mtime_ns == measured
+    assert small["total"] == p["total"] and small["wall_s"] > p["wall_s"]
+
     snakemake(work)  # the run itself, then its figures beside the plan's
     plan(work, "--compare", str(tmp_path / "plan.json"), "--out", str(tmp_path / "compare.json"))
     c = json.loads((tmp_path / "compare.json").read_text(encoding="utf-8"))["stages"]["vad"]
