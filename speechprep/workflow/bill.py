@@ -4,12 +4,14 @@ plan`` (:mod:`speechprep.workflow.pilot` measures; this module scales and packs)
 A rule's jobs in the whole run are a :class:`RuleLoad`: how many, each one's wall seconds,
 threads, memory and GPUs. On a :class:`Cluster` of identical nodes a node runs as many of a
 rule's jobs at once as its cores, memory and GPUs allow (:func:`slots`); a rule's jobs take
-:func:`makespan` (waves of equal jobs over every node's slots); the run takes the longest
-path through the rule graph, each rule weighing its makespan (:func:`critical_path`). Two
-simplifications, both in docs/cluster.md: rules on parallel branches are each given the whole
-cluster (optimistic), and a rule starts once the rules before it have ended, though
-Snakemake starts a shard's next job as soon as that shard's job before it is done
-(pessimistic). Standard library only; tests/core/test_bill.py pins it on a hand-made graph.
+:func:`makespan` (waves of equal jobs over every node's slots); the run takes at least the longest
+path through the rule graph, each rule weighing its makespan (:func:`critical_path`), and at
+least its core-seconds over the cluster's cores (:func:`capacity_bound`): the larger of the
+two. Two simplifications, both in docs/cluster.md: rules on parallel branches are each given
+the whole cluster on the path (the capacity bound corrects it where the work is large), and a
+rule starts once the rules before it have ended, though Snakemake starts a shard's next job as
+soon as that shard's job before it is done (pessimistic). Standard library only;
+tests/core/test_bill.py pins it on a hand-made graph.
 """
 
 from __future__ import annotations
@@ -86,6 +88,15 @@ def critical_path(
         return done[n]
 
     return max((longest(n) for n in nodes), default=(0.0, []), key=lambda x: x[0])
+
+
+def capacity_bound(loads: dict[str, RuleLoad], cluster: Cluster) -> float:
+    """Seconds the cluster needs for the run's work, whatever the order: every job's
+    core-seconds over all cores, and its GPU-seconds over all GPUs (a lower bound on the wall
+    time, as the critical path is; where work is large, the one that holds)."""
+    cores = sum(x.jobs * x.threads * x.seconds for x in loads.values()) / (cluster.nodes * cluster.cores)
+    gpu_work = sum(x.jobs * x.gpus * x.seconds for x in loads.values())
+    return max(cores, gpu_work / (cluster.nodes * cluster.gpus) if gpu_work else 0.0)
 
 
 @dataclass(frozen=True)

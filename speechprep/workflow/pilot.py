@@ -40,7 +40,7 @@ from ..core import logs
 from ..core.config import defaults, effective, merge
 from ..io.inventory import walk_audio
 from ..io.jsonio import read_jsonl, write_json
-from .bill import Cluster, RuleLoad, critical_path, fit, fit_jobs, interval
+from .bill import Cluster, RuleLoad, capacity_bound, critical_path, fit, fit_jobs, interval
 
 REPO = Path(__file__).resolve().parents[2]
 SCRATCH = ".plan"  # below WORK: the pilot's run directory
@@ -413,7 +413,8 @@ def estimate(m: Measured, first: Measured | None, c: Corpus, cfg: dict, cluster:
     rules = rule_costs(m, first, c)
     stages = _stage_totals(rules, m, c, cfg, cluster)
     loads = _loads(rules, cfg, cluster)
-    wall, path = critical_path(loads, [e for e in edges if e[0] in loads or e[1] in loads], cluster)
+    path_s, path = critical_path(loads, [e for e in edges if e[0] in loads or e[1] in loads], cluster)
+    bound = capacity_bound(loads, cluster)
     total = {k: sum(s[k] for s in stages.values()) for k in ("cpu_s", "gpu_s", "output_bytes", "jobs")}
     total["core_s"] = sum(x.jobs * x.threads * x.seconds for x in loads.values())
     total["cpu_s_interval"] = _cpu_interval(rules)
@@ -434,7 +435,9 @@ def estimate(m: Measured, first: Measured | None, c: Corpus, cfg: dict, cluster:
         "rules": rules,
         "total": total,
         "cluster": vars(cluster),
-        "wall_s": wall,
+        "wall_s": max(path_s, bound),
+        "wall_s_critical_path": path_s,
+        "wall_s_capacity": bound,
         "critical_path": path,
         "bottleneck": bottleneck,
     }

@@ -3,7 +3,17 @@
 import pytest
 
 from speechprep.errors import UsageError
-from speechprep.workflow.bill import Cluster, RuleLoad, critical_path, fit, fit_jobs, interval, makespan, slots
+from speechprep.workflow.bill import (
+    Cluster,
+    RuleLoad,
+    capacity_bound,
+    critical_path,
+    fit,
+    fit_jobs,
+    interval,
+    makespan,
+    slots,
+)
 
 # two nodes of 8 cores, 2 GPUs and 32 GB
 CLUSTER = Cluster(nodes=2, cores=8, gpus=2, mem_gb=32)
@@ -57,6 +67,11 @@ def test_critical_path_is_the_longest_chain_of_makespans():
     # fewer diarization threads: 8 at once, 800 s; the ASR branch is still shorter
     loads["diarize"] = RuleLoad(16, 400.0, threads=2, mem_mb=1000)
     assert critical_path(loads, edges, CLUSTER)[0] == 30 + 200 + 800 + 20 + 500 + 1
+    # the work itself: 63,532 core-s on 16 cores; 800 GPU-s on 4 GPUs
+    assert capacity_bound(loads, CLUSTER) == pytest.approx((60 + 3200 + 800 + 12_800 + 320 + 500 + 16) / 16)
+    one = Cluster(nodes=1, cores=2, gpus=1, mem_gb=32)  # a laptop: the work, not the path, decides
+    assert capacity_bound(loads, one) == pytest.approx((60 + 3200 + 800 + 12_800 + 320 + 500 + 16) / 2)
+    assert capacity_bound(loads, one) > critical_path(loads, edges, one)[0]
     with pytest.raises(UsageError, match="cycle"):
         critical_path(loads, [*edges, ("decide", "vad")], CLUSTER)
 
