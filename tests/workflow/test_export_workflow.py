@@ -4,7 +4,8 @@ directory, WebDataset; NeMo's tarred dataset over all shards in the ASR env) aga
 manifests, an export option change (two formats of four) rerunning only export and reading back;
 then, in the same working directory, ``asr.trim`` on (S2S and TTS get the trimmed segments,
 VAD is untouched); then ``asr.trim`` off again with ``tts.layout: packed`` (the first run's
-content comes back, one file per shard and kind)."""
+content comes back, one file per shard and kind); then a file excluded (a takedown): gone from
+every format, only its shard run again."""
 
 import json
 import subprocess
@@ -105,6 +106,25 @@ def snapshot(res):
     }
 
 
+def read_exports(tmp_path, res, formats):
+    """Every format in ``formats`` read back by its library's loader (id -> duration in s),
+    each array checked against the TTS manifests."""
+    manifests = [str(res / "tts" / f"{m}_manifest.jsonl") for m in ("train", "val")]
+
+    def run(env, *args):
+        py = REPO / ".venvs" / env / "bin" / "python"
+        p = subprocess.run([str(py), "-c", *args], capture_output=True, text=True, encoding="utf-8")
+        assert p.returncode == 0, p.stderr[-3000:]
+        return json.loads(p.stdout.strip().splitlines()[-1])
+
+    cache = str(tmp_path / f"hf-cache-{len(list(tmp_path.glob('hf-cache-*')))}")
+    seen = run("export", READ_BACK, str(res / "export"), json.dumps(formats), json.dumps(manifests), cache)
+    if "nemo_tarred" in formats:
+        seen.update(run("asr", READ_NEMO, str(res / "export" / "nemo_tarred" / "stats.json")))
+    assert sorted(seen) == sorted(formats)
+    return seen
+
+
 @pytest.fixture(scope="module")
 def voice(tmp_path_factory, demo, demo_copy):
     """(workdir, config sections, dataset, snapshot of the first run) of a run of us_male with
@@ -125,22 +145,7 @@ def test_export_in_a_full_run_and_an_option_change_reruns_only_export(voice):
     want = {x["id"]: x["duration"] for x in final}
     assert len(want) >= 4, final
 
-    manifests = [str(res / "tts" / f"{m}_manifest.jsonl") for m in ("train", "val")]
-
-    def read_back(formats):
-        def run(env, *args):
-            py = REPO / ".venvs" / env / "bin" / "python"
-            p = subprocess.run([str(py), "-c", *args], capture_output=True, text=True, encoding="utf-8")
-            assert p.returncode == 0, p.stderr[-3000:]
-            return json.loads(p.stdout.strip().splitlines()[-1])
-
-        cache = str(tmp_path / f"hf-cache-{len(formats)}")
-        seen = run("export", READ_BACK, str(res / "export"), json.dumps(formats), json.dumps(manifests), cache)
-        if "nemo_tarred" in formats:
-            seen.update(run("asr", READ_NEMO, str(res / "export" / "nemo_tarred" / "stats.json")))
-        assert sorted(seen) == sorted(formats)
-        return seen
-
+    read_back = lambda formats: read_exports(tmp_path, res, formats)
     seen = read_back(FORMATS)
     for fmt in FORMATS:
         assert set(seen[fmt]) == set(want), fmt
@@ -240,3 +245,34 @@ def test_packed_layout_same_content_and_file_count_grows_with_shards_not_segment
     assert len(after) == len(before) - len(per_segment) + len(dirs)
     names = {p.stem for p in after}
     assert not names & (set(tts_after) | set(units_after)), "a file still named after a segment"
+
+
+def test_an_excluded_file_leaves_every_export_and_only_its_shard_runs(voice):
+    """After the layout test: a file listed under ``exclude:`` (a takedown) is rejected at
+    ingest, its segments leave the TTS manifests and every export format (each read back
+    by its loader), the ledger names it, and only the shard that held it runs again."""
+    tmp_path, base, ds, _ = voice
+    res = tmp_path / "results" / "v"
+    lines = [x for m in ("train", "val") for x in read_jsonl(res / "tts" / f"{m}_manifest.jsonl")]
+    gone = lines[0]["audio_filepath"]
+    gone_ids = {x["id"] for x in lines if x["audio_filepath"] == gone}
+    (tmp_path / "takedown.txt").write_text(f"# a withdrawn licence\n{gone}\n", encoding="utf-8")
+    shards = {p.stem: {x["audio_filepath"] for x in read_jsonl(p)} for p in (res / "shards").glob("*.jsonl")}
+    held = [s for s, files in shards.items() if gone in files]
+    cfg = {
+        **base,
+        "tts": {**base.get("tts", {}), "layout": "packed"},  # as the layout test left it
+        "export": {**base.get("export", {}), "formats": FORMATS},
+        "exclude": str(tmp_path / "takedown.txt"),
+    }
+    write_config(tmp_path, ds, **cfg)
+    _, out = snakemake(tmp_path)
+    assert jobs_run(out, "vad") == [f"ds=v, shard={held[0]}"], out[-3000:]
+    assert len(jobs_run(out, "export_shard")) == len(shards)  # the formats changed too (the test before)
+    want = {x["id"]: x["duration"] for x in lines if x["id"] not in gone_ids}
+    now = [x for m in ("train", "val") for x in read_jsonl(res / "tts" / f"{m}_manifest.jsonl")]
+    assert {x["id"] for x in now} == set(want)
+    for fmt, found in read_exports(tmp_path, res, FORMATS).items():
+        assert set(found) == set(want), fmt
+    removed = read_jsonl(res / "removed.jsonl")
+    assert [(x["reason"], x["by"]) for x in removed] == [("excluded", "ingest")], removed
