@@ -167,29 +167,35 @@ def run_snakemake(pilot: Path, configfiles: list[str], options: list[str]) -> No
 JOB_START = re.compile(r"^(?:local)?(?:rule|checkpoint) (\w+):$")
 
 
+def _key(job: dict) -> tuple:
+    """(rule, dataset, shard, the other wildcards): a job's key."""
+    other = ", ".join(f"{k}={v}" for k, v in sorted(job.get("wildcards", {}).items()) if k not in ("ds", "shard"))
+    return (job["rule"], job["wildcards"].get("ds"), job["wildcards"].get("shard"), other)
+
+
 def jobs_of_logs(log_dir: Path) -> dict[tuple, dict]:
-    """Every job Snakemake's run logs (``.snakemake/log``) list, by (rule, dataset, shard),
-    the latest run's last: its ``log``, ``benchmark``, ``threads``, ``mem_mb``."""
+    """Every job Snakemake's run logs (``.snakemake/log``) list, by :func:`_key`, the latest
+    run's last: its ``wildcards``, ``log``, ``benchmark``, ``threads``, ``mem_mb``."""
     out: dict[tuple, dict] = {}
     for path in sorted(log_dir.glob("*.snakemake.log")):
         job: dict | None = None
         for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
             m = JOB_START.match(line)
             if m:
-                job = {"rule": m.group(1), "threads": 1, "mem_mb": 0.0}
+                job = {"rule": m.group(1), "wildcards": {}, "threads": 1, "mem_mb": 0.0}
             elif job is not None and line.startswith("    ") and ": " in line:
                 _field(job, *line.strip().split(": ", 1))
             elif job is not None:
-                out[(job["rule"], job.get("ds"), job.get("shard"))] = job
+                out[_key(job)] = job
                 job = None
         if job is not None:  # the file's last block
-            out[(job["rule"], job.get("ds"), job.get("shard"))] = job
+            out[_key(job)] = job
     return out
 
 
 def _field(job: dict, key: str, value: str) -> None:
     if key == "wildcards":
-        job.update(dict(kv.split("=", 1) for kv in value.split(", ") if "=" in kv))
+        job["wildcards"] = dict(kv.split("=", 1) for kv in value.split(", ") if "=" in kv)
     elif key == "threads":
         job["threads"] = int(value)
     elif key == "resources":
@@ -340,7 +346,10 @@ def _fitted_rule(jobs: list[tuple[tuple, dict]], first: Measured | None, m: Meas
             line = fit([*points, (n2, b2.get(what, 0.0))])
             value = line(n)
             out[what] = max(out[what], value) if what == "rss_mb" else out[what] + value
-            out["fits"][f"{key[1] or 'run'}.{what}"] = {"fixed": round(line.fixed, 3), "per_segment": line.per_item}
+            out["fits"][".".join(x for x in (key[1] or "run", key[3], what) if x)] = {
+                "fixed": round(line.fixed, 3),
+                "per_segment": line.per_item,
+            }
     return out
 
 
@@ -553,7 +562,7 @@ def load_measured(path: Path) -> Measured:
         shards=z["shards"],
         output_bytes={(d, s): v for d, s, v in z["output_bytes"]},
         shard_hours={(d, s): v for d, s, v in z["shard_hours"]},
-        jobs={(r, d, s): v for r, d, s, v in z["jobs"]},
+        jobs={tuple(j[:4]): j[4] for j in z["jobs"]},
     )
 
 

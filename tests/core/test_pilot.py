@@ -63,6 +63,12 @@ rule curate_speakers:
     jobid: 30
     threads: 1
     resources: tmpdir=/tmp, runtime=60, mem_mb=4000
+
+rule export_summary:
+    wildcards: ds=demo, fmt=webdataset
+
+rule export_summary:
+    wildcards: ds=demo, fmt=parquet
 """
 
 
@@ -70,8 +76,13 @@ def test_jobs_are_read_from_snakemakes_log_and_their_own(tmp_path):
     (tmp_path / ".snakemake" / "log").mkdir(parents=True)
     (tmp_path / ".snakemake" / "log" / "2026-11-26T231900.snakemake.log").write_text(SNAKEMAKE_LOG, encoding="utf-8")
     jobs = jobs_of_logs(tmp_path / ".snakemake" / "log")
-    assert set(jobs) == {("curate_measure", "demo", "shard-0000"), ("curate_speakers", None, None)}
-    job = jobs[("curate_measure", "demo", "shard-0000")]
+    assert set(jobs) == {
+        ("curate_measure", "demo", "shard-0000", ""),
+        ("curate_speakers", None, None, ""),
+        ("export_summary", "demo", None, "fmt=parquet"),
+        ("export_summary", "demo", None, "fmt=webdataset"),
+    }
+    job = jobs[("curate_measure", "demo", "shard-0000", "")]
     assert (job["threads"], job["mem_mb"], job["log"]) == (2, 2560.0, "results/demo/logs/curate/shard-0000.log")
     assert job_cost(tmp_path, job) is None  # neither its log nor its benchmark exist
     # the job's own last line (speechprep.core.logs.used), and Snakemake's sampled benchmark
