@@ -1,0 +1,114 @@
+#!/usr/bin/env python3
+"""Does the plan hold? A pilot on a share of a real corpus, then the whole run, compared.
+
+    .venvs/workflow/bin/python bench/plan_accuracy.py --corpus prompts|music [--hours 1.0]
+        [--sample 0.1] [--shard-hours 0.05] [--work DIR]
+
+The corpora (tests/real_speech.py, real recordings nobody here made):
+``prompts``, telephone prompts of three professional voices (asterisk-core-sounds en, fr
+and ru, 8 kHz wav, a file each: short files, mostly speech) up to ``--hours``;
+``music``, recordings as an IVR makes them (``real_speech.with_music_between``: 20 prompts
+of the two Italian voices a file, 3-10 s of real music, hyperrogue-music, after each:
+long files, a third of them speech) up to ``--hours``. Every stage on, the demo models
+(``make demo`` builds them), ``curate.min_bandwidth_hz`` off (telephone speech). Runs
+``python -m speechprep plan --sample S`` in WORK, then the whole run (snakemake, the local
+profile), then ``plan --compare``; prints per stage the plan's and the run's CPU seconds,
+peak job memory and output bytes, the totals, and the run's wall time beside the plan's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench"))
+
+from corpus_growth import config, duration, snakemake  # noqa: E402
+
+from tests import real_speech  # noqa: E402
+
+
+def prompts_corpus(dest: Path, hours: float) -> None:
+    """Links to prompts of three voices, alternating, until ``hours`` of audio."""
+    voices = [real_speech.telephone_prompts(v) for v in ("allison_en", "june_fr", "ivr_ru")]
+    total = 0.0
+    for k, u in enumerate(u for row in zip(*voices, strict=False) for u in row):
+        if total >= hours * 3600:
+            break
+        (dest / f"{k:04d}_{u.speaker}_{u.path.name}").symlink_to(u.path)
+        total += duration(u.path)
+
+
+def music_corpus(dest: Path, hours: float) -> None:
+    """Files of 20 prompts with real music between them, until ``hours`` of audio."""
+    voices = [real_speech.telephone_prompts(v) for v in ("carlo_it", "menardi_it")]
+    prompts = [u.path for row in zip(*voices, strict=False) for u in row]
+    music = real_speech.music("hyperrogue")
+    total, k = 0.0, 0
+    while total < hours * 3600 and (k + 1) * 20 <= len(prompts):
+        out = dest / f"ivr_{k:03d}.wav"
+        real_speech.with_music_between(prompts[k * 20 : (k + 1) * 20], music, out, seed=k)
+        total, k = total + duration(out), k + 1
+
+
+def plan(work: Path, *args: str) -> None:
+    cmd = [sys.executable, "-m", "speechprep", "plan", "--directory", str(work), "--configfile", "config.yaml"]
+    p = subprocess.run([*cmd, *args], capture_output=True, text=True, encoding="utf-8", check=False)
+    if p.returncode != 0:
+        raise SystemExit(f"plan failed:\n{(p.stdout + p.stderr)[-3000:]}")
+
+
+def report(work: Path, plan_s: float, run_s: float) -> None:
+    p = json.loads((work / "plan.json").read_text(encoding="utf-8"))
+    c = json.loads((work / "compare.json").read_text(encoding="utf-8"))
+    print("| stage | CPU-s plan / run | peak MB plan / run | output MB plan / run | jobs plan / run |")
+    print("|---|---|---|---|---|")
+    for stage, r in c["stages"].items():
+        cells = [
+            f"{(r[k]['plan'] or 0) / d:.4g} / {(r[k]['run'] or 0) / d:.4g}"
+            for k, d in (("cpu_s", 1), ("peak_rss_mb", 1), ("output_bytes", 1e6), ("jobs", 1))
+        ]
+        print(f"| {stage} | " + " | ".join(cells) + " |")
+    t = c["total"]
+    print(
+        f"total CPU-s {t['cpu_s']['plan']:.0f} / {t['cpu_s']['run']:.0f} "
+        f"(interval {p['total']['cpu_s_interval']}), output {t['output_bytes']['plan'] / 1e6:.1f} / "
+        f"{t['output_bytes']['run'] / 1e6:.1f} MB, jobs {t['jobs']['plan']} / {t['jobs']['run']}"
+    )
+    print(
+        f"wall: plan {p['wall_s']:.0f} s, run {run_s:.0f} s; the pilot took {plan_s:.0f} s; "
+        f"hours {sum(d['hours'] for d in p['datasets'].values()):.3f}"
+    )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--corpus", choices=("prompts", "music"), required=True)
+    ap.add_argument("--hours", type=float, default=1.0)
+    ap.add_argument("--sample", type=float, default=0.1)
+    ap.add_argument("--shard-hours", type=float, default=0.05)
+    ap.add_argument("--work", help="keep the run here (default: a temporary directory)")
+    a = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(a.work or tmp)
+        (work / "corpus").mkdir(parents=True)
+        (prompts_corpus if a.corpus == "prompts" else music_corpus)(work / "corpus", a.hours)
+        config(work, a.shard_hours)
+        t0 = time.time()
+        plan(work, "--sample", str(a.sample), "--out", str(work / "plan.json"))
+        t1 = time.time()
+        snakemake(work, "--cores", "2")
+        t2 = time.time()
+        plan(work, "--compare", str(work / "plan.json"), "--out", str(work / "compare.json"))
+        report(work, t1 - t0, t2 - t1)
+
+
+if __name__ == "__main__":
+    main()
