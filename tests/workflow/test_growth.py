@@ -1,0 +1,86 @@
+"""A corpus grows: a growth run killed with SIGKILL once the run-wide speakers job has
+updated its state resumes, after ``--unlock``, to the outputs of the same growth run left
+alone (every stage, three demo voices, two new files)."""
+
+import json
+import shutil
+import time
+
+import pytest
+from conftest import NOT_DIARIZED, demo_models, kill_group, snakemake, start_snakemake, write_config
+
+pytestmark = pytest.mark.slow  # three real runs of every stage
+
+VOICES = ("us_male", "us_female", "scottish")
+STAGES = ["vad", "asr", "s2s", "curate", "tts"]
+
+
+def lines(work, pattern):
+    """Every line of the files matching ``pattern`` under results/, the run's folder written
+    as ``WORK`` (the two runs differ only there)."""
+    out = {}
+    for path in sorted((work / "results").glob(pattern)):
+        text = path.read_text(encoding="utf-8").replace(str(work), "WORK")
+        out[str(path.relative_to(work))] = [json.loads(x) for x in text.splitlines() if x.strip()]
+    return out
+
+
+def same(a, b, path=""):
+    """``a`` and ``b`` equal, floats to 1e-6 (two processes' float sums)."""
+    if isinstance(a, float) or isinstance(b, float):
+        assert a == pytest.approx(b, rel=1e-6, abs=1e-6), path
+    elif isinstance(a, dict):
+        assert a.keys() == b.keys(), path
+        for k in a:
+            same(a[k], b[k], f"{path}.{k}")
+    elif isinstance(a, list):
+        assert len(a) == len(b), path
+        for k, (x, y) in enumerate(zip(a, b, strict=True)):
+            same(x, y, f"{path}[{k}]")
+    else:
+        assert a == b, path
+
+
+def kill_once_speakers_updated(proc, state, since, timeout=600):
+    """SIGKILL the run as soon as the speakers job has rewritten its state file."""
+    end = time.time() + timeout
+    while time.time() < end and proc.poll() is None:
+        if state.exists() and state.stat().st_mtime > since:
+            kill_group(proc)
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"the speakers job did not update {state} (run ended: {proc.poll()})")
+
+
+def test_a_growth_run_killed_mid_way_resumes_to_the_same_outputs(tmp_path, demo, demo_copy):
+    models, _ = demo
+    audio = tmp_path / "audio"
+    for v in VOICES:
+        shutil.copytree(demo_copy / v, audio / v)
+    new = [audio / "us_female" / "clip01.wav", audio / "scottish" / "clip02.wav"]
+    aside = tmp_path / "aside"
+    aside.mkdir()
+    for k, p in enumerate(new):  # kept out of the first run
+        shutil.move(p, aside / f"{k}.wav")
+    sections = {"stages": STAGES, **demo_models(models), **NOT_DIARIZED}
+    runs = {name: tmp_path / name for name in ("alone", "killed")}
+    for work in runs.values():
+        write_config(work, {"d": {"audio_dir": str(audio), "shard_hours": 0.004}}, **sections)
+        snakemake(work)
+    for k, p in enumerate(new):  # the corpus grows
+        shutil.move(aside / f"{k}.wav", p)
+
+    snakemake(runs["alone"])
+    started = time.time()
+    proc = start_snakemake(runs["killed"])
+    state = runs["killed"] / "results" / "_all" / "curate" / "speaker_state.npz"
+    kill_once_speakers_updated(proc, state, started)
+    snakemake(runs["killed"], "--unlock")
+    snakemake(runs["killed"])
+
+    for pattern in ("d/curate/shard-*[0-9].jsonl", "d/curate/*.rejects.jsonl", "d/tts/*_manifest.jsonl"):
+        alone, killed = lines(runs["alone"], pattern), lines(runs["killed"], pattern)
+        assert alone.keys() == killed.keys() and alone, pattern
+        same(alone, killed, pattern)
+    new_ids = {x["id"].split("_0")[0] for f in lines(runs["alone"], "d/tts/*_manifest.jsonl").values() for x in f}
+    assert {"us_female__clip01", "scottish__clip02"} <= new_ids  # the new files reached the manifests
