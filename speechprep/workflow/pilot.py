@@ -566,12 +566,21 @@ def load_measured(path: Path) -> Measured:
     )
 
 
+def _unsized(cfg: dict) -> dict:
+    """The config without the shard sizes (``shards``, ``shard_hours``): a plan at other shard
+    sizes reuses the pilot, whose jobs' fits say what a shard of any size costs."""
+    sizing = ("shards", "shard_hours")
+    out = {**cfg, "ingest": {k: v for k, v in cfg["ingest"].items() if k not in sizing}}
+    out["datasets"] = {d: {k: v for k, v in ds.items() if k not in sizing} for d, ds in cfg["datasets"].items()}
+    return out
+
+
 def pilot_runs(a: argparse.Namespace, work: Path, cfg: dict, halves: dict, fraction: float, run: tuple):
     """The pilot's two steps' measurements ``(first, whole)`` (``first`` None: one step), run
     now, or with ``--reuse`` read from the last pilot when it drew the same sample with the
-    same config."""
+    same config but for the shard sizes."""
     pilot = work / SCRATCH / "pilot"
-    config = hashlib.sha256(json.dumps(cfg, sort_keys=True, default=str).encode("utf-8")).hexdigest()
+    config = hashlib.sha256(json.dumps(_unsized(cfg), sort_keys=True, default=str).encode("utf-8")).hexdigest()
     key = {"config": config, "files": {d: [x.key for h in hs for x in h] for d, hs in halves.items()}}
     steps = [pilot / "step1.json", pilot / "step2.json"]
     if a.reuse and (pilot / "sample.json").exists() and all(p.exists() for p in steps):

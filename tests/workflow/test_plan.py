@@ -41,6 +41,15 @@ def test_a_pilot_on_half_the_corpus_predicts_the_run(tmp_path):
     small = json.loads((tmp_path / "small.json").read_text(encoding="utf-8"))
     assert (work / ".plan" / "pilot" / "step2.json").stat().st_mtime_ns == measured
     assert small["total"] == p["total"] and small["wall_s"] > p["wall_s"]
+    # shards twice as large, from the same pilot: half as many VAD jobs, each one's fixed part saved
+    write_config(work, {"demo": {"audio_dir": str(DEMO / "audio"), "shard_hours": 0.01}}, stages=["vad"])
+    plan(work, "--sample", "0.5", "--reuse", "--out", str(tmp_path / "large.json"))
+    large = json.loads((tmp_path / "large.json").read_text(encoding="utf-8"))
+    assert (work / ".plan" / "pilot" / "step2.json").stat().st_mtime_ns == measured
+    assert large["datasets"]["demo"]["shards"] == -(-hours // 0.01)
+    assert large["rules"]["vad"]["jobs"] == large["datasets"]["demo"]["shards"] < p["rules"]["vad"]["jobs"]
+    assert large["rules"]["vad"]["cpu_s"] <= p["rules"]["vad"]["cpu_s"]
+    write_config(work, {"demo": {"audio_dir": str(DEMO / "audio"), "shard_hours": 0.005}}, stages=["vad"])
 
     snakemake(work)  # the run itself, then its figures beside the plan's
     plan(work, "--compare", str(tmp_path / "plan.json"), "--out", str(tmp_path / "compare.json"))
