@@ -80,7 +80,11 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["plan"]:  # the bill before the run (speechprep.workflow.pilot), not a job
         from .workflow.pilot import main as plan
 
-        return plan(argv[1:])
+        try:
+            return plan(argv[1:])
+        except SpeechprepError as e:  # a job that fits no node of the cluster described
+            print(f"error: {e}", file=sys.stderr, flush=True)
+            return e.exit_code
     a = parser().parse_args(argv)
     name = f"{a.stage} {a.job}"
     spec = JOBS[name]

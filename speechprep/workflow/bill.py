@@ -110,15 +110,19 @@ class Line:
         return self.fixed + self.per_item * items
 
 
-def fit(points: list[tuple[float, float]]) -> Line:
-    """The line through the two measurements ``(items, value)`` (the last two), its slope at
-    least 0; one measurement, or two at the same size: the value as it is, per item."""
+def fit(points: list[tuple[float, float]], noise: float = 0.0, proportional: bool = True) -> Line:
+    """The line through the two measurements ``(items, value)`` (the last two). A change of at
+    most ``noise`` or 10 % between them is no growth: the larger value, whatever the size
+    (a streaming job's memory does not become 10^5 times its noise at 10^5 times the size).
+    One measurement, or two at one size: ``proportional`` to the items, or the value."""
     if len(points) >= 2 and points[-1][0] != points[-2][0]:
-        (n1, v1), (n2, v2) = points[-2], points[-1]
-        slope = max(0.0, (v2 - v1) / (n2 - n1))
+        (n1, v1), (n2, v2) = sorted(points[-2:])
+        if v2 - v1 <= max(noise, 0.1 * max(v1, v2)):
+            return Line(max(v1, v2), 0.0)
+        slope = (v2 - v1) / (n2 - n1)
         return Line(max(0.0, v2 - slope * n2), slope)
     n, v = points[-1]
-    return Line(0.0, v / n) if n else Line(v, 0.0)
+    return Line(0.0, v / n) if n and proportional else Line(v, 0.0)
 
 
 def fit_jobs(points: list[tuple[float, float]], min_spread: float = 1.5) -> Line:

@@ -45,6 +45,9 @@ from .bill import Cluster, RuleLoad, capacity_bound, critical_path, fit, fit_job
 REPO = Path(__file__).resolve().parents[2]
 SCRATCH = ".plan"  # below WORK: the pilot's run directory
 STRATA = 4
+# a dataset's or the run's job between the pilot's two sizes: what is no growth (seconds, MB),
+# and whether one size alone scales with the segments (its CPU does; its memory is taken as is)
+NOISE = {"cpu_s": (1.0, True), "s": (1.0, True), "rss_mb": (16.0, False)}
 STAGE_DIRS = ("vad", "diarize", "asr", "s2s", "curate", "tts", "export")  # results/<ds>/<dir>: a stage's outputs
 
 
@@ -343,7 +346,7 @@ def _fitted_rule(jobs: list[tuple[tuple, dict]], first: Measured | None, m: Meas
         n1 = sum(first.segments.get(d, 0) for d in names) if first else 0
         for what in ("cpu_s", "s", "rss_mb"):
             points = [(n1, b1[what])] if b1 and n1 != n2 else []
-            line = fit([*points, (n2, b2.get(what, 0.0))])
+            line = fit([*points, (n2, b2.get(what, 0.0))], *NOISE[what])
             value = line(n)
             out[what] = max(out[what], value) if what == "rss_mb" else out[what] + value
             out["fits"][".".join(x for x in (key[1] or "run", key[3], what) if x)] = {

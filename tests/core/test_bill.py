@@ -81,7 +81,11 @@ def test_run_wide_costs_are_fitted_on_two_sizes_not_assumed_proportional():
     assert line.fixed == pytest.approx(4.0) and line.per_item == pytest.approx(0.008)
     assert line(10**6) == pytest.approx(8004.0)
     assert fit([(1000, 12.0)])(2000) == pytest.approx(24.0)  # one size: proportional
-    assert fit([(1000, 20.0), (2000, 12.0)])(10**6) == pytest.approx(12.0)  # never less with more
+    assert fit([(1000, 20.0), (2000, 12.0)])(10**6) == pytest.approx(20.0)  # never less with more
+    # a streaming job's memory: 0.4 MB more at twice the size is noise, not 4,000 MB at 10^7
+    assert fit([(1000, 75.1), (2000, 75.5)], noise=16.0)(10**7) == pytest.approx(75.5)
+    assert fit([(1000, 100.0), (2000, 150.0)], noise=16.0)(10**4) == pytest.approx(550.0)  # grows
+    assert fit([(1000, 75.1)], proportional=False)(10**7) == pytest.approx(75.1)
 
 
 def test_interval_of_per_shard_rates():
