@@ -62,12 +62,12 @@ class Item:
 
 
 def _seconds(path: str) -> float:
-    import soundfile as sf
+    """A file's seconds from its header, as ingest probes it (0: unreadable, ingest rejects it)."""
+    from ..io.audio import AudioError, probe
 
     try:
-        info = sf.info(path)
-        return info.frames / info.samplerate if info.samplerate > 0 else 0.0
-    except Exception:  # noqa: BLE001 (soundfile raises several types; ingest names the reason)
+        return probe(path).duration
+    except AudioError:
         return 0.0
 
 
