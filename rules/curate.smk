@@ -151,6 +151,7 @@ rule curate_summary:
         runtime=15,
     params:
         cmd=job_cmd("curate summary"),
+        p=job_params("curate summary"),
         removed=f"{RESULTS}/{{ds}}/removed.jsonl",  # the ledger (not an output: kept across runs)
     shell:
         job_shell("curate summary")

@@ -156,6 +156,7 @@ rule tts_manifest:
         units=per_shard(f"{RESULTS}/{{ds}}/s2s/{{shard}}.units.jsonl"),
         tokenizer=lambda wc: PLAN.tts_tokenizer(),
         kept=lambda wc: PLAN.curate_kept(wc.ds),
+        summary=lambda wc: PLAN.curate_summary(wc.ds),
     output:
         train=f"{RESULTS}/{{ds}}/tts/train_manifest.jsonl",
         val=f"{RESULTS}/{{ds}}/tts/val_manifest.jsonl",
@@ -174,6 +175,7 @@ rule tts_manifest:
         cmd=job_cmd("tts manifest"),
         p=job_params("tts manifest"),
         kept=lambda wc, input: flag_list("kept", input.kept),
+        summary=lambda wc, input: flag_list("summary", input.summary),
     shell:
         job_shell("tts manifest")
 

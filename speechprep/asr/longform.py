@@ -43,7 +43,7 @@ from .params import AlignJobParams
 log = logging.getLogger("speechprep.asr")
 STAGE = "asr"
 VERSION = "1"
-CARRIED = ("speaker", "language")  # a recording's fields its utterances keep
+CARRIED = ("speaker", "language", "gender")  # a recording's fields its utterances keep
 
 
 class Aligner:

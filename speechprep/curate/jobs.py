@@ -1,7 +1,7 @@
 """The curation stage's jobs (:mod:`speechprep.core.jobs`)."""
 
 from ..core.jobs import Memory, job, shard_files, torch_threads
-from .params import DecideParams, DuplicateParams, MeasureParams, SpeakerParams
+from .params import DecideParams, DuplicateParams, MeasureParams, SpeakerParams, SummaryParams
 
 
 @job(
@@ -64,10 +64,17 @@ def decide(f, p):
     stage.run_decide(f.measures, f.measure_rejects, f.speakers, f.duplicates, f.out, f.rejects, p, exclude)
 
 
-@job("curate summary", "curate", inputs="kept+ rejects+ clusters", outputs="summary speakers", options="removed")
+@job(
+    "curate summary",
+    "curate",
+    SummaryParams,
+    inputs="kept+ rejects+ clusters",
+    outputs="summary speakers",
+    options="removed",
+)
 def summary(f, p):
-    """A dataset's curate/summary.json and speakers.jsonl (--removed: the dataset's ledger,
-    where the segments of excluded speakers get a line)."""
+    """A dataset's curate/summary.json (counts; the annotations' bins) and speakers.jsonl
+    (--removed: the dataset's ledger, where the segments of excluded speakers get a line)."""
     from . import stage
 
-    stage.run_summary(f.kept, f.rejects, f.clusters, f.summary, f.speakers, f.removed)
+    stage.run_summary(f.kept, f.rejects, f.clusters, f.summary, f.speakers, p, f.removed)

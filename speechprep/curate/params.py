@@ -13,8 +13,8 @@ from ..core.config import ModelParams, StageParams, from_dataset
 
 @dataclass(frozen=True)
 class MeasureParams(ModelParams):
-    """The per-shard measure job: audio, DNSMOS, loudness, SNR, bandwidth, rates,
-    speaker embedding, PCM hash, MinHash signature, acoustic fingerprint."""
+    """The per-shard measure job: audio, DNSMOS, loudness, SNR, bandwidth, rates, pitch,
+    reverberation, speaker embedding, PCM hash, MinHash signature, acoustic fingerprint."""
 
     SECTION = "curate"
     dnsmos_personalized: bool
@@ -24,6 +24,8 @@ class MeasureParams(ModelParams):
     snr_noise_seconds: float
     minhash_perm: int
     minhash_ngram: int
+    pitch_range_hz: list
+    pitch_voicing: float
 
 
 @dataclass(frozen=True)
@@ -52,6 +54,14 @@ class DuplicateParams(StageParams):
     fingerprint_bands: int
     fingerprint_sketch_max_diff: int
     duplicate_max_run: int
+
+
+@dataclass(frozen=True)
+class SummaryParams(StageParams):
+    """The per-dataset summary job: counts, and the annotations' bins."""
+
+    SECTION = "curate"
+    annotation_bins: int
 
 
 @dataclass(frozen=True)

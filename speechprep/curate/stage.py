@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from ..core.bins import bin_edges
 from ..core.language import declared_language
 from ..core.names import file_stem
 from ..core.shardjob import Accepted, Rejected, ShardJob
@@ -30,7 +31,7 @@ from ..io.exclude import read_exclude, record_removals
 from ..io.jsonio import read_jsonl, write_json, write_jsonl
 from ..io.npyio import save_npy
 from .decide import STAGE, TIERS, decide
-from .params import DecideParams, DuplicateParams, SpeakerParams
+from .params import DecideParams, DuplicateParams, SpeakerParams, SummaryParams
 
 log = logging.getLogger("speechprep.curate")
 # the run's speakers kept for the next run (speechprep.curate.speakers.Prior), beside its report:
@@ -281,20 +282,76 @@ def _reject_counts(rejects: list[str], removed: str | None):
     return reasons, reason_hours
 
 
+# the annotations binned for captions (the TTS manifests' `description`): chars_per_s stands
+# for the speaking rate (the phonemes come later, in the TTS stage)
+ANNOTATED = ("pitch_mean", "pitch_std", "monotony", "reverb", "snr_db", "chars_per_s")
+
+
+class Annotations:
+    """Every kept segment's annotations, by dataset and by speaker: ``summary()`` gives their
+    bin edges (curate/summary.json ``annotations``)."""
+
+    def __init__(self, bins: int):
+        from collections import defaultdict
+
+        self.bins = bins
+        self.values: dict[str, list] = defaultdict(list)
+        self.by_speaker: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
+
+    def add(self, s: dict) -> None:
+        for k in ANNOTATED:
+            if s.get(k) is not None:
+                self.values[k].append(s[k])
+                self.by_speaker[s["speaker"]][k].append(s[k])
+
+    def summary(self) -> dict[str, Any]:
+        edges = lambda vals: {k: bin_edges(vals.get(k, []), self.bins) for k in ANNOTATED}
+        median = lambda v: round(float(np.median(v)), 6) if v else None
+        medians = {k: median(self.values.get(k)) for k in ANNOTATED}
+        return {
+            "bins": self.bins,
+            "edges": edges(self.values),
+            "medians": medians,
+            "by_speaker": {spk: edges(v) for spk, v in sorted(self.by_speaker.items())},
+        }
+
+
+def _speaker_lines(per_speaker: dict[str, list], clusters: str) -> list[dict[str, Any]]:
+    """``speakers.jsonl``: each speaker's kept segments and hours (``per_speaker``) and its
+    centroid's record in ``clusters``."""
+    report = {c["speaker"]: c for c in json.loads(Path(clusters).read_text(encoding="utf-8"))["centroids"]}
+    lines = []
+    for name in sorted(per_speaker):
+        n, h = per_speaker[name]
+        c = report.get(name, {})
+        record = {k: c.get(k) for k in ("centroid", "source", "n_measured")}
+        lines.append({"speaker": name, "n_segments": n, "hours": round(h, 6), **record})
+    return lines
+
+
 def run_summary(
-    kept: list[str], rejects: list[str], clusters: str, summary_out: str, speakers_out: str, removed: str | None = None
+    kept: list[str],
+    rejects: list[str],
+    clusters: str,
+    summary_out: str,
+    speakers_out: str,
+    p: SummaryParams,
+    removed: str | None = None,
 ) -> dict[str, Any]:
-    """``summary.json`` (kept and dropped segments and hours, per reason, per tier) and
-    ``speakers.jsonl`` (every speaker with kept segments); a segment of an excluded speaker
-    gets a line in the ledger ``removed`` (:mod:`speechprep.io.exclude`)."""
+    """``summary.json`` (kept and dropped segments and hours, per reason, per tier; the
+    annotations' bins, :class:`Annotations`) and ``speakers.jsonl`` (every speaker with kept
+    segments); a segment of an excluded speaker gets a line in the ledger ``removed``
+    (:mod:`speechprep.io.exclude`)."""
     from collections import defaultdict
 
     hours = lambda s: float(s.get("duration") or 0.0) / 3600
     n_kept, h_kept = 0, 0.0
     tiers = {t: {"segments": 0, "hours": 0.0} for t in TIERS}
     per_speaker: dict[str, list] = defaultdict(lambda: [0, 0.0])
+    annotations = Annotations(p.annotation_bins)
     for path in kept:
         for s in read_jsonl(path):
+            annotations.add(s)
             n_kept += 1
             h_kept += hours(s)
             tiers[s["tier"]]["segments"] += 1
@@ -302,21 +359,7 @@ def run_summary(
             per_speaker[s["speaker"]][0] += 1
             per_speaker[s["speaker"]][1] += hours(s)
     reasons, reason_hours = _reject_counts(rejects, removed)
-    report = {c["speaker"]: c for c in json.loads(Path(clusters).read_text(encoding="utf-8"))["centroids"]}
-    speaker_lines = []
-    for name in sorted(per_speaker):
-        n, h = per_speaker[name]
-        c = report.get(name, {})
-        speaker_lines.append(
-            {
-                "speaker": name,
-                "n_segments": n,
-                "hours": round(h, 6),
-                "centroid": c.get("centroid"),
-                "source": c.get("source"),
-                "n_measured": c.get("n_measured"),
-            }
-        )
+    speaker_lines = _speaker_lines(per_speaker, clusters)
     write_jsonl(speakers_out, speaker_lines)
     summary = {
         "stage": STAGE,
@@ -330,6 +373,7 @@ def run_summary(
         "rejected_hours_by_reason": {k: round(v, 6) for k, v in sorted(reason_hours.items())},
         "tiers": {t: {"segments": v["segments"], "hours": round(v["hours"], 6)} for t, v in tiers.items()},
         "speakers": len(speaker_lines),
+        "annotations": annotations.summary(),
     }
     write_json(summary_out, summary)
     check_something_kept(summary)

@@ -204,6 +204,17 @@ FIELD_DOCS = {
     "audio_filepath": "the source recording the segment was cut from",
     "offset": "start of the segment in the source (s)",
     "duration": "length of the segment (s)",
+    "gender": "the speaker's gender, as the input manifest gave it",
+    "phonemes": "espeak-ng IPA phonemes of `text_normalized` (with `tts.phonemes`)",
+    "pitch_mean": "mean F0 of the voiced frames (Hz; SwiftF0, octave jumps left out)",
+    "pitch_std": "standard deviation of that F0 (Hz)",
+    "pitch_mean_st": "mean F0 in semitones above 55 Hz",
+    "pitch_std_st": "standard deviation of F0 in semitones",
+    "monotony": "F0 spread about its straight-line trend (semitones): the smaller, the more monotone",
+    "reverb": "decay time estimated from the fastest level falls (s): ranks rooms, not an RT60",
+    "snr_db": "signal-to-noise ratio in the speech band against the file's own non-speech (dB)",
+    "speaking_rate": "phonemes per second (with `tts.phonemes`), else characters without spaces per second",
+    "description": "caption from the binned annotations (`tts.captions`)",
 }
 
 

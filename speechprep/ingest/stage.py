@@ -39,7 +39,7 @@ from .texts import read_texts, text_file_problem, without_text
 
 log = logging.getLogger("speechprep.ingest")
 STAGE = "ingest"
-PASSTHROUGH = ("text", "speaker", "language")
+PASSTHROUGH = ("text", "speaker", "language", "gender")
 PLAN_FILE = "shard_plan.json"  # beside the manifest: results/<ds>/ (speechprep.ingest.plan)
 REMOVED_FILE = "removed.jsonl"  # the removal ledger: one line per file that left the plan
 

@@ -69,13 +69,16 @@ def text_ids(f, p):
     ManifestParams,
     inputs="tokenizer features+ texts+ rejects+ asr+ units+ pins+",
     outputs="train val stats",
-    options="kept*",
+    options="kept* summary*",
 )
 def manifest(f, p):
-    """A dataset's train/val manifests and stats.json."""
+    """A dataset's train/val manifests and stats.json (--kept, --summary: curation's kept lines
+    and summary, when it runs)."""
     from . import manifests
 
-    inputs = manifests.Inputs(f.features, f.texts, f.rejects, f.asr, f.units, f.tokenizer, f.kept, f.pins or [])
+    summary = (f.summary or [None])[0]
+    per_shard = (f.features, f.texts, f.rejects, f.asr, f.units)
+    inputs = manifests.Inputs(*per_shard, f.tokenizer, f.kept, f.pins or [], summary)
     manifests.build_manifests(p, inputs, manifests.Outputs(f.train, f.val, f.stats))
 
 

@@ -26,6 +26,7 @@ from ..encoders import encoder_identity
 from ..errors import UsageError
 from ..io.jsonio import read_jsonl, write_json, write_jsonl
 from ..io.modelfiles import sha256_file
+from . import captions as C
 from .params import ManifestParams
 from .text import load_tokenizer
 
@@ -112,8 +113,9 @@ def _add_counts(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
 class Inputs:
     """What a dataset's manifests are built from: per shard, the features index, the text-ids
     index, the TTS rejects (features and text ids), the ASR lines and the S2S units; the
-    tokenizer; curation's kept lines (None without curation); the env files whose pins
-    ``stats.json`` records (``envs/<stage>.yaml`` of the stages before TTS)."""
+    tokenizer; curation's kept lines (None without curation) and its ``summary.json`` (the
+    annotations' bins); the env files whose pins ``stats.json`` records
+    (``envs/<stage>.yaml`` of the stages before TTS)."""
 
     features: list[str]
     texts: list[str]
@@ -123,6 +125,7 @@ class Inputs:
     tokenizer: str
     kept: list[str] | None = None
     pins: list[str] = field(default_factory=list)
+    summary: str | None = None
 
 
 @dataclass(frozen=True)
@@ -134,13 +137,15 @@ class Outputs:
 
 def split(p: ManifestParams, inputs: Inputs) -> tuple[dict[str, list[dict]], int]:
     """The train and val lines (sorted by id), and how many segments curation left out.
-    With curation's ``kept`` lines, only those segments, with their ``speaker`` and ``tier``
-    (the features were computed for every measured segment, so a threshold change reruns
-    this job, not the features). ``p.split_by_speaker``: the split hashes the speaker rather
-    than the id, so no speaker is in both (a segment without one is split by its id)."""
+    With curation's ``kept`` lines, only those segments, with their ``speaker``,
+    ``tier`` and annotations (:data:`.captions.CARRIED`; the features were computed for
+    every measured segment, so a threshold change reruns this job, not the features).
+    ``p.split_by_speaker``: the split hashes the speaker rather than the id, so no
+    speaker is in both (a segment without one is split by its id)."""
     ids = {t["id"]: t for path in inputs.texts for t in read_jsonl(path)}
     no_ids = {r["id"] for path in inputs.rejects for r in read_jsonl(path) if r.get("reason") in TEXT_REJECTS}
-    keep = {k["id"]: {"speaker": k["speaker"], "tier": k["tier"]} for q in inputs.kept or () for k in read_jsonl(q)}
+    carried = ("speaker", "tier", *C.CARRIED)
+    keep = {k["id"]: {c: k[c] for c in carried if c in k} for q in inputs.kept or () for k in read_jsonl(q)}
     out: dict[str, list[dict]] = {"train": [], "val": []}
     curated_out = 0
     for path in inputs.features:
@@ -155,6 +160,7 @@ def split(p: ManifestParams, inputs: Inputs) -> tuple[dict[str, list[dict]], int
                 continue
             line = {"id": f["id"], "dataset": p.name, **{k: v for k, v in f.items() if k != "id"}, **t}
             line.update(keep.get(f["id"], {}))
+            line["speaking_rate"] = C.speaking_rate(line)
             key = line["speaker"] if p.split_by_speaker and line.get("speaker") else f["id"]
             out["val" if is_val(key, p.val_ratio) else "train"].append(line)
     if ids:
@@ -174,9 +180,23 @@ def phoneme_map(p: ManifestParams) -> dict[str, Any]:
     return {"phonemes": {"backend": p.phonemes, "voices": p.phoneme_voices, "phoneme_id_map": get_espeak_map()}}
 
 
+def describe(p: ManifestParams, summary: str | None, lines: list[dict]) -> dict[str, Any]:
+    """With ``tts.captions`` and curation's summary: each line's ``description``
+    (:class:`.captions.Captions`); the bins, edges and counts for ``stats.json``."""
+    if not p.captions or not summary:
+        return {}
+    annotations = json.loads(Path(summary).read_text(encoding="utf-8"))["annotations"]
+    captions = C.Captions(p.captions, annotations["bins"], annotations["edges"])
+    captions.fit_rate(lines)
+    for line in lines:
+        line["description"] = captions(line)
+    return {"captions": captions.stats()}
+
+
 def build_manifests(p: ManifestParams, inputs: Inputs, outputs: Outputs) -> dict[str, Any]:
     """Train/val manifests of a dataset and its ``stats.json``."""
     lines, curated_out = split(p, inputs)
+    described = describe(p, inputs.summary, lines["train"] + lines["val"])
     write_jsonl(outputs.train, lines["train"])
     write_jsonl(outputs.val, lines["val"])
     reasons = count_reasons(inputs.rejects)
@@ -204,6 +224,8 @@ def build_manifests(p: ManifestParams, inputs: Inputs, outputs: Outputs) -> dict
         "models": model_files(inputs.asr, inputs.units, inputs.tokenizer, encoders, p.hash_cache),
         "packages": package_versions(inputs.pins),
         "config_sha256": p.config_sha256,
+        "speaking_rate_unit": "phonemes/s" if p.phonemes else "characters/s",
+        **described,
         **phoneme_map(p),
     }
     write_json(outputs.stats, stats, indent=2)

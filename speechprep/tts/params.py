@@ -65,6 +65,7 @@ class ManifestParams(StageParams):
     emotion: str
     phonemes: str | None
     phoneme_voices: dict
+    captions: dict | None
     name: str = from_config(None)  # the dataset's name
     config_sha256: str = from_config(None)  # the run's config digest (speechprep.core.config.digest)
     hash_cache: str | None = from_config(None, run_only=True)

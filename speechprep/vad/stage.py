@@ -45,7 +45,7 @@ STATS_FIELDS = (
     "min_silence",
     "avg_silence",
 )
-PASSTHROUGH = ("speaker", "language")
+PASSTHROUGH = ("speaker", "language", "gender")
 
 
 # --------------------------------------------------------------------------

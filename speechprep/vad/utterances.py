@@ -23,7 +23,7 @@ from typing import Any
 
 from .params import VadParams
 
-PASSTHROUGH = ("speaker", "language", "text", "text_filepath")
+PASSTHROUGH = ("speaker", "language", "gender", "text", "text_filepath")
 
 
 def utterance_lines(

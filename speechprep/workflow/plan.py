@@ -97,6 +97,10 @@ class Plan:
         """Curation's kept lines of every shard, if it runs."""
         return [self._at(ds, "curate", f"{s}.jsonl") for s in self.shards(ds)] if self.runs("curate") else []
 
+    def curate_summary(self, ds: str) -> list[str]:
+        """Curation's summary of the dataset (the annotations' bins), if it runs."""
+        return [self._at(ds, "curate", "summary.json")] if self.runs("curate") else []
+
     def diarize_rttm_inputs(self, ds: str, shard: str) -> dict[str, str]:
         """The RTTM job's turns and local speakers, and with curation the run's speakers."""
         files = {k: self._at(ds, "diarize", f"{shard}.{k}.jsonl") for k in ("turns", "speakers")}

@@ -179,6 +179,7 @@ class Run:
             str(self.root / "curate" / "speaker_clusters.json"),
             str(self.root / "curate" / "summary.json"),
             str(self.root / "curate" / "speakers.jsonl"),
+            params("summary"),
         )
 
     def all(self, models=None):

@@ -176,7 +176,7 @@ def test_an_excluded_speaker_leaves_the_kept_lines_and_the_ledger_says_so(tmp_pa
     ledger = tmp_path / "removed.jsonl"
     for _ in range(2):  # a rerun of the summary adds nothing
         stage.run_summary([str(out)], [str(rej)], str(tmp_path / "clusters.json"), str(tmp_path / "sum.json"),
-                          str(tmp_path / "spk.jsonl"), str(ledger))  # fmt: skip
+                          str(tmp_path / "spk.jsonl"), params("summary"), str(ledger))  # fmt: skip
     assert sorted((r["id"], r["reason"], r["by"]) for r in read_jsonl(ledger)) == [
         ("seg1", "excluded", "curate"),
         ("seg3", "excluded", "curate"),

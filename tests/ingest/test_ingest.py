@@ -94,7 +94,7 @@ def test_manifest_bad_lines_rejected_not_fatal(tmp_path):
     tone(tmp_path / "audio" / "x.wav")
     tone(tmp_path / "audio" / "y.wav", channels=2)
     lines = [
-        json.dumps({"audio_filepath": "audio/x.wav", "text": "héllo wörld", "speaker": "s1"}).encode(),
+        json.dumps({"audio_filepath": "audio/x.wav", "text": "héllo wörld", "speaker": "s1", "gender": "female"}).encode(),
         b"",  # blank lines are not inputs
         b"{not json",
         json.dumps({"id": "nofile"}).encode(),
@@ -122,7 +122,7 @@ def test_manifest_bad_lines_rejected_not_fatal(tmp_path):
     assert enc["id"] == 6 and "UTF-8" in enc["detail"]
     assert {m["id"] for m in manifest} == {"audio__x", "dup"}
     x = next(m for m in manifest if m["id"] == "audio__x")
-    assert x["text"] == "héllo wörld" and x["speaker"] == "s1"
+    assert x["text"] == "héllo wörld" and x["speaker"] == "s1" and x["gender"] == "female"  # a caption's {who}
     assert x["audio_filepath"] == str(tmp_path / "audio" / "x.wav")
     dup = next(m for m in manifest if m["id"] == "dup")
     assert dup["channels"] == 2

@@ -20,7 +20,7 @@ def entry(u, **extra):
 
 def test_each_real_utterance_is_one_trimmed_segment_with_its_text():
     for u in rs.librivox() + rs.cards():
-        o = analyze_file(entry(u, language="en"), P)
+        o = analyze_file(entry(u, language="en", gender="male"), P)
         assert isinstance(o, Accepted), (u.path, o)
         (seg,) = o.data["segments"]
         duration = sf.info(str(u.path)).duration
@@ -28,7 +28,7 @@ def test_each_real_utterance_is_one_trimmed_segment_with_its_text():
         assert (seg["vad_offset"], seg["vad_duration"]) == (0.0, round(duration, 4))  # the line's bounds
         assert seg["offset"] >= 0.0 and seg["offset"] + seg["duration"] <= duration + 1e-3
         assert seg["duration"] >= 0.6 * duration  # trimmed, not cut: the speech is all there
-        assert (seg["text"], seg["speaker"], seg["language"]) == (u.text, u.speaker, "en")
+        assert (seg["text"], seg["speaker"], seg["language"], seg["gender"]) == (u.text, u.speaker, "en", "male")
         assert "long_form" not in seg
         # the statistics are VAD's own, as for any file
         assert o.data["stats"]["id"] == u.path.stem and o.data["stats"]["n_segments"] >= 1

@@ -112,6 +112,27 @@ def test_tts_keeps_the_kept_segments_with_their_speaker_vectors(demo):
         assert x["speaker"] == k["speaker"] and x["tier"] == k["tier"]
 
 
+def test_annotations_binned_in_the_summary_and_captions_in_the_manifests(demo):
+    """Curation's pitch, monotony and reverberation reach the TTS manifests with the SNR and
+    the speaking rate; curate/summary.json bins them; each line's caption names its bins."""
+    work, _ = demo
+    res = work / "results" / "demo"
+    annotations = json.loads((res / "curate" / "summary.json").read_text(encoding="utf-8"))["annotations"]
+    assert annotations["bins"] == 7
+    for k in ("pitch_mean", "pitch_std", "monotony", "reverb", "snr_db", "chars_per_s"):
+        assert len(annotations["edges"][k]) == 6 and annotations["edges"][k] == sorted(annotations["edges"][k]), k
+    assert 70 < annotations["medians"]["pitch_mean"] < 400 and annotations["by_speaker"]
+    lines = [x for k in ("train", "val") for x in read_jsonl(res / "tts" / f"{k}_manifest.jsonl")]
+    kept = {x["id"]: x for x in curated(res)[0]}
+    for x in lines:
+        assert x["speaking_rate"] > 0 and x["reverb"] == kept[x["id"]]["reverb"] > 0
+        assert all(x[k] == kept[x["id"]][k] for k in ("pitch_mean", "pitch_std", "monotony", "snr_db"))
+    described = [x["description"] for x in lines if x["description"]]
+    assert len(described) >= 0.9 * len(lines) and all(d.startswith("A speaker speaks ") for d in described)
+    stats = json.loads((res / "tts" / "stats.json").read_text(encoding="utf-8"))
+    assert stats["captions"]["counts"]["described"] == len(described) and stats["speaking_rate_unit"] == "characters/s"
+
+
 def test_a_threshold_change_reruns_decisions_not_measurements(tmp_path, demo, demo_copy):
     work, _ = demo
     base = {**demo_models(work), **NOT_DIARIZED}

@@ -157,6 +157,8 @@ def test_export_in_a_full_run_and_an_option_change_reruns_only_export(voice):
         stats = json.loads((res / "export" / fmt / "stats.json").read_text(encoding="utf-8"))
         assert stats["segments"] == len(want), (fmt, stats)
     assert all(not read_jsonl(p) for p in (res / "export").glob("shard-*.rejects.jsonl"))
+    card = (res / "export" / "parquet" / "README.md").read_text(encoding="utf-8")
+    assert all(f"| `{k}` |" in card for k in ("description", "pitch_mean", "reverb", "speaking_rate")), card
 
     # export options change, two formats of four: only export reruns, and what it wrote reads back
     some = ["parquet", "lhotse_shar"]

@@ -1,0 +1,81 @@
+"""The annotations a TTS manifest line carries and its caption (``tts.captions``).
+
+Curation measures each segment's pitch, monotony, reverberation and SNR once
+(``speechprep.curate.measure``) and bins them per dataset (``curate/summary.json``,
+``annotations.edges``); the manifest job adds the speaking rate (phonemes per second
+when ``tts.phonemes`` is on, else characters without spaces per second; its bins from
+the manifest's own segments, written in ``stats.json``) and a DataSpeech-style
+``description``: each measure's bin picks a word of ``tts.captions.words``, and the
+template joins them. ``{who}`` comes from the segment's ``gender``, only where the input
+manifest gave one.
+"""
+
+from __future__ import annotations
+
+import string
+from collections import Counter
+from typing import Any
+
+from ..core.bins import bin_edges, bin_of
+from ..errors import UsageError
+
+# what a kept curation line gives the manifest line
+CARRIED = ("gender", "pitch_mean", "pitch_std", "pitch_mean_st", "pitch_std_st", "monotony", "reverb", "snr_db")
+# a caption word -> the measure whose bin picks it
+BINNED = {"pitch": "pitch_mean", "monotony": "monotony", "reverb": "reverb", "snr": "snr_db"}
+NOT_PHONEMES = frozenset("ˈˌːˑ") | frozenset(" \t\n")  # stress, length, gaps: not sounds of their own
+
+
+def speaking_rate(line: dict) -> float | None:
+    """Phonemes per second of the segment's ``phonemes`` (without stress and length marks),
+    else characters without spaces per second of its ``text_normalized``/``text``."""
+    duration = float(line.get("duration") or 0.0)
+    if duration <= 0:
+        return None
+    if line.get("phonemes") is not None:
+        return sum(1 for c in line["phonemes"] if c not in NOT_PHONEMES) / duration
+    text = line.get("text_normalized") or line.get("text") or ""
+    return sum(1 for c in text if not c.isspace()) / duration
+
+
+class Captions:
+    """``description`` of each line from the dataset's bin edges (``edges``: measure ->
+    inner edges, the speaking rate's added by :meth:`fit_rate`) and ``tts.captions``."""
+
+    def __init__(self, config: dict[str, Any], bins: int, edges: dict[str, list[float] | None]):
+        self.template, self.who, self.words = config["template"], config["who"], config["words"]
+        for name, words in self.words.items():
+            if len(words) != bins:
+                raise UsageError(
+                    f"tts.captions.words.{name} has {len(words)} words for curate.annotation_bins {bins}: "
+                    "give one word per bin, lowest first"
+                )
+        named = {f for _, f, _, _ in string.Formatter().parse(self.template) if f is not None}
+        if not named <= {"who", *self.words}:
+            raise UsageError(
+                f"tts.captions.template names {sorted(named - {'who', *self.words})}: it may name "
+                f"{{who}} and the measures given words in tts.captions.words ({', '.join(self.words)})"
+            )
+        self.bins = bins
+        self.edges = {name: edges.get(measure) for name, measure in BINNED.items()}
+        self.counts: Counter = Counter()
+
+    def fit_rate(self, lines: list[dict]) -> None:
+        self.edges["speaking_rate"] = bin_edges([x.get("speaking_rate") for x in lines], self.bins)
+
+    def __call__(self, line: dict) -> str | None:
+        """The caption of ``line``; ``None`` when a word it needs has no value (no voiced
+        frame for the pitch, say), counted by the missing word."""
+        value = {**{name: line.get(m) for name, m in BINNED.items()}, "speaking_rate": line.get("speaking_rate")}
+        fields = {"who": self.who.get(line.get("gender") or "unknown", self.who["unknown"])}
+        for name, words in self.words.items():
+            b = bin_of(value.get(name), self.edges.get(name))
+            if b is None:
+                self.counts[f"no_{name}"] += 1
+                return None
+            fields[name] = words[b]
+        self.counts["described"] += 1
+        return self.template.format(**fields)
+
+    def stats(self) -> dict[str, Any]:
+        return {"bins": self.bins, "edges": self.edges, "counts": dict(sorted(self.counts.items()))}
