@@ -71,3 +71,35 @@ rule report_curation:
         out_dir=lambda wc: f"{RESULTS}/{wc.ds}/report",
     shell:
         job_shell("report curation")
+
+
+rule report_annotations:
+    input:
+        manifests=expand(
+            f"{RESULTS}/{{{{ds}}}}/tts/{{split}}_manifest.jsonl", split=("train", "val")
+        ),
+        stats=f"{RESULTS}/{{ds}}/tts/stats.json",
+        summary=f"{RESULTS}/{{ds}}/curate/summary.json",
+    output:
+        report(
+            f"{RESULTS}/{{ds}}/report/annotations.html",
+            caption="../report/annotations.rst",
+            category="{ds}",
+        ),
+        report_plot("annotations.png"),
+    log:
+        f"{RESULTS}/{{ds}}/logs/report_annotations.log",
+    conda:
+        job_env("report annotations")
+    envmodules:
+        job_module("report annotations"),
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=30,
+    params:
+        cmd=job_cmd("report annotations"),
+        results=lambda wc: f"{RESULTS}/{wc.ds}",
+        out_dir=lambda wc: f"{RESULTS}/{wc.ds}/report",
+    shell:
+        job_shell("report annotations")

@@ -57,12 +57,14 @@ def make_dataset(root: Path) -> dict[str, list[dict]]:
                 "codes": rng.integers(0, 500, int(line["duration"] * 50), dtype=np.int32),
                 "condition": rng.standard_normal(256).astype(np.float32),
                 "emo_vec": rng.standard_normal(88).astype(np.float32),
+                "phoneme_ids": rng.integers(0, 150, 2 * len(text) + 1, dtype=np.int32),  # tts.phonemes on
             }
             for kind, a in arrays.items():
                 path = root / "tts" / shard / kind / f"{stem}.npy"
                 save_npy(path, a)
                 line[kind] = str(path)
-                line[f"{kind}_len" if kind in ("text_ids", "codes") else f"{kind}_dim"] = int(a.size)
+                line[f"{kind}_dim" if kind in ("condition", "emo_vec") else f"{kind}_len"] = int(a.size)
+            line["phonemes"] = text.lower()  # (a stand-in string: the exports carry it as it is)
             lines.append(line)
         write_jsonl(root / "tts" / f"{shard}.features.jsonl", [{"id": x["id"]} for x in lines])
         by_shard[shard] = lines

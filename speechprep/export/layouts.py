@@ -43,8 +43,15 @@ log = logging.getLogger("speechprep.export")
 
 DATA = "data"  # the directory a loader is pointed at, inside parquet/ and lhotse_shar/
 SPLIT = "train"
-# The TTS arrays and the dtype they are written in (speechprep.tts).
-ARRAY_DTYPES = {"text_ids": "int32", "codes": "int32", "condition": "float32", "emo_vec": "float32"}
+# The TTS arrays and the dtype they are written in (speechprep.tts); phoneme_ids only with
+# tts.phonemes: a dataset's exports carry the arrays its manifest lines name (array_kinds)
+ARRAY_DTYPES = {
+    "text_ids": "int32",
+    "codes": "int32",
+    "condition": "float32",
+    "emo_vec": "float32",
+    "phoneme_ids": "int32",
+}
 # Parquet columns the export adds to the manifest fields.
 ADDED = ("audio", "sample_rate", *ARRAY_DTYPES, *(f"{k}_path" for k in ARRAY_DTYPES))
 PARQUET_ROWS_PER_GROUP = 100  # what `datasets` streams at a time
@@ -76,7 +83,8 @@ def column_types(lines: Iterable[dict]) -> dict[str, str]:
     manifests, so that every shard (an empty one too) has the same schema:
     ``bool``, ``int64``, ``float64`` (ints and floats), ``string``, or ``json``
     (any other value, or a mix: a string column of JSON text). A field that is
-    null throughout is a string."""
+    null throughout is a string. A TTS array some line names is ``array``
+    (:func:`array_kinds`)."""
     signatures = {}  # (fields, their value types) of each line, first seen first: a handful in a dataset
     for line in lines:
         signatures[tuple(line), tuple(map(type, line.values()))] = None
@@ -89,6 +97,8 @@ def column_types(lines: Iterable[dict]) -> dict[str, str]:
     out = {}
     for k, s in kinds.items():
         if k in ARRAY_DTYPES:
+            if s:
+                out[k] = "array"
             continue
         if k in ADDED:
             raise UsageError(f"the manifest field {k!r} is a column the Parquet export adds; rename it")
@@ -105,14 +115,19 @@ def column_types(lines: Iterable[dict]) -> dict[str, str]:
     return out
 
 
+def array_kinds(columns: dict[str, str] | None) -> dict[str, str]:
+    """The TTS arrays the dataset's lines name (:func:`column_types`), with their dtype."""
+    return {k: v for k, v in ARRAY_DTYPES.items() if (columns or {}).get(k) == "array"}
+
+
 def parquet_features(columns: dict[str, str], sample_rate: int):
     """The ``datasets`` features of the export's Parquet rows."""
     from datasets import Audio, Features, List, Value
 
-    f = {k: Value("string" if t == "json" else t) for k, t in columns.items()}
+    f = {k: Value("string" if t == "json" else t) for k, t in columns.items() if t != "array"}
     f["audio"] = Audio(sampling_rate=sample_rate)
     f["sample_rate"] = Value("int32")
-    for kind, dtype in ARRAY_DTYPES.items():
+    for kind, dtype in array_kinds(columns).items():
         f[kind] = List(Value(dtype))
         f[f"{kind}_path"] = Value("string")
     return Features(f)
@@ -136,10 +151,10 @@ def write_parquet(segments, out: Path, shard: str, sample_rate: int, columns: di
     import pyarrow.parquet as pq
 
     features = parquet_features(columns, sample_rate)
-    data: dict[str, list] = {k: _column([item.get(k) for item, *_ in segments], t) for k, t in columns.items()}
+    data = {k: _column([item.get(k) for item, *_ in segments], t) for k, t in columns.items() if t != "array"}
     data["audio"] = [{"bytes": audio, "path": f"{d['key']}.flac"} for _item, d, audio, _a in segments]
     data["sample_rate"] = [sample_rate] * len(segments)
-    for kind, dtype in ARRAY_DTYPES.items():
+    for kind, dtype in array_kinds(columns).items():
         data[kind] = [
             None if kind not in arrays else np.asarray(arrays[kind], dtype=dtype).reshape(-1) for *_, arrays in segments
         ]
@@ -189,6 +204,7 @@ FIELD_DOCS = {
     "text": "transcript",
     "text_normalized": "spoken form of `text` (what `text_ids` encode)",
     "text_ids": "SentencePiece ids of `text_normalized`",
+    "phoneme_ids": "Piper's phoneme ids of `phonemes` (with `tts.phonemes`; stats.json has the map)",
     "codes": "semantic codes: the segment's HuBERT k-means units, one per frame",
     "condition": "speaker conditioning vector (Resemblyzer, L2-normalised)",
     "emo_vec": "emotion/prosody vector (eGeMAPSv02 functionals)",
@@ -286,7 +302,7 @@ def write_lhotse_shar(segments, out: Path, shard: str, sample_rate: int, columns
     data, tmp = out / DATA, out / f".{shard}.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    fields = {"recording": "flac", **{kind: "numpy" for kind in ARRAY_DTYPES}}
+    fields = {"recording": "flac", **{kind: "numpy" for kind in array_kinds(columns)}}
     with SharWriter(str(tmp), fields=fields, shard_size=None, shard_suffix=suffix) as w:
         for item, d, audio, arrays in segments:
             w.write(_lhotse_cut(item, d, audio, arrays))

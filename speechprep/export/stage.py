@@ -54,8 +54,9 @@ log = logging.getLogger("speechprep.export")
 
 VERSION = "1"
 FORMATS = ("webdataset", "parquet", "lhotse_shar", "nemo_tarred")
-# The per-segment arrays the TTS stage writes (manifest field -> its .npy path).
-FEATURES = ("text_ids", "codes", "condition", "emo_vec")
+# The per-segment arrays the TTS stage writes (manifest field -> its .npy path); phoneme_ids
+# only with tts.phonemes
+FEATURES = ("text_ids", "codes", "condition", "emo_vec", "phoneme_ids")
 
 
 def member_key(id_: str) -> str:
@@ -146,8 +147,8 @@ def run_shard(
     """Export one shard in every format of ``params.formats`` under ``out_dir/<format>/``."""
     lines = manifest_lines(manifests)
     items = kept_items(manifests, features_index, lines)
-    # one Parquet schema for every shard: from the whole dataset's lines
-    columns = column_types(lines.values()) if "parquet" in params.formats else {}
+    # one Parquet schema and one set of arrays for every shard: from the whole dataset's lines
+    columns = column_types(lines.values())
     del lines
     digest = hashlib.sha256(json.dumps(items, sort_keys=True).encode("utf-8")).hexdigest()
     job = ShardJob(

@@ -226,16 +226,21 @@ def plot_speakers(speakers: list[dict], out: Path, top: int = 30) -> None:
     save_png(fig, out)
 
 
-def _example_html(r: dict) -> str:
+def audio_html(r: dict) -> str:
+    """The segment as a playable ``<audio>`` (``data-duration``: its length in s), or why not."""
     from ..io.audio import AudioError
 
     try:
-        audio = (
+        return (
             f'<audio controls preload="metadata" data-duration="{float(r.get("duration") or 0):.3f}">'
             f'<source src="{flac_data_uri(r)}" type="audio/flac"></audio>'
         )
     except (AudioError, OSError) as e:  # the page is still written when a source file has moved
-        audio = f'<p class="missing">audio unavailable: {html.escape(str(e))}</p>'
+        return f'<p class="missing">audio unavailable: {html.escape(str(e))}</p>'
+
+
+def _example_html(r: dict) -> str:
+    audio = audio_html(r)
     src = Path(str(r.get("audio_filepath", ""))).name
     span = f"{float(r.get('offset') or 0):.2f} s + {float(r.get('duration') or 0):.2f} s"
     facts = [("id", r["id"]), ("source", f"{src} @ {span}"), ("text", r.get("text"))]

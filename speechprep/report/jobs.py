@@ -21,3 +21,12 @@ def curation(f, p):
     from . import curation
 
     curation.make(f.results, asdict(p), f.out_dir)
+
+
+@job("report annotations", "report", options="results out-dir")
+def annotations(f, p):
+    """The TTS manifests' annotations and captions: distributions with their bins, caption
+    counts, and segments to listen to next to their captions."""
+    from . import annotations
+
+    annotations.make(f.results, f.out_dir)

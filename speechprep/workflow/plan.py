@@ -241,4 +241,6 @@ class Plan:
             targets.append(self._at(ds, "report", "stages.csv"))
             if self.runs("curate"):
                 targets.append(self._at(ds, "report", "curation.html"))
+            if self.runs("curate") and self.runs("tts"):
+                targets.append(self._at(ds, "report", "annotations.html"))
         return list(dict.fromkeys(targets))

@@ -94,7 +94,9 @@ def test_manifest_bad_lines_rejected_not_fatal(tmp_path):
     tone(tmp_path / "audio" / "x.wav")
     tone(tmp_path / "audio" / "y.wav", channels=2)
     lines = [
-        json.dumps({"audio_filepath": "audio/x.wav", "text": "héllo wörld", "speaker": "s1", "gender": "female"}).encode(),
+        json.dumps(
+            {"audio_filepath": "audio/x.wav", "text": "héllo wörld", "speaker": "s1", "gender": "female"}
+        ).encode(),
         b"",  # blank lines are not inputs
         b"{not json",
         json.dumps({"id": "nofile"}).encode(),

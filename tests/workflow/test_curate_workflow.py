@@ -130,7 +130,7 @@ def test_annotations_binned_in_the_summary_and_captions_in_the_manifests(demo):
     described = [x["description"] for x in lines if x["description"]]
     assert len(described) >= 0.9 * len(lines) and all(d.startswith("A speaker speaks ") for d in described)
     stats = json.loads((res / "tts" / "stats.json").read_text(encoding="utf-8"))
-    assert stats["captions"]["counts"]["described"] == len(described) and stats["speaking_rate_unit"] == "characters/s"
+    assert stats["captions"]["counts"]["described"] == len(described) and stats["speaking_rate_unit"] == "phonemes/s"
 
 
 def test_a_threshold_change_reruns_decisions_not_measurements(tmp_path, demo, demo_copy):

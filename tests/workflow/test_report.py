@@ -27,6 +27,8 @@ def check_report(work, out_name="report.html"):
         "speakers_by_hours.png",
         "diarization_turns.png",
         "curation.csv",
+        "annotations.html",
+        "annotations.png",
     ):
         assert name in html, name
     assert len(html) > 100_000  # the plots are embedded, not linked
@@ -101,6 +103,24 @@ def test_curation_page_in_a_browser(demo, tmp_path):
         [str(REPO / ".venvs/report/bin/python"), "-c", INKED, str(shot)], capture_output=True, text=True, check=True
     ).stdout
     assert float(inked) > 0.05, inked
+
+
+def test_annotations_page_in_a_browser(demo, tmp_path):
+    """The annotations page in headless Chromium: its caption tables are filled, and the
+    lowest and highest pitch, speaking rate and reverberation (2 segments each) play."""
+    page = demo[0] / "results" / "demo" / "report" / "annotations.html"
+    browser = Browser(chromium(), tmp_path / "profile", "--autoplay-policy=no-user-gesture-required")
+    try:
+        browser.open(page.as_uri())
+        seen = browser.evaluate(PROBE)
+    finally:
+        browser.close()
+    assert seen["tables"]["captions"] >= 1 and seen["tables"]["common"] >= 1
+    assert len(seen["audio"]) == 3 * 2 * 2 and seen["playing"] is True
+    for a in seen["audio"]:
+        assert "error" not in a and abs(a["duration"] - a["expected"]) < 0.02, a
+    text = page.read_text(encoding="utf-8")
+    assert "<th>caption</th><td>A speaker speaks " in text and "<th>phonemes</th>" in text
 
 
 INKED = """import sys

@@ -309,13 +309,14 @@ def test_normalize_change_reruns_only_the_text_side(small):
 
 
 def test_phonemes_on_rerun_only_the_text_jobs_and_reach_the_manifests(small):
-    """`tts.phonemes: espeak`: the text jobs and the manifests run again, never the audio
-    features; every manifest line carries its phonemes and Piper's phoneme ids (of dataset
-    a, declared English; b in asr.language's voice)."""
+    """`tts.phonemes: espeak` (the default) after a run without: the text jobs and the
+    manifests run again, never the audio features; every manifest line carries its
+    phonemes and Piper's phoneme ids (of dataset a, declared English; b in asr.language's
+    voice)."""
     work, configure = small
-    configure()
+    configure(phonemes=None)
     snakemake(work)
-    configure(phonemes="espeak")
+    configure()
     _, out = snakemake(work)
     assert len(jobs_run(out, "tts_text")) == 2 and len(jobs_run(out, "tts_manifest")) == 2, out[-3000:]
     assert not jobs_run(out, "tts_features") and not jobs_run(out, "tts_normalize")
@@ -328,8 +329,6 @@ def test_phonemes_on_rerun_only_the_text_jobs_and_reach_the_manifests(small):
     stats = json.loads((work / "results" / "_all" / "tts" / "stats.json").read_text(encoding="utf-8"))
     id_map = stats["phonemes"]["phoneme_id_map"]  # written once, as a Piper config reads it
     assert id_map["^"] == [1] and id_map["$"] == [2] and stats["phonemes"]["backend"] == "espeak"
-    configure()
-    snakemake(work)
 
 
 SLOW_ENCODER = """
