@@ -6,12 +6,12 @@
 
 ``annotations`` (curate env): per real voice (tests/real_speech.py; calibration voices
 and the held-apart telephone voices, 8 kHz read at 16 kHz), the median over its
-recordings of ``pitch_mean`` (SwiftF0, as the measure job computes it) and of Praat's
+recordings of ``pitch_mean`` (SwiftF0, as the annotate job computes it) and of Praat's
 autocorrelation pitch on the same audio, and the share of recordings within 5%; the
 reverberation estimate of each recording dry and in synthetic rooms (RT60 0.3, 0.6,
 1.0 s; tests/curate/test_annotations.py builds them the same way): the share ranked
 in that order and the median estimate per room. Then the cost: CPU seconds per audio
-hour of :func:`speechprep.curate.measure.annotations` against a plain loop calling the
+hour of :func:`speechprep.curate.annotate.annotations` against a plain loop calling the
 same libraries (SwiftF0's ``detect`` and the reverberation estimate) on the same clips,
 medians of ``--repeats`` same-run passes.
 
@@ -65,7 +65,7 @@ def pitch_table(p) -> None:
     sys.path.insert(0, str(REPO / "tests" / "curate"))
     from test_annotations import praat_median
 
-    from speechprep.curate.measure import annotations
+    from speechprep.curate.annotate import annotations
 
     print("voice | recordings | pitch_mean median (Hz) | Praat's (Hz) | difference | recordings within 5%")
     for name, utts in voices().items():
@@ -108,7 +108,7 @@ def reverb_table() -> None:
 def annotation_cost(p, repeats: int) -> None:
     from speechprep.curate import measures as M
     from speechprep.curate import pitch as F0
-    from speechprep.curate.measure import annotations
+    from speechprep.curate.annotate import annotations
 
     xs = [R.read(u.path, SR)[0] for u in R.librivox() + R.cards() + R.telephone_prompts("allison_en", 100)]
     hours = sum(len(x) for x in xs) / SR / 3600
@@ -157,10 +157,10 @@ def main() -> None:
     if a.part == "phonemes":
         phoneme_cost(a.repeats)
         return
-    from speechprep.curate.params import MeasureParams
+    from speechprep.curate.params import AnnotateParams
     from tests.support import params
 
-    p = params(MeasureParams, device="cpu")
+    p = params(AnnotateParams, device="cpu")
     pitch_table(p)
     reverb_table()
     annotation_cost(p, a.repeats)

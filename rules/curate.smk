@@ -41,6 +41,37 @@ rule curate_measure:
         job_shell("curate measure")
 
 
+rule curate_annotate:
+    input:
+        segments=f"{RESULTS}/{{ds}}/asr/{{shard}}.jsonl",
+    output:
+        out=f"{RESULTS}/{{ds}}/curate/{{shard}}.annotations.jsonl",
+        rejects=f"{RESULTS}/{{ds}}/curate/{{shard}}.annotation_rejects.jsonl",
+    log:
+        f"{RESULTS}/{{ds}}/logs/curate_annotate/{{shard}}.log",
+    benchmark:
+        f"{RESULTS}/{{ds}}/benchmarks/curate_annotate/{{shard}}.tsv"
+    conda:
+        job_env("curate annotate")
+    envmodules:
+        job_module("curate annotate"),
+    threads: 1
+    resources:
+        mem_mb=shard_memory(
+            "curate annotate",
+            "segments",
+            batch=config["curate"]["batch"],
+            device="cpu",
+        ),
+        runtime=scaled(15, 60, of="segments"),
+    params:
+        cmd=job_cmd("curate annotate"),
+        p=job_params("curate annotate"),
+        resume=f"{RESULTS}/{{ds}}/curate/.partial_annotate/{{shard}}.jsonl",
+    shell:
+        job_shell("curate annotate")
+
+
 rule curate_speakers:
     input:
         measures=every_shard(f"{RESULTS}/{{ds}}/curate/{{shard}}.measures.jsonl"),
@@ -105,6 +136,7 @@ rule curate_decide:
     input:
         measures=f"{RESULTS}/{{ds}}/curate/{{shard}}.measures.jsonl",
         measure_rejects=f"{RESULTS}/{{ds}}/curate/{{shard}}.measure_rejects.jsonl",
+        annotations=f"{RESULTS}/{{ds}}/curate/{{shard}}.annotations.jsonl",
         assign=f"{RESULTS}/{{ds}}/curate/speaker_assignments",
         duplicates=f"{RESULTS}/{{ds}}/curate/duplicates",
         exclude=lambda wc: [config["exclude"]] if config.get("exclude") else [],

@@ -140,6 +140,15 @@ class ModelStage:
         return {}
 
 
+def too_short(item: dict, min_duration: float, key: str) -> Rejected | None:
+    """``too_short`` for a segment whose manifest ``duration`` is under ``min_duration``
+    (config key ``key``): a :meth:`ModelStage.screen` that reads no audio."""
+    d = item.get("duration")
+    if d is not None and float(d) < min_duration:
+        return Rejected("too_short", f"{float(d):.3f} s is below {key} ({min_duration} s)")
+    return None
+
+
 def _with_fields(stage: ModelStage, item: dict, o: Outcome | None) -> Outcome | None:
     """A reject carrying the segment fields the stage wants on every reject line."""
     if isinstance(o, Rejected) and stage.reject_fields:

@@ -5,7 +5,8 @@ The work is split so that a threshold change reruns only the cheap parts:
 
 * :mod:`.measures` (pure signal and text measures) and :mod:`.dnsmos` (batched
   DNSMOS) feed the per-shard **measure** job of :mod:`.stage` (the expensive
-  one: audio, models; resumable per segment);
+  one: audio, models; resumable per segment); :mod:`.annotate`, beside it, the
+  per-shard **annotate** job (pitch, monotony, reverberation for the captions);
 * :mod:`.speakers` (dataset level: pseudo speakers from the Resemblyzer
   embeddings) and :mod:`.duplicates` (dataset level: exact PCM hashes and
   MinHash over S2S units) read every shard's measurements;

@@ -1,7 +1,7 @@
 """The curation stage's jobs (:mod:`speechprep.core.jobs`)."""
 
 from ..core.jobs import Memory, job, shard_files, torch_threads
-from .params import DecideParams, DuplicateParams, MeasureParams, SpeakerParams, SummaryParams
+from .params import AnnotateParams, DecideParams, DuplicateParams, MeasureParams, SpeakerParams, SummaryParams
 
 
 @job(
@@ -19,6 +19,22 @@ def measure(f, p):
 
     torch_threads(f.threads)
     measure.run(shard_files(f), p, f.units, f.embeddings, f.minhash, f.fingerprint, f.threads)
+
+
+@job(
+    "curate annotate",
+    "curate",
+    AnnotateParams,
+    inputs="segments",
+    outputs="out rejects",
+    options="threads? resume",
+    memory=Memory(700, batch_mb_per_s=0.5),
+)
+def annotate(f, p):
+    """Pitch, monotony and reverberation of one shard's segments, for the captions."""
+    from . import annotate
+
+    annotate.run(shard_files(f), p, f.threads)
 
 
 @job(
@@ -51,17 +67,18 @@ def duplicates(f, p):
     "curate decide",
     "curate",
     DecideParams,
-    inputs="measures measure-rejects exclude*",
+    inputs="measures measure-rejects annotations exclude*",
     outputs="out rejects",
     options="speakers duplicates",
 )
 def decide(f, p):
-    """Keep or reject each measured segment of one shard, with its tier (--exclude: the run's
-    exclude file, whose speakers are rejected `excluded`)."""
+    """Keep or reject each measured segment of one shard, with its tier and annotations
+    (--exclude: the run's exclude file, whose speakers are rejected `excluded`)."""
     from . import stage
 
     exclude = (f.exclude or [None])[0]
-    stage.run_decide(f.measures, f.measure_rejects, f.speakers, f.duplicates, f.out, f.rejects, p, exclude)
+    inputs = (f.measures, f.measure_rejects, f.speakers, f.duplicates)
+    stage.run_decide(*inputs, f.out, f.rejects, p, exclude, annotations=f.annotations)
 
 
 @job(

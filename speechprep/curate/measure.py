@@ -1,11 +1,10 @@
 """The measure job of a shard (rule ``curate_measure``), on the model-batch runner
 (:mod:`speechprep.core.modelstage`).
 
-Per segment: DNSMOS (P.835 and P.808), loudness, peak, clipping, DC offset, SNR in the
-speech band against the file's own non-speech, bandwidth, speaking rate, text/unit
-ratio, pitch and monotony (:mod:`.pitch`), reverberation, a PCM hash, a MinHash
-signature of its units, an acoustic fingerprint (:mod:`.fingerprint`) and a Resemblyzer
-speaker embedding. Writes
+Per segment: DNSMOS (P.835 and P.808), loudness, peak, clipping, DC offset, SNR
+in the speech band against the file's own non-speech, bandwidth, speaking rate,
+text/unit ratio, a PCM hash, a MinHash signature of its units, an acoustic
+fingerprint (:mod:`.fingerprint`) and a Resemblyzer speaker embedding. Writes
 ``<s>.measures.jsonl`` (one line per measured segment: its fields + every
 measure), ``<s>.embeddings.npy`` (float32 (N, 256), row i = line i),
 ``<s>.minhash.npy`` (uint64 (N, minhash_perm), row i = line i, zeros where
@@ -36,7 +35,6 @@ from ..io.modelfiles import sha256_cached, sha256_file
 from ..io.npyio import save_npy
 from . import fingerprint as FP
 from . import measures as M
-from . import pitch as F0
 from .decide import STAGE
 from .duplicates import minhash_signature
 from .nonspeech import NonSpeech
@@ -64,18 +62,7 @@ def signal_measures(
         "text_unit_ratio": M.text_unit_ratio(seg.get("text"), units),
         "n_units": len(units) if units is not None else None,
         "pcm_sha256": M.pcm_sha256(x),
-        **annotations(x, p),
     }
-
-
-MIN_VOICED_FRAMES = 8  # 128 ms of voice: fewer, and the segment has no pitch (None)
-
-
-def annotations(x: np.ndarray, p: MeasureParams) -> dict[str, Any]:
-    """The captions' measures of a segment: pitch, monotony (:func:`.measures.pitch_measures`
-    on SwiftF0's track) and reverberation (:func:`.measures.reverb_s`)."""
-    f0 = F0.f0_track(x, SAMPLE_RATE, tuple(p.pitch_range_hz), p.pitch_voicing)
-    return {**M.pitch_measures(f0, F0.FRAME_S, MIN_VOICED_FRAMES), "reverb": M.reverb_s(x, SAMPLE_RATE)}
 
 
 def _one_torch_thread() -> None:
@@ -120,12 +107,11 @@ def model_identity(p: MeasureParams) -> dict[str, Any]:
     files = {
         **{f"dnsmos_{k}": v for k, v in model_files(p.dnsmos_personalized).items()},
         "resemblyzer": ResemblyzerEncoder.model_file(),
-        "swift_f0": F0.model_file(),
     }
     ident = {k: {"path": str(v), "sha256": sha256_cached(v, p.hash_cache)} for k, v in files.items()}
     ident["packages"] = {
         n: importlib.metadata.version(n)
-        for n in ("speechmos", "onnxruntime", "resemblyzer", "pyloudnorm", "datasketch", "librosa", "swift-f0")
+        for n in ("speechmos", "onnxruntime", "resemblyzer", "pyloudnorm", "datasketch", "librosa")
     }
     return ident
 
@@ -137,7 +123,7 @@ class MeasureStage(ModelStage):
     ``models``: loaded models (tests)."""
 
     stage = STAGE
-    version = "4"
+    version = "3"
     # a fingerprint waits in scratch as its row's bytes (a structured dtype has no name)
     kinds = (Kind("embedding", "float32"), Kind("minhash", "uint64"), Kind("fingerprint", "uint8"))
     error_reason = "encoder_error"
@@ -160,10 +146,7 @@ class MeasureStage(ModelStage):
         return "DNSMOS + Resemblyzer"
 
     def screen(self, s: dict) -> Rejected | None:
-        d = s.get("duration")
-        if d is not None and float(d) < self.p.min_duration:
-            return Rejected("too_short", f"{float(d):.3f} s is below curate.min_duration ({self.p.min_duration} s)")
-        return None
+        return modelstage.too_short(s, self.p.min_duration, "curate.min_duration")
 
     def load(self, device: str, threads: int) -> None:
         if self.models is None:

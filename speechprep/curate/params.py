@@ -13,8 +13,8 @@ from ..core.config import ModelParams, StageParams, from_dataset
 
 @dataclass(frozen=True)
 class MeasureParams(ModelParams):
-    """The per-shard measure job: audio, DNSMOS, loudness, SNR, bandwidth, rates, pitch,
-    reverberation, speaker embedding, PCM hash, MinHash signature, acoustic fingerprint."""
+    """The per-shard measure job: audio, DNSMOS, loudness, SNR, bandwidth, rates,
+    speaker embedding, PCM hash, MinHash signature, acoustic fingerprint."""
 
     SECTION = "curate"
     dnsmos_personalized: bool
@@ -24,6 +24,14 @@ class MeasureParams(ModelParams):
     snr_noise_seconds: float
     minhash_perm: int
     minhash_ngram: int
+
+
+@dataclass(frozen=True)
+class AnnotateParams(ModelParams):
+    """The per-shard annotate job: pitch, monotony and reverberation for the captions (a job
+    of its own, so these settings rerun neither DNSMOS nor the speaker encoder)."""
+
+    SECTION = "curate"
     pitch_range_hz: list
     pitch_voicing: float
 

@@ -233,14 +233,17 @@ def run_decide(
     rejects_out: str,
     p: DecideParams,
     exclude: str | None = None,
+    annotations: str | None = None,
 ) -> dict[str, Any]:
-    """Keep or reject each measured segment of a shard; the measure job's rejects pass through."""
+    """Keep or reject each measured segment of a shard, with its ``annotations`` (the annotate
+    job's lines, by id) on its line; the measure job's rejects pass through."""
     from .texts import LanguageId, text_facts
 
     assign = {a["id"]: a for a in read_jsonl(speakers)}
     dups = {d["id"]: d for d in read_jsonl(duplicates)}
+    notes = {a.pop("id"): a for a in read_jsonl(annotations)} if annotations else {}
     lid, excluded = LanguageId(), read_exclude(exclude)
-    job = ShardJob(STAGE, measures, None, {**p.identity(), "exclude": sorted(excluded)}, "2")
+    job = ShardJob(STAGE, measures, None, {**p.identity(), "exclude": sorted(excluded)}, "3")
     with job.running(job.todo()):
         for m in job.items:
             a = assign.get(m["id"])
@@ -249,7 +252,7 @@ def run_decide(
             if a["speaker"] in excluded:
                 job.emit(m, Rejected("excluded", f"speaker {a['speaker']} is listed under exclude"))
                 continue
-            seg = {k: v for k, v in m.items() if k not in INTERNAL}
+            seg = {**{k: v for k, v in m.items() if k not in INTERNAL}, **notes.get(m["id"], {})}
             declared = declared_language(seg, p.dataset_language)
             seg.update(text_facts(seg.get("text"), declared, lid, p.min_language_chars))
             ok, line = decide(seg, a["speaker"], a["speaker_distance"], dups.get(m["id"]), p)

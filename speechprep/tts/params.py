@@ -48,8 +48,8 @@ class TextIdsParams(StageParams):
 
     SECTION = "tts"
     layout: str
-    phonemes: str | None
     phoneme_voices: dict
+    phonemes: str | None = from_dataset("phonemes", "tts.phonemes")  # the dataset's own, else tts.phonemes
     dataset_language: str | None = from_dataset("language")
     default_language: str = from_config("asr.language")
 
@@ -63,9 +63,9 @@ class ManifestParams(StageParams):
     split_by_speaker: bool
     condition: str
     emotion: str
-    phonemes: str | None
     phoneme_voices: dict
     captions: dict | None
+    phonemes: str | None = from_dataset("phonemes", "tts.phonemes")
     name: str = from_config(None)  # the dataset's name
     config_sha256: str = from_config(None)  # the run's config digest (speechprep.core.config.digest)
     hash_cache: str | None = from_config(None, run_only=True)

@@ -12,7 +12,7 @@ import pytest
 import soundfile as sf
 
 from speechprep.core.modelstage import ShardFiles
-from speechprep.curate import measure, stage
+from speechprep.curate import annotate, measure, stage
 from speechprep.demo import damage
 from speechprep.io.audio import read_segment
 from speechprep.io.jsonio import read_jsonl, write_jsonl
@@ -160,8 +160,19 @@ class Run:
             fingerprint=[str(self.f(n, "fingerprint.npy")) for n in self.names],
         )
 
+    def annotate(self):
+        for name in self.names:
+            files = ShardFiles(
+                str(self.root / "asr" / f"{name}.jsonl"),
+                str(self.f(name, "annotations.jsonl")),
+                str(self.f(name, "annotation_rejects.jsonl")),
+                str(self.root / "curate" / ".partial_annotate" / f"{name}.jsonl"),
+            )
+            annotate.run(files, params("annotate", device="cpu"))
+
     def decide(self, p=None):
         for n in self.names:
+            notes = self.f(n, "annotations.jsonl")
             stage.run_decide(
                 str(self.f(n, "measures.jsonl")),
                 str(self.f(n, "measure_rejects.jsonl")),
@@ -170,6 +181,7 @@ class Run:
                 str(self.root / "curate" / f"{n}.jsonl"),
                 str(self.f(n, "rejects.jsonl")),
                 p or params("decide"),
+                annotations=str(notes) if notes.exists() else None,
             )
 
     def summary(self):
@@ -184,6 +196,7 @@ class Run:
 
     def all(self, models=None):
         self.measure(models=models)
+        self.annotate()
         self.speakers()
         self.duplicates()
         self.decide()

@@ -3,7 +3,7 @@ male and a female voice apart, monotony without declination, reverberation ranki
 rooms, and the summary's bins.
 
 Pitch: each voice's median over its recordings of ``pitch_mean`` (SwiftF0, as the
-measure job computes it) against the same median of Praat's autocorrelation pitch
+annotate job computes it) against the same median of Praat's autocorrelation pitch
 (praat-parselmouth, ``to_pitch_ac`` over the same 60-500 Hz) on the same audio: per
 recording the median of Praat's voiced frames (their mean carries Praat's octave jumps:
 one of the cards speaker's recordings has a 90th percentile of 433 Hz, a median of 111).
@@ -16,17 +16,17 @@ import itertools
 
 import numpy as np
 import pytest
-from conftest import measure_params
+from conftest import params
 from scipy.signal import fftconvolve
 
 from speechprep.core.bins import bin_edges, bin_of
 from speechprep.curate import measures as M
-from speechprep.curate.measure import annotations
+from speechprep.curate.annotate import annotations
 from speechprep.curate.stage import Annotations
 from tests import real_speech as R
 
 SR = 16000
-P = measure_params()
+P = params("annotate", device="cpu")
 
 
 def clips(utterances, limit=None):

@@ -114,6 +114,10 @@ def test_audio_rejects_and_given_speakers(tmp_path, models):
     kept = run.kept()
     assert sorted(k["id"] for k in kept) == sorted(s["id"] for s in segs)
     assert {k["id"]: k["speaker"] for k in kept} == {s["id"]: s["speaker"] for s in named}
+    # the annotate job: every segment it could read has its annotations on its kept line
+    unread = read_jsonl(tmp_path / "curate" / "shard-0000.annotation_rejects.jsonl")
+    assert {r["id"]: r["reason"] for r in unread} == {"corrupt": "unreadable", "tiny": "too_short"}
+    assert all(k["pitch_mean"] > 60 and k["reverb"] > 0 and k["monotony"] >= 0 for k in kept)
     clusters = json.loads((tmp_path / "curate" / "speaker_clusters.json").read_text(encoding="utf-8"))
     assert {c["speaker"]: c["source"] for c in clusters["centroids"]} == {"alice": "given", "bob": "given"}
 

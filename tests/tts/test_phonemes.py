@@ -13,6 +13,7 @@ from speechprep.errors import UsageError
 from speechprep.io.jsonio import read_jsonl, write_jsonl
 from speechprep.io.npyio import load_ref
 from speechprep.tts import text
+from speechprep.tts.params import ManifestParams, TextIdsParams
 from speechprep.tts.phonemes import Phonemizer
 from tests.real_speech import fortunes, librivox
 from tests.support import config
@@ -76,6 +77,9 @@ def test_the_text_job_writes_phonemes_and_their_ids_or_rejects_no_phonemes(tmp_p
             assert ids.tolist() == ph.ids(expect).tolist() and line["phoneme_ids_len"] == len(ids)
 
 
-def test_phonemes_off_writes_none():
-    p = config()["tts"]
-    assert p["phonemes"] is None  # the default: the manifests of earlier runs stay as they were
+def test_phonemes_on_by_default_and_off_for_a_dataset_that_says_so():
+    cfg = config()
+    assert cfg["tts"]["phonemes"] == "espeak"
+    cfg["datasets"]["demo"]["phonemes"] = None  # e.g. a language espeak-ng has no voice for
+    for cls in (TextIdsParams, ManifestParams):
+        assert cls.from_config(cfg, "demo").phonemes is None and cls.from_config(cfg, "read").phonemes == "espeak"

@@ -32,7 +32,7 @@ from speechprep.io.npyio import load_ref
 
 root, formats, manifests, cache = sys.argv[1], json.loads(sys.argv[2]), json.loads(sys.argv[3]), sys.argv[4]
 lines = {x["id"]: x for m in manifests for x in map(json.loads, open(m, encoding="utf-8"))}
-ARRAYS = ("text_ids", "codes", "condition", "emo_vec")
+ARRAYS = ("text_ids", "codes", "condition", "emo_vec", "phoneme_ids")  # phoneme_ids: tts.phonemes is on
 
 def same(id_, kind, a):
     assert np.array_equal(np.asarray(a).reshape(-1), load_ref(lines[id_][kind]).reshape(-1)), (id_, kind)
@@ -89,7 +89,7 @@ def outputs(res, pattern):
     return {x["id"]: x for p in sorted(res.glob(pattern)) for x in read_jsonl(p)}
 
 
-ARRAYS = ("text_ids", "codes", "condition", "emo_vec")
+ARRAYS = ("text_ids", "codes", "condition", "emo_vec", "phoneme_ids")  # phoneme_ids: tts.phonemes is on
 
 
 def snapshot(res):

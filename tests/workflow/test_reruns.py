@@ -14,6 +14,8 @@ pytestmark = pytest.mark.slow  # dry runs over the session's demo run, which the
 DOWNSTREAM_OF_ASR = {
     "asr_merge",
     "curate_measure",
+    "curate_annotate",
+    "report_annotations",
     "curate_speakers",
     "curate_duplicates",
     "curate_decide",
@@ -39,8 +41,10 @@ MEASURES_ON = {
     "tts_text",
     "tts_manifest",
     "tts_combined",
+    "report_annotations",
 }
-DECISIONS_ON = {"curate_decide", "curate_summary", "report_curation", "report_plots", "tts_manifest", "tts_combined"}
+MANIFESTS_ON = {"tts_manifest", "tts_combined", "report_annotations"}
+DECISIONS_ON = {"curate_decide", "curate_summary", "report_curation", "report_plots"} | MANIFESTS_ON
 # the demo is diarized (an audio_dir): the RTTM names the run's speakers, so it follows curate_speakers
 DOWNSTREAM_OF_ASR |= {"diarize_rttm"}
 MEASURES_ON |= {"diarize_rttm"}
@@ -59,12 +63,11 @@ CHANGES = {
     "diarize.enabled": ({"diarize": {"enabled": False}}, {"asr", "s2s"} | DOWNSTREAM_OF_ASR - {"diarize_rttm"}),
     "s2s.layer": ({"s2s": {"layer": 1}}, {"s2s_export", "s2s"} | MEASURES_ON),
     "tts.layout": ({"tts": {"layout": "packed"}}, {"s2s"} | MEASURES_ON),
-    "tts.vocab_size": ({"tts": {"vocab_size": 200}}, {"tts_tokenizer", "tts_text", "tts_manifest", "tts_combined"}),
-    "tts.normalize": (
-        {"tts": {"normalize": False}},
-        {"tts_normalize", "tts_tokenizer", "tts_text", "tts_manifest", "tts_combined"},
-    ),
-    "tts.val_ratio": ({"tts": {"val_ratio": 0.2}}, {"tts_manifest", "tts_combined"}),
+    "tts.vocab_size": ({"tts": {"vocab_size": 200}}, {"tts_tokenizer", "tts_text"} | MANIFESTS_ON),
+    "tts.normalize": ({"tts": {"normalize": False}}, {"tts_normalize", "tts_tokenizer", "tts_text"} | MANIFESTS_ON),
+    "tts.val_ratio": ({"tts": {"val_ratio": 0.2}}, MANIFESTS_ON),
+    "tts.phonemes": ({"tts": {"phonemes": None}}, {"tts_text"} | MANIFESTS_ON),
+    "tts.captions": ({"tts": {"captions": None}}, MANIFESTS_ON),
     "tts.threads": ({"tts": {"threads": 1}}, set()),
     "curate.minhash_perm": ({"curate": {"minhash_perm": 64}}, MEASURES_ON),
     "curate.speaker_threshold": ({"curate": {"speaker_threshold": 0.2}}, DIARIZE_ON),
@@ -73,6 +76,12 @@ CHANGES = {
         {"curate_duplicates"} | DECISIONS_ON,
     ),
     "curate.min_snr_db": ({"curate": {"min_snr_db": 10}}, DECISIONS_ON),
+    # the annotations' own job: DNSMOS and the speakers stay
+    "curate.pitch_voicing": ({"curate": {"pitch_voicing": 0.6}}, {"curate_annotate"} | DECISIONS_ON),
+    "curate.annotation_bins": (
+        {"curate": {"annotation_bins": 5}},
+        {"curate_summary", "report_curation"} | MANIFESTS_ON,
+    ),
     "export.lufs": ({"export": {"lufs": -23.0}}, set()),  # export is not among the demo's stages
 }
 
