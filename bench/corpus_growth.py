@@ -9,8 +9,9 @@ about ``--shards`` shards (``shard_hours`` from their audio); every stage on, th
 models (built by ``make demo`` in resources/models), ``curate.min_bandwidth_hz`` off (the
 prompts are telephone speech). The first run is timed whole; then
 ``--add`` more prompts (of the same two voices) are copied in and the same command runs
-again. Prints each run's jobs by rule and their CPU seconds summed from the jobs'
-benchmark files (the rules that write one: every shard job and the model builds), the
+again. Prints each run's jobs by rule and their CPU seconds summed from the
+``job used`` line each job's log ends with (every job, the run-wide steps, manifests and
+reports included; the larger of it and the job's benchmark file where it has one), the
 ratio, a dry run after it (jobs left: none), and how many of the old segments' lines
 (curation's decision, kept or rejected; the speaker assignment; the TTS manifest line)
 stayed byte-identical.
@@ -32,6 +33,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from speechprep.workflow import pilot  # noqa: E402
 from tests import real_speech  # noqa: E402
 
 MODELS = REPO / "resources" / "models"
@@ -61,13 +63,17 @@ def snakemake(work: Path, *extra: str) -> str:
 
 
 def cpu_since(work: Path, since: float) -> tuple[float, Counter]:
-    """CPU seconds of the jobs whose benchmark file was written after ``since``, and their count by rule."""
+    """CPU seconds of the jobs that ran after ``since`` (their logs, read as the plan reads
+    them: :func:`speechprep.workflow.pilot.job_cost`), and their count by rule."""
     total, rules = 0.0, Counter()
-    for tsv in (work / "results").rglob("benchmarks/**/*.tsv"):
-        if tsv.stat().st_mtime >= since:
-            head, row = tsv.read_text(encoding="utf-8").splitlines()[:2]
-            total += float(dict(zip(head.split("\t"), row.split("\t"), strict=True))["cpu_time"])
-            rules[tsv.parent.name] += 1
+    for job in pilot.jobs_of_logs(work / ".snakemake" / "log").values():
+        log = work / job["log"] if job.get("log") else None
+        if log is None or not log.exists() or log.stat().st_mtime < since:
+            continue
+        cost = pilot.job_cost(work, job)
+        if cost:
+            total += cost["cpu_s"]
+            rules[job["rule"]] += 1
     return total, rules
 
 

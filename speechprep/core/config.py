@@ -32,9 +32,21 @@ class ConfigError(UsageError):
 RESOURCE_KEYS = ("threads",)
 
 
+def _caption_problems(config: dict[str, Any]) -> list[str]:
+    """Each ``tts.captions.words`` list of another length than ``curate.annotation_bins``."""
+    words = ((config.get("tts") or {}).get("captions") or {}).get("words") or {}
+    bins = (config.get("curate") or {}).get("annotation_bins")
+    return [
+        f"tts.captions.words.{name} has {len(w)} words for curate.annotation_bins {bins}: give one word per bin"
+        for name, w in words.items()
+        if isinstance(w, list) and isinstance(bins, int) and len(w) != bins
+    ]
+
+
 def check(config: dict[str, Any]) -> None:
-    """Raise :class:`ConfigError` naming every dataset that lacks its input, or has two."""
-    problems = []
+    """Raise :class:`ConfigError` naming every dataset that lacks its input, or has two, and
+    every caption word list that does not match the annotations' bins."""
+    problems = _caption_problems(config)
     datasets = config.get("datasets")
     if isinstance(datasets, dict):
         for name, ds in datasets.items():

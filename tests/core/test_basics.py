@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from speechprep.core.config import ConfigError, StageParams
+from speechprep.core.config import ConfigError, StageParams, check
 from speechprep.core.names import MAX_STEM_BYTES, file_stem
 from speechprep.io.modelfiles import sha256_cached, sha256_file
 from tests.support import REPO, config, params
@@ -38,6 +38,16 @@ def test_stage_params_refuse_unknown_and_missing_keys():
     with pytest.raises(ConfigError, match="vad settings: unknown treshold; missing threshold"):
         _Params.from_dict({"treshold": 0.5, "pad": 0.1})
     assert params(_Params).threshold == config()["vad"]["threshold"]
+
+
+def test_caption_words_must_match_the_annotation_bins():
+    cfg = config()
+    check(cfg)  # the defaults agree: 7 bins, 7 words a measure
+    cfg["curate"]["annotation_bins"] = 5
+    with pytest.raises(ConfigError, match=r"tts\.captions\.words\.pitch has 7 words for curate\.annotation_bins 5"):
+        check(cfg)
+    cfg["tts"]["captions"] = None  # no captions: any bins
+    check(cfg)
 
 
 def test_model_digest_is_cached_per_file_version(tmp_path):

@@ -11,6 +11,8 @@ from conftest import snakemake
 
 pytestmark = pytest.mark.slow  # dry runs over the session's demo run, which they wait for (2.5 min)
 
+WORDS = ("pitch", "speaking_rate", "monotony", "reverb", "snr")
+FIVE = ["lowest", "low", "middle", "high", "highest"]
 DOWNSTREAM_OF_ASR = {
     "asr_merge",
     "curate_measure",
@@ -78,8 +80,8 @@ CHANGES = {
     "curate.min_snr_db": ({"curate": {"min_snr_db": 10}}, DECISIONS_ON),
     # the annotations' own job: DNSMOS and the speakers stay
     "curate.pitch_voicing": ({"curate": {"pitch_voicing": 0.6}}, {"curate_annotate"} | DECISIONS_ON),
-    "curate.annotation_bins": (
-        {"curate": {"annotation_bins": 5}},
+    "curate.annotation_bins": (  # with five words a measure, as the config check asks
+        {"curate": {"annotation_bins": 5}, "tts": {"captions": {"words": {k: FIVE for k in WORDS}}}},
         {"curate_summary", "report_curation"} | MANIFESTS_ON,
     ),
     "export.lufs": ({"export": {"lufs": -23.0}}, set()),  # export is not among the demo's stages
