@@ -1,7 +1,7 @@
 """The annotations a TTS manifest line carries and its caption (``tts.captions``).
 
-Curation measures each segment's pitch, monotony, reverberation and SNR once
-(``speechprep.curate.measure``) and bins them per dataset (``curate/summary.json``,
+Curation measures each segment's pitch, monotony and reverberation once (the annotate
+job, ``speechprep.curate.annotate``; the SNR in its measure job) and bins them per dataset (``curate/summary.json``,
 ``annotations.edges``); the manifest job adds the speaking rate (phonemes per second
 when ``tts.phonemes`` is on, else characters without spaces per second; its bins from
 the manifest's own segments, written in ``stats.json``) and a DataSpeech-style
