@@ -112,7 +112,7 @@ def annotation_cost(p, repeats: int) -> None:
 
     xs = [R.read(u.path, SR)[0] for u in R.librivox() + R.cards() + R.telephone_prompts("allison_en", 100)]
     hours = sum(len(x) for x in xs) / SR / 3600
-    detector = F0._detector()
+    detector = F0.detector()
 
     def plain():
         for x in xs:

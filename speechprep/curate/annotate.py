@@ -60,7 +60,7 @@ class AnnotateStage(ModelStage):
         return modelstage.too_short(s, self.p.min_duration, "curate.min_duration")
 
     def load(self, device: str, threads: int) -> None:
-        F0.f0_track(np.zeros(SAMPLE_RATE, np.float32), SAMPLE_RATE, tuple(self.p.pitch_range_hz), 0.5)  # loads it
+        F0.detector()
 
     def infer(self, inputs: list) -> list:
         return [annotations(x, self.p) for x in inputs]
