@@ -72,6 +72,7 @@ rule tts_tokenizer:
     params:
         cmd=job_cmd("tts tokenizer"),
         p=job_params("tts tokenizer"),
+        kept=f"{RESULTS}/{ALL}/tts/.tokenizer",  # not an output: it outlives a rerun
     shell:
         job_shell("tts tokenizer")
 

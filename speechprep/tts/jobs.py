@@ -22,12 +22,13 @@ def normalize(f, p):
     normalize.run_normalize(f.segments, f.out, p, f.grammars or ())
 
 
-@job("tts tokenizer", "tts", TokenizerParams, inputs="normalized+", outputs="model")
+@job("tts tokenizer", "tts", TokenizerParams, inputs="normalized+", outputs="model", options="kept")
 def tokenizer(f, p):
-    """Train the SentencePiece tokenizer on every dataset's normalised transcripts."""
+    """Train the SentencePiece tokenizer on every dataset's normalised transcripts (--kept: the
+    folder that keeps it for a grown corpus, unless ``retrain_tokenizer``)."""
     from . import text
 
-    text.train_normalized_tokenizer(f.normalized, p.vocab_size, f.model)
+    text.train_normalized_tokenizer(f.normalized, p.vocab_size, f.model, f.kept, retrain=p.retrain_tokenizer)
 
 
 @job(

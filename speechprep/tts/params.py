@@ -27,6 +27,7 @@ class TokenizerParams(StageParams):
 
     SECTION = "tts"
     vocab_size: int
+    retrain_tokenizer: bool
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import json
 import logging
 import os
 from collections.abc import Iterable
@@ -22,7 +25,8 @@ from ..core.artifacts import Kind, Scratch
 from ..core.language import segment_language
 from ..core.shardjob import Accepted, Rejected, ShardJob
 from ..errors import UsageError
-from ..io.jsonio import read_jsonl
+from ..io.jsonio import atomic_open, read_jsonl
+from ..io.modelfiles import sha256_file
 from ..io.npyio import check_layout
 from .params import TextIdsParams
 from .phonemes import Phonemizer
@@ -149,9 +153,22 @@ def _text_arrays(seg: dict, n: dict, sp, phonemizer: Phonemizer | None, p: TextI
     return {"text_ids": ids, "phoneme_ids": phonemizer.ids(phonemes)}, {**data, "phonemes": "".join(phonemes)}
 
 
-def train_normalized_tokenizer(normalized: list[str], vocab_size: int, model_out: str) -> None:
+def train_normalized_tokenizer(
+    normalized: list[str],
+    vocab_size: int,
+    model_out: str,
+    kept: str | os.PathLike | None = None,
+    retrain: bool = False,
+) -> None:
     """Train the tokenizer on the ``text_normalized`` of every shard of every dataset
-    (rule ``tts_tokenizer``; the lines of rule ``tts_normalize``)."""
+    (rule ``tts_tokenizer``; the lines of rule ``tts_normalize``). With ``kept`` (a folder
+    that outlives the job's reruns), a tokenizer trained earlier with the same ``vocab_size``
+    is written again, byte for byte, while every shard it was trained on that is still an
+    input is unchanged: a grown corpus keeps its text ids (:func:`kept_tokenizer`), unless
+    ``retrain``. What is trained is kept for the next run."""
+    digests = {str(path): sha256_file(path) for path in normalized}
+    if kept is not None and not retrain and kept_tokenizer(Path(kept), vocab_size, digests, model_out):
+        return
     texts = [t for path in normalized for n in read_jsonl(path) if (t := n["text_normalized"])]
     if not texts:
         raise UsageError(
@@ -167,3 +184,63 @@ def train_normalized_tokenizer(normalized: list[str], vocab_size: int, model_out
         vocab_size,
         len(texts),
     )
+    if kept is not None:
+        keep_tokenizer(Path(kept), vocab_size, digests, model_out)
+
+
+KEPT_STATE = "state.json"  # in the kept folder: what the kept tokenizer was trained on
+
+
+def keep_tokenizer(kept: Path, vocab_size: int, digests: dict[str, str], model: str | os.PathLike) -> None:
+    """Copy the trained ``model`` (and its ``.vocab``) into ``kept``, with what it was trained
+    on: ``vocab_size`` and each input shard's sha256. The state is written last, so a job
+    killed half way keeps nothing."""
+    model = Path(model)
+    kept.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(FileNotFoundError):
+        (kept / KEPT_STATE).unlink()
+    for src in (model, model.with_suffix(".vocab")):
+        with atomic_open(kept / f"tokenizer{src.suffix}", "wb") as f:
+            f.write(src.read_bytes())
+    state = {"vocab_size": vocab_size, "model_sha256": sha256_file(model), "shards": digests}
+    with atomic_open(kept / KEPT_STATE) as f:
+        json.dump(state, f, indent=1, sort_keys=True)
+
+
+def kept_tokenizer(kept: Path, vocab_size: int, digests: dict[str, str], model_out: str | os.PathLike) -> bool:
+    """Write the tokenizer :func:`keep_tokenizer` kept to ``model_out`` (and its ``.vocab``), if
+    it was trained with ``vocab_size`` and every shard it was trained on that is still among
+    ``digests`` has the sha256 it had (a removed shard changes nothing; a new one is tokenized
+    with it); at least one must be. False (and nothing written): train anew."""
+    try:
+        state = json.loads((kept / KEPT_STATE).read_text(encoding="utf-8"))
+        model_bytes = (kept / "tokenizer.model").read_bytes()
+        vocab_bytes = (kept / "tokenizer.vocab").read_bytes()
+    except (OSError, ValueError):
+        return False
+    trained = state.get("shards", {})
+    still = [s for s in trained if s in digests]
+    changed = [s for s in still if trained[s] != digests[s]]
+    if state.get("vocab_size") != vocab_size or not still or changed:
+        log.info(
+            "tokenizer: trained anew (kept: vocab_size %s, %d of its %d shards still inputs, %d changed)",
+            state.get("vocab_size"),
+            len(still),
+            len(trained),
+            len(changed),
+        )
+        return False
+    if hashlib.sha256(model_bytes).hexdigest() != state.get("model_sha256"):
+        log.warning("tokenizer: %s does not match its state: trained anew", kept / "tokenizer.model")
+        return False
+    model_out = Path(model_out)
+    for data, path in ((vocab_bytes, model_out.with_suffix(".vocab")), (model_bytes, model_out)):
+        with atomic_open(path, "wb") as f:
+            f.write(data)
+    new = [s for s in digests if s not in trained]
+    log.info(
+        "tokenizer: kept the one trained on %d shards (%d of them still inputs; %d new shards are "
+        "tokenized with it; tts.retrain_tokenizer: true trains anew)",
+        *(len(trained), len(still), len(new)),
+    )
+    return True

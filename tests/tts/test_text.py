@@ -1,11 +1,13 @@
 """TTS text: normalisation, SentencePiece; atomic .npy."""
 
+import json
+
 import numpy as np
 import pytest
 
 from speechprep.io.npyio import load_npy, save_npy
 from speechprep.text.normalize import TextNormalizer
-from speechprep.tts.text import load_tokenizer, text_ids, train_tokenizer
+from speechprep.tts.text import load_tokenizer, text_ids, train_normalized_tokenizer, train_tokenizer
 from tests.support import TRUTH
 
 
@@ -57,3 +59,43 @@ def test_npy_atomic_and_truncated_detected(tmp_path):
 def test_no_text_to_train_on_is_an_error(tmp_path):
     with pytest.raises(ValueError, match="no text"):
         train_tokenizer(["", ""], tmp_path / "sp.model", 32)
+
+
+def _shard(path, texts):
+    path.write_text("".join(json.dumps({"text_normalized": t}) + "\n" for t in texts), encoding="utf-8")
+    return str(path)
+
+
+def test_a_trained_tokenizer_is_kept_while_what_it_was_trained_on_is_unchanged(tmp_path, caplog):
+    """A grown corpus (a new shard) keeps the tokenizer byte for byte, so no old shard's text
+    ids change; a shard it was trained on that changed, another vocab_size or ``retrain``
+    train anew; a removed shard changes nothing; a tampered kept model is not trusted."""
+    norm = TextNormalizer()
+    texts = [norm(s["text"]) for info in TRUTH["files"].values() for s in info.get("speech", [])]
+    half = len(texts) // 2
+    old = [_shard(tmp_path / "a.jsonl", texts[:half]), _shard(tmp_path / "b.jsonl", texts[half:])]
+    kept, model = tmp_path / "kept", tmp_path / "tok" / "tokenizer.model"
+    train_normalized_tokenizer(old, 64, str(model), kept)
+    first = model.read_bytes()
+    grown = [*old, _shard(tmp_path / "c.jsonl", ["quite another sentence, zebra quartz"])]
+    model.unlink()  # Snakemake deletes a job's outputs before it reruns it
+    with caplog.at_level("INFO", logger="speechprep.tts"):
+        train_normalized_tokenizer(grown, 64, str(model), kept)
+    assert model.read_bytes() == first and "kept the one trained on 2 shards" in caplog.text
+    assert model.with_suffix(".vocab").read_bytes() == (kept / "tokenizer.vocab").read_bytes()
+    train_normalized_tokenizer(grown[1:], 64, str(model), kept)  # a shard removed
+    assert model.read_bytes() == first
+    train_normalized_tokenizer(grown, 64, str(model), kept, retrain=True)
+    assert model.read_bytes() != first  # trained on the grown corpus, and kept as such
+    retrained = model.read_bytes()
+    train_normalized_tokenizer(grown, 64, str(model), kept)
+    assert model.read_bytes() == retrained
+    _shard(tmp_path / "a.jsonl", [*texts[:half], "a changed transcript"])
+    train_normalized_tokenizer(grown, 64, str(model), kept)
+    changed = model.read_bytes()
+    assert changed != retrained
+    train_normalized_tokenizer(grown, 48, str(model), kept)
+    assert load_tokenizer(model).get_piece_size() <= 48
+    (kept / "tokenizer.model").write_bytes(b"not a model")
+    train_normalized_tokenizer(grown, 48, str(model), kept)
+    assert load_tokenizer(model).get_piece_size() <= 48 and "does not match its state" in caplog.text

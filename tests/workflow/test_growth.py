@@ -1,13 +1,17 @@
-"""A corpus grows: a growth run killed with SIGKILL once the run-wide speakers job has
-updated its state resumes, after ``--unlock``, to the outputs of the same growth run left
-alone (every stage, three demo voices, two new files)."""
+"""A corpus grows: the growth run runs the model jobs of the new shards alone, and the old
+segments keep their text ids (the tokenizer trained on the first run is kept); a growth
+run killed with SIGKILL once the run-wide speakers job has updated its state resumes,
+after ``--unlock``, to the outputs of the same growth run left alone (every stage, three
+demo voices, two new files)."""
 
 import json
 import shutil
 import time
 
 import pytest
-from conftest import NOT_DIARIZED, demo_models, kill_group, snakemake, start_snakemake, write_config
+from conftest import NOT_DIARIZED, demo_models, jobs_run, kill_group, snakemake, start_snakemake, write_config
+
+from speechprep.io.npyio import load_ref
 
 pytestmark = pytest.mark.slow  # three real runs of every stage
 
@@ -41,6 +45,13 @@ def same(a, b, path=""):
         assert a == b, path
 
 
+def text_ids(work):
+    """Each TTS manifest line's text ids, by segment id."""
+    paths = sorted((work / "results" / "d" / "tts").glob("*_manifest.jsonl"))
+    rows = [json.loads(x) for p in paths for x in p.read_text(encoding="utf-8").splitlines() if x.strip()]
+    return {x["id"]: load_ref(x["text_ids"]).tolist() for x in rows}
+
+
 def kill_once_speakers_updated(proc, state, since, timeout=600):
     """SIGKILL the run as soon as the speakers job has rewritten its state file."""
     end = time.time() + timeout
@@ -70,7 +81,16 @@ def test_a_growth_run_killed_mid_way_resumes_to_the_same_outputs(tmp_path, demo,
     for k, p in enumerate(new):  # the corpus grows
         shutil.move(aside / f"{k}.wav", p)
 
-    snakemake(runs["alone"])
+    shards = lambda: {p.stem for p in (runs["alone"] / "results" / "d" / "shards").glob("shard-*.jsonl")}
+    old, ids_before = shards(), text_ids(runs["alone"])
+    _, out = snakemake(runs["alone"])
+    new_shards = shards() - old
+    assert new_shards, out[-3000:]
+    for rule in ("vad", "asr", "s2s", "curate_measure", "curate_annotate", "tts_features"):
+        ran = set(jobs_run(out, rule))
+        assert ran == {f"ds=d, shard={s}" for s in new_shards}, (rule, out[-3000:])
+    ids_after = text_ids(runs["alone"])
+    assert ids_before and {i: ids_after.get(i) for i in ids_before} == ids_before
     started = time.time()
     proc = start_snakemake(runs["killed"])
     state = runs["killed"] / "results" / "_all" / "curate" / "speaker_state.npz"

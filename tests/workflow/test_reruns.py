@@ -66,6 +66,7 @@ CHANGES = {
     "s2s.layer": ({"s2s": {"layer": 1}}, {"s2s_export", "s2s"} | MEASURES_ON),
     "tts.layout": ({"tts": {"layout": "packed"}}, {"s2s"} | MEASURES_ON),
     "tts.vocab_size": ({"tts": {"vocab_size": 200}}, {"tts_tokenizer", "tts_text"} | MANIFESTS_ON),
+    "tts.retrain_tokenizer": ({"tts": {"retrain_tokenizer": True}}, {"tts_tokenizer", "tts_text"} | MANIFESTS_ON),
     "tts.normalize": ({"tts": {"normalize": False}}, {"tts_normalize", "tts_tokenizer", "tts_text"} | MANIFESTS_ON),
     "tts.val_ratio": ({"tts": {"val_ratio": 0.2}}, MANIFESTS_ON),
     "tts.phonemes": ({"tts": {"phonemes": None}}, {"tts_text"} | MANIFESTS_ON),
