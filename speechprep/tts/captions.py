@@ -33,7 +33,8 @@ def speaking_rate(line: dict) -> float | None:
     if duration <= 0:
         return None
     if line.get("phonemes") is not None:
-        return sum(1 for c in line["phonemes"] if c not in NOT_PHONEMES) / duration
+        n = sum(1 for c in line["phonemes"] if c not in NOT_PHONEMES)
+        return n / duration if n else None  # kept without phonemes (tts.no_phonemes): not measured
     text = line.get("text_normalized") or line.get("text") or ""
     return sum(1 for c in text if not c.isspace()) / duration
 

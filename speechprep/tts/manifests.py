@@ -170,14 +170,17 @@ def split(p: ManifestParams, inputs: Inputs) -> tuple[dict[str, list[dict]], int
     return out, curated_out
 
 
-def phoneme_map(p: ManifestParams) -> dict[str, Any]:
-    """With ``tts.phonemes``: the backend, its voices and Piper's phoneme-id map (phoneme ->
-    [id]), as a Piper training config's ``phoneme_id_map`` reads it."""
+def phoneme_map(p: ManifestParams, lines: list[dict[str, Any]]) -> dict[str, Any]:
+    """With ``tts.phonemes``: the backend, its voices, Piper's phoneme-id map (phoneme ->
+    [id]), as a Piper training config's ``phoneme_id_map`` reads it, and how many ``lines``
+    were kept without phonemes (``tts.no_phonemes: keep``)."""
     if not p.phonemes:
         return {}
     from piper_phonemize import get_espeak_map
 
-    return {"phonemes": {"backend": p.phonemes, "voices": p.phoneme_voices, "phoneme_id_map": get_espeak_map()}}
+    without = sum(x.get("phonemes") == "" for x in lines)
+    phonemes = {"backend": p.phonemes, "voices": p.phoneme_voices, "kept_without": without}
+    return {"phonemes": {**phonemes, "phoneme_id_map": get_espeak_map()}}
 
 
 def describe(p: ManifestParams, summary: str | None, lines: list[dict]) -> dict[str, Any]:
@@ -226,11 +229,20 @@ def build_manifests(p: ManifestParams, inputs: Inputs, outputs: Outputs) -> dict
         "config_sha256": p.config_sha256,
         "speaking_rate_unit": "phonemes/s" if p.phonemes else "characters/s",
         **described,
-        **phoneme_map(p),
+        **phoneme_map(p, lines["train"] + lines["val"]),
     }
     write_json(outputs.stats, stats, indent=2)
     log.info("%s: %s, hours %s", p.name, stats["counts"], stats["hours"])
     return stats
+
+
+def _combined_phonemes(per: list[dict[str, Any]]) -> dict[str, Any]:
+    """The first phonemised dataset's backend, voices and map; every dataset's count of lines
+    kept without phonemes."""
+    have = [s["phonemes"] for s in per if "phonemes" in s]
+    if not have:
+        return {}
+    return {"phonemes": {**have[0], "kept_without": sum(s.get("kept_without", 0) for s in have)}}
 
 
 def _combined_normalization(per: list[dict[str, Any]]) -> dict[str, Any]:
@@ -264,7 +276,7 @@ def combine(
         "models": first["models"],
         "packages": first["packages"],
         "config_sha256": first["config_sha256"],
-        **{k: first[k] for k in ("phonemes",) if k in first},
+        **_combined_phonemes(per),
         "per_dataset": {s["dataset"]: {"counts": s["counts"], "hours": s["hours"]} for s in per},
     }
     write_json(stats_out, stats, indent=2)

@@ -50,6 +50,7 @@ class TextIdsParams(StageParams):
     SECTION = "tts"
     layout: str
     phoneme_voices: dict
+    no_phonemes: str  # reject or keep a segment espeak-ng gives no phonemes for
     phonemes: str | None = from_dataset("phonemes", "tts.phonemes")  # the dataset's own, else tts.phonemes
     dataset_language: str | None = from_dataset("language")
     default_language: str = from_config("asr.language")

@@ -102,7 +102,7 @@ def run_text(
     phoneme ids too (:mod:`.phonemes`). The arrays go to ``dirs[kind]`` (``text_ids``,
     ``phoneme_ids``; ``<id>.npy`` each or all in ``packed.npy``: ``p.layout``). A segment
     the tokenizer gives no ids for is rejected ``no_text_ids``, one without phonemes
-    ``no_phonemes`` (``rejects_out``)."""
+    ``no_phonemes`` (``rejects_out``), or kept with empty phonemes (``p.no_phonemes``)."""
     check_layout(p.layout)
     sp = load_tokenizer(tokenizer)
     normalized = list(normalized)
@@ -131,6 +131,8 @@ def run_text(
     for d in dirs.values():
         Path(d).mkdir(parents=True, exist_ok=True)  # the rule's outputs, with phonemes off too
     log.info("text ids of %d segments of %s (%s, %d pieces)", len(lines), index_path, tokenizer, sp.get_piece_size())
+    if without := sum(line.get("phonemes") == "" for line in lines):
+        log.warning("%d segments kept without phonemes (tts.no_phonemes: keep)", without)
     counts = job.commit({index_out: lines}, rejects_out)
     scratch.clear()
     return counts
@@ -149,6 +151,8 @@ def _text_arrays(seg: dict, n: dict, sp, phonemizer: Phonemizer | None, p: TextI
     language = segment_language(seg, p.dataset_language, p.default_language)
     phonemes = phonemizer.phonemes(text, language)
     if not "".join(phonemes).strip():
+        if p.no_phonemes == "keep":
+            return {"text_ids": ids, "phoneme_ids": np.zeros(0, np.int32)}, {**data, "phonemes": ""}
         return Rejected("no_phonemes", f"espeak-ng ({phonemizer.voice(language)}) gives no phonemes for {text!r}")
     return {"text_ids": ids, "phoneme_ids": phonemizer.ids(phonemes)}, {**data, "phonemes": "".join(phonemes)}
 

@@ -13,6 +13,7 @@ from speechprep.errors import UsageError
 from speechprep.io.jsonio import read_jsonl, write_jsonl
 from speechprep.io.npyio import load_ref
 from speechprep.tts import text
+from speechprep.tts.captions import speaking_rate
 from speechprep.tts.params import ManifestParams, TextIdsParams
 from speechprep.tts.phonemes import Phonemizer
 from tests.real_speech import fortunes, librivox
@@ -75,6 +76,14 @@ def test_the_text_job_writes_phonemes_and_their_ids_or_rejects_no_phonemes(tmp_p
             assert line["phonemes"] == "".join(expect)
             ids = load_ref(line["phoneme_ids"], np.int32, 1)
             assert ids.tolist() == ph.ids(expect).tolist() and line["phoneme_ids_len"] == len(ids)
+    # tts.no_phonemes: keep: the tune is kept, with empty phonemes and phoneme ids, unmeasured rate
+    out = tmp_path / "keep" / "text.jsonl"
+    keep = {"phonemes": "espeak", "no_phonemes": "keep"}
+    counts = text_ids(index, tmp_path / "tok.model", out, tmp_path / "keep" / "ids", **keep)
+    tune = {x["id"]: x for x in read_jsonl(out)}["tune"]
+    assert counts["rejected"] == 0 and tune["phonemes"] == "" and tune["phoneme_ids_len"] == 0
+    assert load_ref(tune["phoneme_ids"], np.int32, 1).size == 0 and len(load_ref(tune["text_ids"], np.int32, 1))
+    assert speaking_rate({**tune, "duration": 2.0}) is None
 
 
 def test_phonemes_on_by_default_and_off_for_a_dataset_that_says_so():

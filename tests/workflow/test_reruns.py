@@ -70,6 +70,7 @@ CHANGES = {
     "tts.normalize": ({"tts": {"normalize": False}}, {"tts_normalize", "tts_tokenizer", "tts_text"} | MANIFESTS_ON),
     "tts.val_ratio": ({"tts": {"val_ratio": 0.2}}, MANIFESTS_ON),
     "tts.phonemes": ({"tts": {"phonemes": None}}, {"tts_text"} | MANIFESTS_ON),
+    "tts.no_phonemes": ({"tts": {"no_phonemes": "keep"}}, {"tts_text"} | MANIFESTS_ON),
     "tts.captions": ({"tts": {"captions": None}}, MANIFESTS_ON),
     "tts.threads": ({"tts": {"threads": 1}}, set()),
     "curate.minhash_perm": ({"curate": {"minhash_perm": 64}}, MEASURES_ON),
