@@ -62,10 +62,10 @@ def snakemake(work: Path, *extra: str) -> str:
     return p.stdout + p.stderr
 
 
-def cpu_since(work: Path, since: float) -> tuple[float, Counter]:
+def cpu_since(work: Path, since: float) -> tuple[float, Counter, Counter]:
     """CPU seconds of the jobs that ran after ``since`` (their logs, read as the plan reads
-    them: :func:`speechprep.workflow.pilot.job_cost`), and their count by rule."""
-    total, rules = 0.0, Counter()
+    them: :func:`speechprep.workflow.pilot.job_cost`), their count and CPU seconds by rule."""
+    total, rules, cpu = 0.0, Counter(), Counter()
     for job in pilot.jobs_of_logs(work / ".snakemake" / "log").values():
         log = work / job["log"] if job.get("log") else None
         if log is None or not log.exists() or log.stat().st_mtime < since:
@@ -74,7 +74,8 @@ def cpu_since(work: Path, since: float) -> tuple[float, Counter]:
         if cost:
             total += cost["cpu_s"]
             rules[job["rule"]] += 1
-    return total, rules
+            cpu[job["rule"]] += round(cost["cpu_s"], 1)
+    return total, rules, cpu
 
 
 def lines_of(work: Path) -> dict[str, str]:
@@ -124,19 +125,20 @@ def main() -> None:
         config(work, seconds / 3600 / a.shards)
         t0 = time.time()
         snakemake(work, "--cores", "2")
-        first, first_rules = cpu_since(work, t0)
+        first, first_rules, _ = cpu_since(work, t0)
         before = lines_of(work)
         for k, p in enumerate(paths[a.files :], a.files):
             shutil.copy(p, work / "corpus" / f"{k:04d}_{p.name}")
         t1 = time.time()
         snakemake(work, "--cores", "2")
-        second, second_rules = cpu_since(work, t1)
+        second, second_rules, second_cpu = cpu_since(work, t1)
         after = lines_of(work)
         left = snakemake(work, "--dry-run")
         kept = sum(after.get(k) == v for k, v in before.items())
         print(f"first run: {first:.0f} CPU-s, jobs {dict(sorted(first_rules.items()))}")
         ratio = second / first
         print(f"{a.add} files added: {second:.0f} CPU-s ({ratio:.1%}), jobs {dict(sorted(second_rules.items()))}")
+        print(f"their CPU-s by rule: {dict(second_cpu.most_common())}")
         print(f"dry run after it: {'nothing to do' if 'Nothing to be done' in left else left[-2000:]}")
         print(f"old lines byte-identical: {kept} of {len(before)}")
 
