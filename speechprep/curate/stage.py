@@ -288,11 +288,13 @@ def _reject_counts(rejects: list[str], removed: str | None):
 # the annotations binned for captions (the TTS manifests' `description`): chars_per_s stands
 # for the speaking rate (the phonemes come later, in the TTS stage)
 ANNOTATED = ("pitch_mean", "pitch_std", "monotony", "reverb", "snr_db", "chars_per_s")
+BY_GENDER = ("pitch_mean", "pitch_std")  # binned per gender too, as DataSpeech bins pitch
 
 
 class Annotations:
-    """Every kept segment's annotations, by dataset and by speaker: ``summary()`` gives their
-    bin edges (curate/summary.json ``annotations``)."""
+    """Every kept segment's annotations, by dataset, by speaker and (pitch, where the input
+    manifest gives a ``gender``) by gender: ``summary()`` gives their bin edges
+    (curate/summary.json ``annotations``)."""
 
     def __init__(self, bins: int):
         from collections import defaultdict
@@ -300,15 +302,18 @@ class Annotations:
         self.bins = bins
         self.values: dict[str, list] = defaultdict(list)
         self.by_speaker: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
+        self.by_gender: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
 
     def add(self, s: dict) -> None:
         for k in ANNOTATED:
             if s.get(k) is not None:
                 self.values[k].append(s[k])
                 self.by_speaker[s["speaker"]][k].append(s[k])
+                if s.get("gender") and k in BY_GENDER:
+                    self.by_gender[s["gender"]][k].append(s[k])
 
     def summary(self) -> dict[str, Any]:
-        edges = lambda vals: {k: bin_edges(vals.get(k, []), self.bins) for k in ANNOTATED}
+        edges = lambda vals, keys=ANNOTATED: {k: bin_edges(vals.get(k, []), self.bins) for k in keys}
         median = lambda v: round(float(np.median(v)), 6) if v else None
         medians = {k: median(self.values.get(k)) for k in ANNOTATED}
         return {
@@ -316,6 +321,7 @@ class Annotations:
             "edges": edges(self.values),
             "medians": medians,
             "by_speaker": {spk: edges(v) for spk, v in sorted(self.by_speaker.items())},
+            "by_gender": {g: edges(v, BY_GENDER) for g, v in sorted(self.by_gender.items())},
         }
 
 

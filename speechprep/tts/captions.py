@@ -7,7 +7,8 @@ when ``tts.phonemes`` is on, else characters without spaces per second; its bins
 the manifest's own segments, written in ``stats.json``) and a DataSpeech-style
 ``description``: each measure's bin picks a word of ``tts.captions.words``, and the
 template joins them. ``{who}`` comes from the segment's ``gender``, only where the input
-manifest gave one.
+manifest gave one; the pitch word of such a segment comes from its gender's bins
+(``annotations.by_gender``), as DataSpeech bins pitch per gender.
 """
 
 from __future__ import annotations
@@ -43,7 +44,13 @@ class Captions:
     """``description`` of each line from the dataset's bin edges (``edges``: measure ->
     inner edges, the speaking rate's added by :meth:`fit_rate`) and ``tts.captions``."""
 
-    def __init__(self, config: dict[str, Any], bins: int, edges: dict[str, list[float] | None]):
+    def __init__(
+        self,
+        config: dict[str, Any],
+        bins: int,
+        edges: dict[str, list[float] | None],
+        by_gender: dict[str, dict[str, list[float] | None]] | None = None,
+    ):
         self.template, self.who, self.words = config["template"], config["who"], config["words"]
         for name, words in self.words.items():
             if len(words) != bins:
@@ -59,6 +66,9 @@ class Captions:
             )
         self.bins = bins
         self.edges = {name: edges.get(measure) for name, measure in BINNED.items()}
+        # the pitch words of a segment whose gender is given: from its gender's edges
+        pitch = BINNED["pitch"]
+        self.pitch_by_gender = {g: e[pitch] for g, e in (by_gender or {}).items() if e.get(pitch)}
         self.counts: Counter = Counter()
 
     def fit_rate(self, lines: list[dict]) -> None:
@@ -70,7 +80,10 @@ class Captions:
         value = {**{name: line.get(m) for name, m in BINNED.items()}, "speaking_rate": line.get("speaking_rate")}
         fields = {"who": self.who.get(line.get("gender") or "unknown", self.who["unknown"])}
         for name, words in self.words.items():
-            b = bin_of(value.get(name), self.edges.get(name))
+            edges = self.edges.get(name)
+            if name == "pitch":
+                edges = self.pitch_by_gender.get(line.get("gender") or "", edges)
+            b = bin_of(value.get(name), edges)
             if b is None:
                 self.counts[f"no_{name}"] += 1
                 return None
@@ -79,4 +92,5 @@ class Captions:
         return self.template.format(**fields)
 
     def stats(self) -> dict[str, Any]:
-        return {"bins": self.bins, "edges": self.edges, "counts": dict(sorted(self.counts.items()))}
+        counts = dict(sorted(self.counts.items()))
+        return {"bins": self.bins, "edges": self.edges, "pitch_by_gender": self.pitch_by_gender, "counts": counts}

@@ -189,7 +189,7 @@ def describe(p: ManifestParams, summary: str | None, lines: list[dict]) -> dict[
     if not p.captions or not summary:
         return {}
     annotations = json.loads(Path(summary).read_text(encoding="utf-8"))["annotations"]
-    captions = C.Captions(p.captions, annotations["bins"], annotations["edges"])
+    captions = C.Captions(p.captions, annotations["bins"], annotations["edges"], annotations.get("by_gender"))
     captions.fit_rate(lines)
     for line in lines:
         line["description"] = captions(line)

@@ -122,3 +122,8 @@ def test_bins_and_the_summary_edges():
     assert s["bins"] == 3 and len(s["edges"]["pitch_mean"]) == 2 and s["edges"]["snr_db"] is None
     assert s["edges"]["reverb"] is None and s["medians"]["pitch_mean"] == 114.5
     assert set(s["by_speaker"]) == {"s0", "s1"} and len(s["by_speaker"]["s1"]["pitch_mean"]) == 2
+    assert s["by_gender"] == {}  # no gender given
+    for i in range(20):
+        a.add({"speaker": "s2", "gender": "male", "pitch_mean": 90.0 + i, "pitch_std": 5.0 + i})
+    men, everyone = a.summary()["by_gender"]["male"], a.summary()["edges"]
+    assert set(men) == {"pitch_mean", "pitch_std"} and men["pitch_mean"][0] < 100 < everyone["pitch_mean"][0]

@@ -33,6 +33,24 @@ def test_words_come_from_each_measures_bin_and_who_from_the_given_gender():
     assert c.stats()["counts"] == {"described": 4, "no_pitch": 1}
 
 
+def test_the_pitch_word_of_a_segment_with_a_gender_comes_from_that_gender_s_bins():
+    """DataSpeech bins pitch per gender: a man at 130 Hz is "high-pitched" among men whose
+    edges run 90-120 Hz, and "very low-pitched" among women; no gender: the dataset's."""
+    hz = {**EDGES, "pitch_mean": [150.0, 160.0, 170.0, 180.0, 190.0, 200.0]}
+    by_gender = {
+        "male": {"pitch_mean": [95.0, 100.0, 105.0, 110.0, 115.0, 120.0], "pitch_std": None},
+        "female": {"pitch_mean": [190.0, 200.0, 210.0, 220.0, 230.0, 240.0], "pitch_std": None},
+        "child": {"pitch_mean": None, "pitch_std": None},  # too few segments: the dataset's edges
+    }
+    c = C.Captions(CFG, BINS, hz, by_gender)
+    c.edges["speaking_rate"] = EDGES["pitch_mean"]
+    pitch = lambda **kw: c(line(pitch_mean=130.0, **kw)).split(" with a ")[1].split(",")[0]
+    assert pitch(gender="male") == "very high-pitched"
+    assert pitch(gender="female") == "very low-pitched"
+    assert pitch() == pitch(gender="child") == "very low-pitched"  # the dataset's: below 150
+    assert set(c.stats()["pitch_by_gender"]) == {"male", "female"}
+
+
 def test_speaking_rate_counts_phonemes_not_stress_or_gaps_else_characters():
     assert C.speaking_rate({"duration": 2.0, "phonemes": "hˈɛloʊ wˈɜːld"}) == 4.5  # h ɛ l o ʊ w ɜ l d
     assert C.speaking_rate({"duration": 2.0, "text": "ab cd", "text_normalized": "ab cde"}) == 2.5
