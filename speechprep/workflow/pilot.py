@@ -1,6 +1,7 @@
 """Know the bill before the run: ``python -m speechprep plan [--directory WORK] --configfile CONFIG
 (--sample FRACTION | --sample-minutes M) --out plan.json [--nodes N --cores C --gpus G --mem-gb M]
-[--price-cpu-h X --price-gpu-h Y] [-- snakemake options]``, in the workflow env.
+[--price-cpu-h X --price-gpu-h Y] [--alternative KEY=VALUE ...] [-- snakemake options]``, in the
+workflow env.
 
 It reads every input's length (each file's header, as ingest does, or a manifest line's
 ``duration``) and draws a sample of every dataset of the run (a share of its audio, the same
@@ -17,7 +18,9 @@ so that each run-wide step's cost is fitted on two sizes (:func:`speechprep.work
 Then :func:`estimate` scales: a shard job's cost by the audio hours its dataset holds
 (the corpus's seconds of audio over the sample's), a dataset's and the run's jobs by
 the fit at the corpus's segments, job counts by the shards the corpus will have at the
-configured size. docs/cluster.md, "Before the run: the plan", says what each figure is.
+configured size. Each ``--alternative`` (a setting: diarization off, another batch size,
+exports off) gets a pilot of its own on the same sample and its totals beside the plan's
+(``alternatives``). docs/cluster.md, "Before the run: the plan", says what each figure is.
 """
 
 from __future__ import annotations
@@ -514,6 +517,14 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--mem-gb", type=float, help="memory per node (GB)")
     ap.add_argument("--price-cpu-h", type=float, help="price of a core-hour")
     ap.add_argument("--price-gpu-h", type=float, help="price of a GPU-hour")
+    ap.add_argument(
+        "--alternative",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="also plan the run with this setting (a dotted config key, a YAML value, e.g. "
+        "diarize.enabled=false); its own pilot on the same sample; repeatable",
+    )
     ap.add_argument("snakemake", nargs="*", help="after --: the run's snakemake options (default: the local profile)")
     a = ap.parse_args(argv)
     if a.sample is not None and not 0 < a.sample <= 1:
@@ -578,11 +589,13 @@ def _unsized(cfg: dict) -> dict:
     return out
 
 
-def pilot_runs(a: argparse.Namespace, work: Path, cfg: dict, halves: dict, fraction: float, run: tuple):
+def pilot_runs(
+    a: argparse.Namespace, work: Path, cfg: dict, halves: dict, fraction: float, run: tuple, name: str = "pilot"
+):
     """The pilot's two steps' measurements ``(first, whole)`` (``first`` None: one step), run
-    now, or with ``--reuse`` read from the last pilot when it drew the same sample with the
-    same config but for the shard sizes."""
-    pilot = work / SCRATCH / "pilot"
+    now in ``WORK/.plan/<name>``, or with ``--reuse`` read from the last pilot there when it
+    drew the same sample with the same config but for the shard sizes."""
+    pilot = work / SCRATCH / name
     config = hashlib.sha256(json.dumps(_unsized(cfg), sort_keys=True, default=str).encode("utf-8")).hexdigest()
     key = {"config": config, "files": {d: [x.key for h in hs for x in h] for d, hs in halves.items()}}
     steps = [pilot / "step1.json", pilot / "step2.json"]
@@ -623,7 +636,31 @@ def main(argv: list[str] | None = None) -> int:
         [str(Path(f).resolve()) for f in a.configfile],
         a.snakemake or ["--profile", str(REPO / "profiles" / "local")],
     )
-    first, m = pilot_runs(a, work, cfg, halves, fraction, run)
+    plan = plan_of(a, work, cfg, (items, halves, fraction), run)
+    whole = {d: h[0] + h[1] for d, h in halves.items()}
+    plan["sample"] = {
+        "fraction": fraction,
+        "seed": a.seed,
+        "files": {d: [len(whole[d]), len(items[d])] for d in whole},
+    }
+    _print(plan)
+    for k, spec in enumerate(a.alternative, 1):
+        change = setting(spec)
+        override = work / SCRATCH / f"alternative-{k}.json"
+        write_json(override, change)
+        alt_run = ([*run[0], str(override)], run[1])
+        alt = plan_of(a, work, merge(cfg, change), (items, halves, fraction), alt_run, f"pilot-alternative-{k}")
+        plan.setdefault("alternatives", {})[spec] = versus(alt, plan)
+        print(f"{spec}: " + ", ".join(f"{x} x{r:.2f}" for x, r in plan["alternatives"][spec]["ratio"].items() if r))
+    write_json(out, plan)
+    return 0
+
+
+def plan_of(a: argparse.Namespace, work: Path, cfg: dict, sample: tuple, run: tuple, name: str = "pilot") -> dict:
+    """The plan of ``cfg``: its pilot (``WORK/.plan/<name>``) on ``sample`` (every dataset's
+    items, the drawn halves, the share), scaled to the corpus."""
+    items, halves, fraction = sample
+    first, m = pilot_runs(a, work, cfg, halves, fraction, run, name)
     whole = {d: h[0] + h[1] for d, h in halves.items()}
     c = Corpus(
         scale={d: sum(x.seconds for x in items[d]) / max(1e-9, sum(x.seconds for x in whole[d])) for d in whole},
@@ -634,17 +671,41 @@ def main(argv: list[str] | None = None) -> int:
         c.scale.update({d: v * grow for d, v in c.scale.items()})
     c.shards.update({d: corpus_shards(cfg["datasets"][d], cfg, m.hours[d] * c.scale[d]) for d in whole})
     prices = (a.price_cpu_h or 0.0, a.price_gpu_h or 0.0) if a.price_cpu_h or a.price_gpu_h else None
-    pilot = work / SCRATCH / "pilot"
+    pilot = work / SCRATCH / name
     edges = rule_graph(pilot, [*run[0], str(pilot / "pilot.json")], run[1])
-    plan = estimate(m, first, c, cfg, _cluster(a), edges, prices)
-    plan["sample"] = {
-        "fraction": fraction,
-        "seed": a.seed,
-        "files": {d: [len(whole[d]), len(items[d])] for d in whole},
+    return estimate(m, first, c, cfg, _cluster(a), edges, prices)
+
+
+def setting(spec: str) -> dict:
+    """``--alternative a.b=VALUE`` as ``{"a": {"b": VALUE}}``, VALUE read as YAML (``false``,
+    ``16``, ``[vad, asr]``)."""
+    import yaml
+
+    key, sep, value = spec.partition("=")
+    if not sep or not key.strip():
+        raise SystemExit(f"--alternative {spec!r}: give KEY=VALUE, KEY a dotted config key (diarize.enabled=false)")
+    out = yaml.safe_load(value)
+    for part in reversed(key.strip().split(".")):
+        out = {part: out}
+    return out
+
+
+def versus(alt: dict, plan: dict) -> dict:
+    """An alternative's plan beside the plan: its totals, wall time, stages, bottleneck and
+    cost, and each total's ratio to the plan's."""
+    keys = ("cpu_s", "gpu_s", "output_bytes", "jobs")
+    ratio = {k: alt["total"][k] / plan["total"][k] if plan["total"][k] else None for k in keys}
+    ratio["wall_s"] = alt["wall_s"] / plan["wall_s"] if plan["wall_s"] else None
+    out = {
+        "total": {k: alt["total"][k] for k in keys},
+        "wall_s": alt["wall_s"],
+        "stages": {s: {k: v[k] for k in ("cpu_s", "gpu_s", "output_bytes", "jobs")} for s, v in alt["stages"].items()},
+        "bottleneck": alt["bottleneck"],
+        "ratio": ratio,
     }
-    write_json(out, plan)
-    _print(plan)
-    return 0
+    if "cost" in alt:
+        out["cost"] = alt["cost"]
+    return out
 
 
 def _print(plan: dict) -> None:

@@ -5,6 +5,7 @@ import json
 import pytest
 
 from speechprep.core import logs
+from speechprep.workflow import pilot
 from speechprep.workflow.pilot import Item, corpus_shards, draw, job_cost, jobs_of_logs
 
 
@@ -107,3 +108,18 @@ def test_a_job_logs_what_it_used(caplog):
     got = logs.used(1.5, 2)
     assert got["cpu_s"] > 0 and got["rss_mb"] > 10 and got["threads"] == 2 and got["wall_s"] > 0
     assert logs.USED in caplog.text
+
+
+def test_an_alternative_is_a_dotted_key_and_a_yaml_value_planned_beside_the_plan():
+    assert pilot.setting("diarize.enabled=false") == {"diarize": {"enabled": False}}
+    assert pilot.setting("stages=[vad, asr]") == {"stages": ["vad", "asr"]}
+    assert pilot.setting("asr.batch=16") == {"asr": {"batch": 16}}
+    with pytest.raises(SystemExit, match="KEY=VALUE"):
+        pilot.setting("diarize.enabled")
+    total = lambda cpu, jobs: {"cpu_s": cpu, "gpu_s": 0.0, "output_bytes": 100, "jobs": jobs}
+    stage = {"cpu_s": 10.0, "gpu_s": 0.0, "output_bytes": 100, "jobs": 2, "peak_rss_mb": 50}
+    base = {"total": total(40.0, 8), "wall_s": 20.0, "stages": {"vad": stage}, "bottleneck": "vad"}
+    alt = {**base, "total": total(30.0, 6), "wall_s": 15.0, "cost": {"total": 1.5}}
+    v = pilot.versus(alt, base)
+    assert v["ratio"] == {"cpu_s": 0.75, "gpu_s": None, "output_bytes": 1.0, "jobs": 0.75, "wall_s": 0.75}
+    assert v["cost"] == {"total": 1.5} and "peak_rss_mb" not in v["stages"]["vad"]

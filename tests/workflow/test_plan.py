@@ -19,7 +19,9 @@ def plan(work, *args):
 def test_a_pilot_on_half_the_corpus_predicts_the_run(tmp_path):
     work = tmp_path / "run"
     write_config(work, {"demo": {"audio_dir": str(DEMO / "audio"), "shard_hours": 0.005}}, stages=["vad"])
-    out = plan(work, "--sample", "0.5", "--out", str(tmp_path / "plan.json"), "--nodes", "4", "--cores", "8")
+    halved = "datasets.demo.shard_hours=0.0025"  # an alternative: shards half as large
+    args = ("--nodes", "4", "--cores", "8", "--alternative", halved)
+    out = plan(work, "--sample", "0.5", "--out", str(tmp_path / "plan.json"), *args)
     p = json.loads((tmp_path / "plan.json").read_text(encoding="utf-8"))
     assert "bottleneck" in out and not (work / "results").exists()  # the pilot ran in its scratch
     files, of = p["sample"]["files"]["demo"]
@@ -34,6 +36,11 @@ def test_a_pilot_on_half_the_corpus_predicts_the_run(tmp_path):
     assert p["datasets"]["demo"]["shards"] == -(-hours // 0.005)  # ceil: the shards ingest will cut
     assert p["cluster"] == {"nodes": 4, "cores": 8, "gpus": 0, "mem_gb": p["cluster"]["mem_gb"]}
     assert p["wall_s"] > 0 and p["critical_path"][0] == "ingest"
+    # the alternative: its own pilot on the same sample, twice the VAD jobs, each one's fixed part paid
+    alt = p["alternatives"][halved]
+    assert (work / ".plan" / "pilot-alternative-1" / "step2.json").exists() and halved in out
+    assert alt["stages"]["vad"]["jobs"] > p["stages"]["vad"]["jobs"]
+    assert alt["ratio"]["jobs"] > 1 and alt["ratio"]["cpu_s"] > 1 and alt["wall_s"] > 0
 
     # another cluster, from the same pilot: nothing runs again, the same work packs on fewer cores
     measured = (work / ".plan" / "pilot" / "step2.json").stat().st_mtime_ns
