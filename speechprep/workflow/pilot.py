@@ -18,9 +18,10 @@ so that each run-wide step's cost is fitted on two sizes (:func:`speechprep.work
 Then :func:`estimate` scales: a shard job's cost by the audio hours its dataset holds
 (the corpus's seconds of audio over the sample's), a dataset's and the run's jobs by
 the fit at the corpus's segments, job counts by the shards the corpus will have at the
-configured size. Each ``--alternative`` (a setting: diarization off, another batch size,
-exports off) gets a pilot of its own on the same sample and its totals beside the plan's
-(``alternatives``). docs/cluster.md, "Before the run: the plan", says what each figure is.
+configured size; ``plan.json`` and a page, ``plan.html``, beside it. Each
+``--alternative`` (a setting: diarization off, another batch size, exports off) gets a pilot
+of its own on the same sample and its totals beside the plan's (``alternatives``).
+docs/cluster.md, "Before the run: the plan", says what each figure is.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from ..core.config import defaults, effective, merge
 from ..io.inventory import walk_audio
 from ..io.jsonio import read_jsonl, write_json
 from .bill import Cluster, RuleLoad, capacity_bound, critical_path, fit, fit_jobs, interval
+from .plan_page import compare_html, plan_html, write_page
 
 REPO = Path(__file__).resolve().parents[2]
 SCRATCH = ".plan"  # below WORK: the pilot's run directory
@@ -653,6 +655,7 @@ def main(argv: list[str] | None = None) -> int:
         plan.setdefault("alternatives", {})[spec] = versus(alt, plan)
         print(f"{spec}: " + ", ".join(f"{x} x{r:.2f}" for x, r in plan["alternatives"][spec]["ratio"].items() if r))
     write_json(out, plan)
+    write_page(out.with_suffix(".html"), plan_html(plan))
     return 0
 
 
@@ -740,5 +743,7 @@ def compare(plan: dict, work: Path, cfg: dict, out: Path) -> int:
             stage + ": " + ", ".join(f"{k} {v['plan'] or 0:.4g} / {v['run'] or 0:.4g}" for k, v in rows[stage].items())
         )
     total = {k: sum((r.get(k) or 0) for r in actual.values()) for k in ("cpu_s", "gpu_s", "output_bytes", "jobs")}
-    write_json(out, {"stages": rows, "total": {k: {"plan": plan["total"][k], "run": v} for k, v in total.items()}})
+    comparison = {"stages": rows, "total": {k: {"plan": plan["total"][k], "run": v} for k, v in total.items()}}
+    write_json(out, comparison)
+    write_page(out.with_suffix(".html"), compare_html(comparison))
     return 0

@@ -41,6 +41,8 @@ def test_a_pilot_on_half_the_corpus_predicts_the_run(tmp_path):
     assert (work / ".plan" / "pilot-alternative-1" / "step2.json").exists() and halved in out
     assert alt["stages"]["vad"]["jobs"] > p["stages"]["vad"]["jobs"]
     assert alt["ratio"]["jobs"] > 1 and alt["ratio"]["cpu_s"] > 1 and alt["wall_s"] > 0
+    page = (tmp_path / "plan.html").read_text(encoding="utf-8")  # the page beside plan.json
+    assert '<table class="stages">' in page and halved in page
 
     # another cluster, from the same pilot: nothing runs again, the same work packs on fewer cores
     measured = (work / ".plan" / "pilot" / "step2.json").stat().st_mtime_ns
@@ -61,6 +63,7 @@ def test_a_pilot_on_half_the_corpus_predicts_the_run(tmp_path):
     snakemake(work)  # the run itself, then its figures beside the plan's
     plan(work, "--compare", str(tmp_path / "plan.json"), "--out", str(tmp_path / "compare.json"))
     c = json.loads((tmp_path / "compare.json").read_text(encoding="utf-8"))["stages"]["vad"]
+    assert '<table class="compare">' in (tmp_path / "compare.html").read_text(encoding="utf-8")
     assert c["jobs"]["plan"] == c["jobs"]["run"]  # one VAD job a shard, as many shards as planned
     # the demo's 32 files are 0.03 h: a few segments more or less move the bytes, and a
     # second's jobs' CPU moves with the machine's load

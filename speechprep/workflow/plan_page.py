@@ -1,0 +1,134 @@
+"""The plan as a page a person reads: ``plan.html`` beside ``plan.json`` (its stages, datasets,
+totals, wall time, cost and alternatives), and ``compare.html`` beside a comparison (the plan
+and the run, stage by stage). Standard library only (the workflow env writes them)."""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+from typing import Any
+
+from ..io.jsonio import atomic_open
+from ..report.page import table_html
+
+STYLE = (
+    "body{font-family:sans-serif;margin:1.5em;max-width:70em}table{border-collapse:collapse;margin:.5em 0 1.5em}"
+    "th,td{border:1px solid #bbb;padding:.2em .6em;text-align:right}th:first-child,td:first-child{text-align:left}"
+)
+
+
+def _hours(seconds: float | None) -> float | None:
+    return None if seconds is None else seconds / 3600
+
+
+def _gb(n: float | None) -> float | None:
+    return None if n is None else n / 1e9
+
+
+def stage_rows(plan: dict[str, Any]) -> list[dict[str, Any]]:
+    return [
+        {
+            "stage": name,
+            "jobs": s["jobs"],
+            "CPU-h": _hours(s["cpu_s"]),
+            "GPU-h": _hours(s["gpu_s"]),
+            "peak job MB": s.get("peak_rss_mb"),
+            "output GB": _gb(s["output_bytes"]),
+            "CPU-s per audio hour": s.get("cpu_s_per_audio_hour"),
+        }
+        for name, s in plan["stages"].items()
+    ]
+
+
+def alternative_rows(plan: dict[str, Any]) -> list[dict[str, Any]]:
+    rows = []
+    for spec, alt in plan.get("alternatives", {}).items():
+        t, r = alt["total"], alt["ratio"]
+        rows.append(
+            {
+                "setting": spec,
+                "jobs": t["jobs"],
+                "CPU-h": _hours(t["cpu_s"]),
+                "GPU-h": _hours(t["gpu_s"]),
+                "wall h": _hours(alt["wall_s"]),
+                "output GB": _gb(t["output_bytes"]),
+                "CPU x plan": r.get("cpu_s"),
+                "wall x plan": r.get("wall_s"),
+                "cost": alt.get("cost", {}).get("total"),
+                "bottleneck": alt["bottleneck"],
+            }
+        )
+    return rows
+
+
+def plan_html(plan: dict[str, Any]) -> str:
+    """The page of a ``plan.json``."""
+    t, sample = plan["total"], plan.get("sample", {})
+    low_high = t.get("cpu_s_interval") or [None, None]
+    facts = [
+        f"Sample: {sample.get('fraction', 0):.3g} of the audio (seed {sample.get('seed')}), files "
+        + ", ".join(f"{d} {a} of {b}" for d, (a, b) in sample.get("files", {}).items()),
+        f"Cluster: {plan['cluster']}",
+        f"Wall: {_hours(plan['wall_s']):.3g} h (longest path {_hours(plan['wall_s_critical_path']):.3g} h, "
+        f"work over the cluster {_hours(plan['wall_s_capacity']):.3g} h); bottleneck {plan['bottleneck']}",
+    ]
+    if "cost" in plan:
+        c = plan["cost"]
+        facts.append(f"Cost: {c['total']:.4g} ({c['core_hours']:.4g} core-hours, {c['gpu_hours']:.4g} GPU-hours)")
+    total = {
+        "jobs": t["jobs"],
+        "CPU-h": _hours(t["cpu_s"]),
+        "CPU-h low": _hours(low_high[0]),
+        "CPU-h high": _hours(low_high[1]),
+        "GPU-h": _hours(t["gpu_s"]),
+        "core-h": _hours(t.get("core_s")),
+        "output GB": _gb(t["output_bytes"]),
+    }
+    datasets = [{"dataset": d, **{k.replace("_", " "): v for k, v in x.items()}} for d, x in plan["datasets"].items()]
+    parts = [
+        "<h1>The plan</h1>",
+        "".join(f"<p>{html.escape(x)}</p>" for x in facts),
+        "<h2>Stages</h2>",
+        table_html(stage_rows(plan), list(stage_rows(plan)[0]) if plan["stages"] else [], "stages"),
+        "<h2>Total</h2>",
+        table_html([total], list(total), "total"),
+        "<h2>Datasets</h2>",
+        table_html(datasets, list(datasets[0]) if datasets else [], "datasets"),
+    ]
+    if alternatives := alternative_rows(plan):
+        parts += ["<h2>Alternatives</h2>", table_html(alternatives, list(alternatives[0]), "alternatives")]
+    return _page("The plan", parts)
+
+
+def compare_html(comparison: dict[str, Any]) -> str:
+    """The page of ``plan --compare``: per stage and in total, the plan's figure, the run's and
+    their ratio."""
+    keys = ("cpu_s", "gpu_s", "peak_rss_mb", "output_bytes", "jobs")
+    rows = []
+    for stage, figures in comparison["stages"].items():
+        row: dict[str, Any] = {"stage": stage}
+        for k in keys:
+            f = figures.get(k, {})
+            row.update({f"{k} plan": f.get("plan"), f"{k} run": f.get("run"), f"{k} plan/run": f.get("ratio")})
+        rows.append(row)
+    total = [{"figure": k, "plan": v["plan"], "run": v["run"]} for k, v in comparison["total"].items()]
+    parts = [
+        "<h1>The plan against the run</h1>",
+        "<h2>Stages</h2>",
+        table_html(rows, list(rows[0]) if rows else [], "compare"),
+        "<h2>Total</h2>",
+        table_html(total, ["figure", "plan", "run"], "total"),
+    ]
+    return _page("The plan against the run", parts)
+
+
+def _page(title: str, parts: list[str]) -> str:
+    head = f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
+    return f"{head}<style>{STYLE}</style></head><body>{''.join(parts)}</body></html>\n"
+
+
+def write_page(path: str | Path, text: str) -> Path:
+    """``text`` written atomically to ``path`` (UTF-8)."""
+    with atomic_open(path) as f:
+        f.write(text)
+    return Path(path)
