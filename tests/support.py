@@ -81,7 +81,8 @@ def mark_slow(items, fixtures: set[str]) -> None:
 def kill_when_checkpointed(proc, checkpoint, n, timeout=300):
     """SIGKILL ``proc``'s process group (start it with ``start_new_session=True``) once
     the job's resume file ``checkpoint`` holds ``n`` finished items (lines after its
-    fingerprint line); returns how many it held."""
+    fingerprint line); returns how many it held when the kill landed (read again after
+    it: the job may finish another item between the count and the kill)."""
     deadline = time.monotonic() + timeout
     done = 0
     while time.monotonic() < deadline and proc.poll() is None:
@@ -93,6 +94,8 @@ def kill_when_checkpointed(proc, checkpoint, n, timeout=300):
     assert proc.poll() is None, "the shard finished before it could be killed"
     os.killpg(proc.pid, signal.SIGKILL)  # the whole group (a snakemake run and its job) at once
     proc.wait()
+    if checkpoint.exists():  # complete lines only: a line cut short by the kill is redone
+        done = checkpoint.read_text(encoding="utf-8").count("\n") - 1
     return done
 
 
