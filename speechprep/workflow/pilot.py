@@ -13,7 +13,8 @@ CPU seconds of the process and its workers, peak memory: :func:`speechprep.core.
 or its Snakemake benchmark file's figures where larger, and Snakemake's log of the run (rule,
 dataset, shard, threads, memory asked for). The pilot
 runs in two steps, half of the sample and then all of it (the stable shard plan adds the
-second half's shards; the run-wide steps run again over all of it, reclustering the speakers),
+second half's shards; the run-wide steps run again over all of it, reclustering the speakers
+and training the tokenizer anew),
 so that each run-wide step's cost is fitted on two sizes (:func:`speechprep.workflow.bill.fit`).
 Then :func:`estimate` scales: a shard job's cost by the audio hours its dataset holds
 (the corpus's seconds of audio over the sample's), a dataset's and the run's jobs by
@@ -549,6 +550,7 @@ def _pilot_step(pilot: Path, cfg: dict, chosen: dict[str, list[Item]], fraction:
     config = {
         "datasets": {d: pilot_dataset(d, cfg["datasets"][d], chosen[d], pilot, fraction) for d in chosen},
         "curate": {"speaker_recluster": True},  # each step clusters every segment: a first run's cost
+        "tts": {"retrain_tokenizer": True},  # and trains the tokenizer on every transcript
     }
     write_json(pilot / "pilot.json", config)
     configfiles, options = run
