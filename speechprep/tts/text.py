@@ -195,6 +195,13 @@ def train_normalized_tokenizer(
 KEPT_STATE = "state.json"  # in the kept folder: what the kept tokenizer was trained on
 
 
+def _write_bytes(files: dict[Path, bytes]) -> None:
+    """Each file's bytes, written atomically, in order."""
+    for path, data in files.items():
+        with atomic_open(path, "wb") as f:
+            f.write(data)
+
+
 def keep_tokenizer(kept: Path, vocab_size: int, digests: dict[str, str], model: str | os.PathLike) -> None:
     """Copy the trained ``model`` (and its ``.vocab``) into ``kept``, with what it was trained
     on: ``vocab_size`` and each input shard's sha256. The state is written last, so a job
@@ -203,9 +210,7 @@ def keep_tokenizer(kept: Path, vocab_size: int, digests: dict[str, str], model: 
     kept.mkdir(parents=True, exist_ok=True)
     with contextlib.suppress(FileNotFoundError):
         (kept / KEPT_STATE).unlink()
-    for src in (model, model.with_suffix(".vocab")):
-        with atomic_open(kept / f"tokenizer{src.suffix}", "wb") as f:
-            f.write(src.read_bytes())
+    _write_bytes({kept / f"tokenizer{src.suffix}": src.read_bytes() for src in (model, model.with_suffix(".vocab"))})
     state = {"vocab_size": vocab_size, "model_sha256": sha256_file(model), "shards": digests}
     with atomic_open(kept / KEPT_STATE) as f:
         json.dump(state, f, indent=1, sort_keys=True)
@@ -238,9 +243,7 @@ def kept_tokenizer(kept: Path, vocab_size: int, digests: dict[str, str], model_o
         log.warning("tokenizer: %s does not match its state: trained anew", kept / "tokenizer.model")
         return False
     model_out = Path(model_out)
-    for data, path in ((vocab_bytes, model_out.with_suffix(".vocab")), (model_bytes, model_out)):
-        with atomic_open(path, "wb") as f:
-            f.write(data)
+    _write_bytes({model_out.with_suffix(".vocab"): vocab_bytes, model_out: model_bytes})
     new = [s for s in digests if s not in trained]
     log.info(
         "tokenizer: kept the one trained on %d shards (%d of them still inputs; %d new shards are "
