@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """What a grown corpus costs: a full run, then the same corpus with a few files more.
 
-    .venvs/workflow/bin/python bench/corpus_growth.py [--files 200] [--add 4] [--shards 10]
+    .venvs/workflow/bin/python bench/corpus_growth.py [--files 200] [--add 4] [--shards 10] [--remove 5]
 
 The corpus: real telephone prompts of two professional voices (tests/real_speech.py,
 asterisk-core-sounds en and fr, 8 kHz wav), ``--files`` of them, one folder each, in
@@ -14,7 +14,10 @@ again. Prints each run's jobs by rule and their CPU seconds summed from the
 reports included; the larger of it and the job's benchmark file where it has one), the
 ratio, a dry run after it (jobs left: none), and how many of the old segments' lines
 (curation's decision, kept or rejected; the speaker assignment; the TTS manifest line)
-stayed byte-identical.
+stayed byte-identical. ``--remove`` then deletes that many of the first run's files (one
+in every ``--files / --remove``, so they fall in different shards) and runs again: its
+CPU seconds, its jobs, how many jobs loaded a model (a log line ``loaded on``) and how
+many of the other segments' lines stayed byte-identical.
 """
 
 from __future__ import annotations
@@ -112,6 +115,7 @@ def main() -> None:
     ap.add_argument("--files", type=int, default=200)
     ap.add_argument("--add", type=int, default=4)
     ap.add_argument("--shards", type=int, default=10)
+    ap.add_argument("--remove", type=int, default=0)
     a = ap.parse_args()
     if not (MODELS / "demo_asr.nemo").exists():
         raise SystemExit("build the demo models first: make demo")
@@ -141,6 +145,29 @@ def main() -> None:
         print(f"their CPU-s by rule: {dict(second_cpu.most_common())}")
         print(f"dry run after it: {'nothing to do' if 'Nothing to be done' in left else left[-2000:]}")
         print(f"old lines byte-identical: {kept} of {len(before)}")
+        if a.remove:
+            remove(work, a, first, after)
+
+
+def remove(work: Path, a: argparse.Namespace, first: float, before: dict[str, str]) -> None:
+    """Delete ``a.remove`` of the first run's files, spread over the shards, and run again."""
+    files = sorted((work / "corpus").iterdir())[: a.files]
+    gone = [f.stem for f in files[:: max(1, a.files // a.remove)][: a.remove]]
+    for f in files:
+        if f.stem in gone:
+            f.unlink()
+    t = time.time()
+    snakemake(work, "--cores", "2")
+    cpu, rules, by_rule = cpu_since(work, t)
+    after = lines_of(work)
+    logs = [p for p in (work / "results" / "calls" / "logs").rglob("*.log") if p.stat().st_mtime >= t]
+    loaded = sum("loaded on" in p.read_text(encoding="utf-8") for p in logs)
+    others = {k: v for k, v in before.items() if not any(f":{g}" in k for g in gone)}
+    kept = sum(after.get(k) == v for k, v in others.items())
+    left = [k for k in after if any(f":{g}" in k for g in gone)]
+    print(f"{len(gone)} files removed: {cpu:.0f} CPU-s ({cpu / first:.1%}), jobs {dict(sorted(rules.items()))}")
+    print(f"their CPU-s by rule: {dict(by_rule.most_common())}; jobs that loaded a model: {loaded}")
+    print(f"other lines byte-identical: {kept} of {len(others)}; lines of the removed files left: {len(left)}")
 
 
 if __name__ == "__main__":

@@ -106,7 +106,7 @@ def run(
         STAGE, segments, resume, {**p.identity(), **aligner.identity, "grammars": sorted(grammars)}, VERSION,
         unit="recordings",
         failure_rule=FailureRule.from_dict(p.model_failure), model=p.model,
-        items=[x for x in lines if x.get("long_form")],
+        items=[x for x in lines if x.get("long_form")], reuse=True,
     )  # fmt: skip
     todo = job.todo()
     with job.running(todo):

@@ -28,8 +28,9 @@ import numpy as np
 
 from ..io.audio import SAMPLE_RATE
 from ..io.jsonio import atomic_open
-from ..io.npyio import PACKED, check_layout, load_npy, pack_npy, parse_ref, ref, save_npy
+from ..io.npyio import PACKED, check_layout, load_npy, load_ref, pack_npy, parse_ref, ref, save_npy
 from .names import file_stem
+from .reuse import link
 
 WAV = "wav"
 
@@ -77,6 +78,22 @@ class Scratch:
             elif load_npy(path, k.dtype) is None:
                 return False
         return True
+
+    def take(self, item_id: str, found: Mapping[str, Path]) -> None:
+        """Bring an item's arrays kept elsewhere (kind -> a file, or a slice ``<file>#<start>:<n>``
+        of a packed one) into scratch, where missing; :meth:`complete` then says whether they
+        all are there."""
+        for kind, where in found.items():
+            dst = self.path(kind, item_id)
+            if kind not in self.kinds or dst.exists():
+                continue
+            if parse_ref(str(where)) is None:
+                if where.is_file():
+                    link(where, dst)
+                continue
+            array = read_wav(str(where)) if self.kinds[kind].dtype == WAV else load_ref(str(where))
+            if array is not None:
+                self.save(kind, item_id, array)
 
     def place(self, lines: list[dict], dirs: Mapping[str, str | os.PathLike], layout: str) -> None:
         """Move each line's arrays into ``dirs[kind]`` (absolute paths in the lines)."""

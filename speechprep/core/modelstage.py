@@ -8,8 +8,10 @@ prepared inputs (:meth:`~ModelStage.infer`), what an accepted segment keeps
 :func:`run` owns the rest, on a :class:`~speechprep.core.shardjob.ShardJob`:
 
 * the job: a resume file keyed to the stage's parameters and model identity,
-  progress, the systematic-failure rule (``model_failure``), accounting and the
-  atomic commit of the outputs;
+  the reuse store (:mod:`speechprep.core.reuse`: a shard run again takes each
+  unchanged segment's outcome and arrays of its last commit), progress, the
+  systematic-failure rule (``model_failure``), accounting and the atomic commit of
+  the outputs;
 * what is left to do: segments screened out from the manifest alone
   (:meth:`~ModelStage.screen`), saved outcomes kept while their arrays load;
 * the models are loaded only when something is left to do, on the stage's device;
@@ -94,6 +96,11 @@ class ModelStage:
     def model_name(self) -> str:
         """How error messages name the models."""
         return self.stage
+
+    def keyed(self, item: dict) -> Any:
+        """What decides ``item``'s outcome besides its audio and the parameters, as JSON: its
+        reuse key. The line, and what else the stage reads for it (say, its S2S units)."""
+        return item
 
     @property
     def batch_timeout(self) -> float | None:
@@ -226,6 +233,16 @@ def _process(stage: ModelStage, job: ShardJob, todo: list[dict], scratch: Scratc
     }
 
 
+def _keep_arrays(job: ShardJob, scratch: Scratch, lines: list[dict], placed: dict[str, str]) -> None:
+    """The lines' arrays into the reuse store being written: links to the placed ones (a file
+    each, or the packed file), the kinds that are not placed packed one file per kind."""
+    copies = [{"id": line["id"]} for line in lines]
+    scratch.place(copies, {k: job.store.new / k for k in scratch.kinds if k not in placed}, "packed")
+    for line, copy in zip(lines, copies, strict=True):
+        for k in scratch.kinds:
+            job.store.keep_array(line["id"], k, (line if k in placed else copy)[k])
+
+
 def run(stage: ModelStage, files: ShardFiles, threads: int = 1) -> dict[str, Any]:
     """Every segment of ``files.items`` through ``stage``; each ends in ``files.out`` or
     ``files.rejects``. Raises :class:`~speechprep.core.failures.SystematicFailure` (resume
@@ -239,7 +256,10 @@ def run(stage: ModelStage, files: ShardFiles, threads: int = 1) -> dict[str, Any
         stage.version,
         failure_rule=FailureRule.from_dict(stage.p.model_failure),
         model=stage.model_name(),
+        reuse=stage.keyed,
     )
+    for item_id in job.reused:
+        scratch.take(item_id, job.store.found.get(item_id, {}))
     todo = job.todo(
         lambda item: _with_fields(stage, item, stage.screen(item)),
         keep=lambda item, saved: isinstance(saved, Rejected) or scratch.complete(item["id"]),
@@ -248,6 +268,7 @@ def run(stage: ModelStage, files: ShardFiles, threads: int = 1) -> dict[str, Any
     lines = [stage.line(item, data) for item, data in job.accepted()]
     scratch.place(lines, files.arrays, files.layout)
     counts.update(stage.finish(lines, scratch))
+    _keep_arrays(job, scratch, lines, files.arrays)
     summary = job.commit({files.out: lines}, files.rejects, files.passed_rejects(), **counts)
     scratch.clear()
     return summary

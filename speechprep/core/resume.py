@@ -18,9 +18,10 @@ from typing import Any
 from ..io.jsonio import atomic_open, dumps
 
 
-def fingerprint(input_path: str | os.PathLike, params: Any, version: str) -> str:
-    """Digest of an input file's bytes, the parameters (JSON) and an algorithm version."""
-    h = hashlib.sha256(Path(input_path).read_bytes())
+def fingerprint(input_path: str | os.PathLike | None, params: Any, version: str) -> str:
+    """Digest of an input file's bytes (None: of no input), the parameters (JSON) and an
+    algorithm version."""
+    h = hashlib.sha256(Path(input_path).read_bytes() if input_path is not None else b"")
     h.update(json.dumps(params, sort_keys=True, default=str).encode())
     h.update(version.encode())
     return h.hexdigest()

@@ -14,9 +14,12 @@ owns the rest:
 * the systematic-failure rule (:mod:`speechprep.core.failures`) over the
   outcomes a stage marks ``model_error`` (those are not saved for resume: a
   resumed job retries them);
+* with ``reuse``, the reuse store (:mod:`speechprep.core.reuse`): a job run
+  again on a changed shard takes each unchanged item's outcome of its last
+  commit, and processes only the rest;
 * results in input order, every item either accepted or rejected (the
   rejects format of ``docs/outputs.md``), and the atomic writes of the
-  outputs, after which the resume file goes.
+  outputs, after which the resume file goes (and the reuse store is replaced).
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from .failures import FailureRule, ModelFailures
 from .progress import Progress
 from .rejects import reject
 from .resume import NoResume, ResumeFile, fingerprint
+from .reuse import ReuseStore, keys_of, store_dir
 
 log = logging.getLogger("speechprep.shardjob")
 
@@ -97,19 +101,31 @@ class ShardJob:
         failure_rule: FailureRule | None = None,
         model: str | None = None,
         items: list[dict] | None = None,
+        reuse: Callable[[dict], Any] | bool = False,
     ):
         """``items``: the shard's items when a stage selects them itself (say, the
         lines of ``items_path`` that another file keeps); ``params`` must then
         hold whatever decides them, as the resume fingerprint covers only
         ``items_path``, ``params`` and ``version``. ``resume_path`` None: a job too cheap
-        to resume (it starts over)."""
+        to resume (it starts over). ``reuse``: keep a reuse store beside the resume file
+        (a callable: what decides an item's outcome, keyed instead of its line)."""
         self.stage, self.unit = stage, unit
         self.name = shard_name(items_path)
         self.items = list(read_jsonl(items_path)) if items is None else items
         fp = fingerprint(items_path, params, version)
         self.resume = ResumeFile(resume_path, fp) if resume_path is not None else NoResume(fp)
         ids = {item["id"] for item in self.items}
-        self.outcomes: dict[str, Outcome] = {k: outcome_from_line(v) for k, v in self.resume.load().items() if k in ids}
+        saved = {k: v for k, v in self.resume.load().items() if k in ids}
+        self.store: ReuseStore | None = None
+        self.reused: set[str] = set()
+        if reuse and resume_path is not None:
+            self.store = ReuseStore(store_dir(resume_path), fingerprint(None, params, version))
+            self.store.discard_new()
+            self.keys = keys_of(self.items, reuse if callable(reuse) else None)
+            stored = self.store.load({k: v for k, v in self.keys.items() if k not in saved})
+            self.reused = set(stored)
+            saved.update(stored)
+        self.outcomes: dict[str, Outcome] = {k: outcome_from_line(v) for k, v in saved.items()}
         self.failures = ModelFailures(stage, model or "?", failure_rule) if failure_rule else None
         self.progress: Progress | None = None
 
@@ -141,6 +157,9 @@ class ShardJob:
             self.resume.path,
             len(todo),
         )
+        if self.store is not None:
+            kept = len(self.reused & set(self.outcomes))
+            log.info("%d of %d %s reused from the store %s", kept, len(self.items), self.unit, self.store.root)
         return todo
 
     # -- during ----------------------------------------------------------------
@@ -210,10 +229,17 @@ class ShardJob:
         **counts: Any,
     ) -> dict[str, Any]:
         """Write ``outputs`` and the rejects atomically (``passed``: an earlier job's rejects
-        lines of the same stage, written first), drop the resume file, log the counts."""
+        lines of the same stage, written first), replace the reuse store, drop the resume
+        file, log the counts."""
         written = {Path(p).name: write_jsonl(p, lines) for p, lines in outputs.items()}
         passed = list(passed)
         rejected = write_jsonl(rejects_path, passed + self.reject_lines()) - len(passed)
+        if self.store is not None:
+            self.store.save(
+                (self.keys[k], outcome_line(k, o))
+                for k, o in self.outcomes.items()
+                if not (isinstance(o, Rejected) and o.model_error)
+            )
         self.resume.close(remove=True)
         summary = {self.unit: len(self.items), "ok": len(self.items) - rejected, "rejected": rejected, **counts}
         log.info("done %s; wrote %s", summary, written)

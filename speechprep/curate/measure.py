@@ -31,7 +31,7 @@ from ..core.modelstage import Accepted, ModelStage, Outcome, Rejected, ShardFile
 from ..encoders import ResemblyzerEncoder
 from ..io.audio import SAMPLE_RATE, AudioError, read_segment
 from ..io.jsonio import read_jsonl
-from ..io.modelfiles import sha256_cached, sha256_file
+from ..io.modelfiles import sha256_cached
 from ..io.npyio import save_npy
 from . import fingerprint as FP
 from . import measures as M
@@ -132,7 +132,6 @@ class MeasureStage(ModelStage):
     def __init__(self, p: MeasureParams, segments_path: str, units_path: str, outs: tuple[str, str, str], models=None):
         super().__init__(p)
         self.non_speech = NonSpeech(read_jsonl(segments_path), p.snr_noise_seconds)
-        self.units_path = units_path
         self.units = {u["id"]: u["units"] for u in read_jsonl(units_path)}
         kinds = ("embedding", "minhash", "fingerprint")
         self.out = {k: str(Path(o).resolve()) for k, o in zip(kinds, outs, strict=True)}
@@ -140,7 +139,11 @@ class MeasureStage(ModelStage):
 
     @cached_property
     def identity(self) -> dict[str, Any]:
-        return {"models": model_identity(self.p), "units": sha256_file(self.units_path)}
+        return {"models": model_identity(self.p)}
+
+    def keyed(self, s: dict) -> Any:
+        """The line, its units (MinHash) and where its noise is read (SNR)."""
+        return {"line": s, "units": self.units.get(s["id"]), "noise": self.non_speech.pieces(s)}
 
     def model_name(self) -> str:
         return "DNSMOS + Resemblyzer"

@@ -131,7 +131,9 @@ def run(files: DiarizeFiles, p: DiarizeJobParams, threads: int = 1, model=None) 
     """Diarize every file of a shard (resumable per file); ``model``: a loaded encoder (tests)."""
     items = file_items(list(read_jsonl(files.segments)))
     rule = FailureRule.from_dict(p.model_failure)
-    job = ShardJob(STAGE, files.segments, files.resume, p.identity(), VERSION, "files", rule, "Resemblyzer", items)
+    job = ShardJob(
+        STAGE, files.segments, files.resume, p.identity(), VERSION, "files", rule, "Resemblyzer", items, reuse=True
+    )
     todo = job.todo(keep=lambda item, saved: "error" not in saved.data["stats"])
     with job.running(todo):
         if todo and model is None:

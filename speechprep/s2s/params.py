@@ -22,7 +22,7 @@ class S2sParams(ModelParams):
     max_duration: float
     dur_prediction: str
     runtime: str
-    layout: str = from_config("tts.layout")
+    layout: str = from_config("tts.layout", run_only=True)  # where the WAVs go, not what they hold
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ clip alone rejects it ``encoder_error``. The arrays are laid out by ``tts.layout
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from functools import cached_property
 from typing import Any
@@ -24,7 +25,6 @@ from ..core.modelstage import Accepted, ModelStage, Outcome, Rejected, ShardFile
 from ..encoders import Encoders, encoder_identity
 from ..io.audio import SAMPLE_RATE, AudioError, read_segment
 from ..io.jsonio import read_jsonl
-from ..io.modelfiles import sha256_file
 from ..text.normalize import TextNormalizer
 from .params import TtsParams
 
@@ -47,7 +47,6 @@ class FeaturesStage(ModelStage):
 
     def __init__(self, p: TtsParams, units_path: str, s2s_rejects_path: str, encoders=None):
         super().__init__(p)
-        self.units_path = units_path
         self.units = {u["id"]: u["units"] for u in read_jsonl(units_path)}
         self.s2s_rejects = {r["id"]: r for r in read_jsonl(s2s_rejects_path)}
         self.normalize = TextNormalizer(p.languages)
@@ -59,7 +58,17 @@ class FeaturesStage(ModelStage):
         return {
             "condition": encoder_identity(self.p.condition, self.p.hash_cache),
             "emotion": encoder_identity(self.p.emotion, self.p.hash_cache),
-            "units": sha256_file(self.units_path),
+        }
+
+    def keyed(self, s: dict) -> Any:
+        """The line but where the curation's vector is (its row moves when the shard loses
+        a segment), that vector's digest, the units and why S2S rejected the segment."""
+        v = self.stored(s)
+        return {
+            "line": {k: x for k, x in s.items() if k not in ("embedding_file", "embedding_row")},
+            "units": self.units.get(s["id"]),
+            "s2s_reject": self.s2s_rejects.get(s["id"]),
+            "stored": hashlib.sha256(v.tobytes()).hexdigest() if v is not None else None,
         }
 
     def model_name(self) -> str:

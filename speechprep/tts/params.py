@@ -38,7 +38,9 @@ class TtsParams(ModelParams):
     condition: str
     emotion: str
     languages: dict
-    layout: str
+    # where the arrays go, not what they hold: a new layout reruns the job, which takes every
+    # segment from its reuse store
+    layout: str = from_config("tts.layout", run_only=True)
     dataset_language: str | None = from_dataset("language")
 
 

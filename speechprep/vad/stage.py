@@ -385,7 +385,7 @@ def run_shard(
 ) -> dict[str, Any]:
     """VAD over every file of a shard; returns counts. Resumes from ``resume``."""
     check_ten_vad(params)
-    job = ShardJob(STAGE, shard_path, resume, params.identity(), ALGORITHM_VERSION, unit="files")
+    job = ShardJob(STAGE, shard_path, resume, params.identity(), ALGORITHM_VERSION, unit="files", reuse=True)
     todo = job.todo()
 
     def emit(entry: dict, outcome: Outcome) -> None:

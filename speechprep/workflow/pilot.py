@@ -615,6 +615,8 @@ def pilot_runs(
     link_tree(work, pilot)
     first = _pilot_step(pilot, cfg, {d: h[0] for d, h in halves.items()}, fraction, run)
     save_measured(steps[0], first)
+    for store in (pilot / "results").glob("*/*/.partial*/*.reuse"):  # a job the second step reruns
+        shutil.rmtree(store)  # costs what it costs in a first run: it reuses nothing
     whole = {d: h[0] + h[1] for d, h in halves.items()}
     m = _pilot_step(pilot, cfg, whole, fraction, run) if any(h[1] for h in halves.values()) else first
     save_measured(steps[1], m)

@@ -123,3 +123,67 @@ def test_failure_by_share_at_the_end_and_input_rejects_do_not_count(tmp_path, mo
     else:  # 1 of 2 is not more than half; the unreadable inputs do not count
         run()
         assert outputs(tmp_path, j)["rejected"] == 5
+
+
+def audio_items(tmp_path, names):
+    """Items whose audio files exist (their size and mtime are part of the reuse key)."""
+    lines = []
+    for n in names:
+        wav = tmp_path / "audio" / f"{n}.wav"
+        wav.parent.mkdir(exist_ok=True)
+        if not wav.exists():
+            wav.write_bytes(n.encode("utf-8"))
+        lines.append({"id": n, "audio_filepath": str(wav), "duration": 1.0})
+    write_jsonl(tmp_path / "shard-0003.jsonl", lines)
+    return tmp_path / "shard-0003.jsonl"
+
+
+def run_all(tmp_path, names, params=None, context=True, error=()):
+    """A reusing job over ``names``: returns the ids it processed and its store's ids."""
+    resume = tmp_path / ".partial" / "shard-0003.jsonl"
+    reuse = (lambda it: [it, context]) if context else True
+    j = ShardJob("test", audio_items(tmp_path, names), resume, params or {"x": 1}, "1", failure_rule=RULE, reuse=reuse)
+    todo = j.todo()
+    with j.running(todo):
+        for it in todo:
+            failed = Rejected("model_error", "x", model_error=True)
+            j.emit(it, failed if it["id"] in error else Accepted({"v": it["id"]}))
+    outputs(tmp_path, j)
+    stored = list(read_jsonl(tmp_path / ".partial" / "shard-0003.reuse" / "outcomes.jsonl"))[1:]
+    return [t["id"] for t in todo], [x["line"]["id"] for x in stored]
+
+
+def test_a_shard_run_again_reuses_each_unchanged_item_and_keeps_only_its_items(tmp_path, caplog):
+    caplog.set_level("INFO")
+    first = [f"f{k}" for k in range(6)]
+    assert run_all(tmp_path, first, error={"f5"}) == (first, first[:5])  # a model error is retried
+    # the shard lost f1 and gained f9: only f9 and the retried f5 run
+    grown = [n for n in first if n != "f1"] + ["f9"]
+    todo, stored = run_all(tmp_path, grown)
+    assert todo == ["f5", "f9"] and stored == grown
+    assert "4 of 6 segments reused from the store" in caplog.text
+    assert [x["v"] for x in read_jsonl(tmp_path / "out.jsonl")] == grown
+    assert not (tmp_path / ".partial" / "shard-0003.jsonl").exists()
+
+
+def test_what_decides_an_item_changed_so_it_runs_again(tmp_path):
+    names = ["a", "b", "c"]
+    run_all(tmp_path, names)
+    assert run_all(tmp_path, names)[0] == []  # nothing changed: nothing runs
+    wav = tmp_path / "audio" / "b.wav"
+    wav.write_bytes(b"another recording")  # the file was replaced under the same path
+    assert run_all(tmp_path, names)[0] == ["b"]
+    assert run_all(tmp_path, names, context="other units")[0] == names  # what else the stage reads
+    assert run_all(tmp_path, names, params={"x": 2})[0] == names  # other parameters
+
+
+def test_a_store_cut_short_or_without_its_items_reuses_nothing_it_cannot_trust(tmp_path):
+    names = ["a", "b"]
+    run_all(tmp_path, names)
+    store = tmp_path / ".partial" / "shard-0003.reuse" / "outcomes.jsonl"
+    text = store.read_text(encoding="utf-8")
+    store.write_text(text[: len(text) - 10], encoding="utf-8")  # a torn store: not read at all
+    assert run_all(tmp_path, names)[0] == names
+    (tmp_path / ".partial" / "shard-0003.reuse.new" / "junk").mkdir(parents=True)  # a save killed mid-way
+    assert run_all(tmp_path, names)[0] == []
+    assert not (tmp_path / ".partial" / "shard-0003.reuse.new").exists()

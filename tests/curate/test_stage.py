@@ -146,3 +146,33 @@ def test_a_dataset_whose_curation_keeps_nothing_fails_its_summary_naming_the_rea
     with pytest.raises(NothingKept, match=r"curation kept none of 5 segments \(low_confidence: 5"):
         run.all(models)
     assert json.loads((tmp_path / "curate" / "summary.json").read_text(encoding="utf-8"))["kept"] == 0
+
+
+def test_a_shard_run_again_measures_only_what_changed_and_no_model_for_the_rest(tmp_path, models, caplog):
+    """The shard lost a segment: the others are taken from the job's reuse store but for
+    those whose noise (the file's pauses next to them, read for the SNR) moved; the same
+    shard again loads no model at all."""
+    from conftest import measure_params
+
+    from speechprep.curate.nonspeech import NonSpeech
+
+    segs = asr_lines(4)
+    Run(tmp_path, [segs]).measure(models=models)
+    first = {x["id"]: x for x in read_jsonl(tmp_path / "curate" / "shard-0000.measures.jsonl")}
+    rows = dict(zip(first, load_npy(tmp_path / "curate" / "shard-0000.embeddings.npy", np.float32, 2)))
+    seconds = measure_params().snr_noise_seconds
+    was, now = NonSpeech(segs, seconds), NonSpeech(segs[:3], seconds)
+    moved = [s["id"] for s in segs[:3] if was.pieces(s) != now.pieces(s)]
+    assert len(moved) < 3
+    caplog.set_level("INFO")
+    Run(tmp_path, [segs[:3]]).measure(models=models)
+    assert f"{3 - len(moved)} of 3 segments reused from the store" in caplog.text
+    again = {x["id"]: x for x in read_jsonl(tmp_path / "curate" / "shard-0000.measures.jsonl")}
+    assert {k: v for k, v in again.items() if k not in moved} == {k: first[k] for k in again if k not in moved}
+    emb = load_npy(tmp_path / "curate" / "shard-0000.embeddings.npy", np.float32, 2)
+    for k, row in zip(again, emb):
+        assert np.array_equal(row, rows[k]) or k in moved
+    caplog.clear()
+    Run(tmp_path, [segs[:3]]).measure(models=None)  # would load DNSMOS and Resemblyzer
+    assert "3 of 3 segments reused from the store" in caplog.text and "loaded on" not in caplog.text
+    assert {x["id"]: x for x in read_jsonl(tmp_path / "curate" / "shard-0000.measures.jsonl")} == again

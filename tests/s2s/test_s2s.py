@@ -272,6 +272,19 @@ def test_packed_layout_one_wav_per_shard_same_audio(tmp_path, demo_models, model
     assert not (tmp_path / ".partial" / "p").exists()
 
 
+def test_a_shard_that_lost_a_segment_reuses_the_rest_sample_for_sample(tmp_path, demo_models, models, caplog):
+    """Packed: the reused WAVs come back out of the linked packed file, the same samples."""
+    segs = segments(5)
+    _, first, _, _ = run(tmp_path, segs, params(demo_models), "p", models=models, layout="packed")
+    wavs = {x["id"]: read_wav(x["wav"]) for x in first}
+    caplog.set_level("INFO")
+    _, again, _, _ = run(tmp_path, segs[1:], params(demo_models), "p", models=None, layout="packed")
+    assert "4 of 4 segments reused from the store" in caplog.text and "loaded on" not in caplog.text
+    assert [x["units"] for x in again] == [x["units"] for x in first[1:]]
+    for x in again:
+        assert np.array_equal(read_wav(x["wav"]), wavs[x["id"]]), x["id"]
+
+
 def test_units_from_legacy_checkpoint_and_its_modern_copy_are_identical(tmp_path, demo_models):
     paths = dict(demo_models[1])
     modern = tmp_path / "modern_hubert.pt"

@@ -54,7 +54,10 @@ def test_shard_features_rejects_and_accounting(tmp_path, encoders):
         assert codes.tolist() == units[s["id"]] and line["codes_len"] == len(codes)
         assert load_npy(line["condition"], np.float32, 1).shape == (256,) == (line["condition_dim"],)
         assert load_npy(line["emo_vec"], np.float32, 1).shape == (88,) == (line["emo_vec_dim"],)
-    assert not (tmp_path / "tts" / ".partial").exists() or not any((tmp_path / "tts" / ".partial").rglob("*.npy"))
+    assert not any((tmp_path / "tts" / ".partial" / "shard-0000").rglob("*.npy"))  # scratch emptied
+    store = tmp_path / "tts" / ".partial" / "shard-0000.reuse"
+    for line in lines:  # the reuse store holds each placed array as a link, not a copy
+        assert Path(line["codes"]).samefile(store / "codes" / Path(line["codes"]).name)
 
 
 class Flaky:
@@ -209,4 +212,51 @@ def test_packed_layout_holds_the_same_arrays_in_one_file_per_kind(tmp_path, enco
             assert np.array_equal(load_ref(p[kind], dtype, 1), load_npy(f[kind], dtype, 1))
     strip = lambda line: {k: v for k, v in line.items() if k not in features.FEATURES}
     assert [strip(x) for x in packed] == [strip(x) for x in files]
-    assert not any((b / "tts" / ".partial").rglob("*.npy"))
+    assert not any((b / "tts" / ".partial" / "shard-0000").rglob("*.npy"))
+    store = b / "tts" / ".partial" / "shard-0000.reuse" / "codes"  # the packed file, linked
+    assert [p.name for p in store.iterdir()] == ["packed.npy"]
+    assert (store / "packed.npy").samefile(b / "tts" / "shard-0000" / "codes" / "packed.npy")
+
+
+@pytest.mark.parametrize("layout", ["files", "packed"])
+def test_a_shard_run_again_reuses_unchanged_segments_and_loads_no_encoder_for_them(tmp_path, encoders, caplog, layout):
+    """The shard lost a segment, and one segment's units changed: only that one runs; a
+    shard that only lost a segment runs nothing and loads no encoder."""
+    segs = demo_segments()[:5]
+    units = {s["id"]: fake_units(s) for s in segs}
+    _, first, _ = run(tmp_path, *shard(tmp_path, segs, units), encoders=encoders, layout=layout)
+    arrays = lambda lines: {
+        x["id"]: (load_ref(x["codes"], np.int32, 1), load_ref(x["condition"], np.float32, 1)) for x in lines
+    }
+    before = arrays(first)
+    caplog.set_level("INFO")
+    units[segs[2]["id"]] = [u + 1 for u in units[segs[2]["id"]]]
+    _, second, _ = run(tmp_path, *shard(tmp_path, segs[1:], units), encoders=encoders, layout=layout)
+    assert "4 segments, 3 already done or screened out" in caplog.text and "1 to process" in caplog.text
+    assert [x["id"] for x in second] == [x["id"] for x in first[1:]]
+    for k, (codes, condition) in arrays(second).items():  # reused as they were; the other recomputed
+        assert np.array_equal(codes, before[k][0]) == (k != segs[2]["id"])
+        assert np.array_equal(condition, before[k][1]) or (
+            k == segs[2]["id"] and np.allclose(condition, before[k][1], atol=1e-5)
+        )
+    kept = arrays(second)
+    caplog.clear()
+    _, third, _ = run(tmp_path, *shard(tmp_path, segs[2:], units), encoders=None, layout=layout)  # or it loads them
+    assert "3 of 3 segments reused from the store" in caplog.text and "loaded on" not in caplog.text
+    strip = lambda lines: [{k: v for k, v in x.items() if k not in features.FEATURES} for x in lines]
+    assert strip(third) == strip(second[1:])
+    for k, (codes, condition) in arrays(third).items():
+        assert np.array_equal(codes, kept[k][0]) and np.array_equal(condition, kept[k][1])
+
+
+def test_a_new_layout_takes_every_array_from_the_store(tmp_path, encoders, caplog):
+    """``tts.layout`` says where the arrays go, not what they hold: files, then packed, with no encoder."""
+    segs = demo_segments()[:3]
+    _, files, _ = run(tmp_path, *shard(tmp_path, segs), encoders=encoders)
+    arrays = {(x["id"], k): load_ref(x[k]) for x in files for k in features.FEATURES}
+    caplog.set_level("INFO")
+    _, packed, _ = run(tmp_path, *shard(tmp_path, segs), encoders=None, layout="packed")
+    assert "3 of 3 segments reused from the store" in caplog.text and "loaded on" not in caplog.text
+    for (i, k), a in arrays.items():
+        line = next(x for x in packed if x["id"] == i)
+        assert "#" in line[k] and np.array_equal(load_ref(line[k]), a), (i, k)

@@ -8,6 +8,7 @@ content comes back, one file per shard and kind); then a file excluded (a takedo
 every format, only its shard run again."""
 
 import json
+import re
 import subprocess
 
 import numpy as np
@@ -215,7 +216,8 @@ def test_packed_layout_same_content_and_file_count_grows_with_shards_not_segment
         d for pattern in ("s2s/shard-*[0-9]", *(f"tts/shard-*[0-9]/{k}" for k in ARRAYS)) for d in res.glob(pattern)
     ]
     assert len(dirs) == 2 * (1 + len(ARRAYS))
-    files = lambda: sorted(p for p in res.rglob("*") if p.is_file())
+    store = lambda p: p.parent.name.endswith(".reuse") or p.parent.parent.name.endswith(".reuse")
+    files = lambda: sorted(p for p in res.rglob("*") if p.is_file() and not store(p))
     before = files()
     mark = ".snakemake_timestamp"  # Snakemake's own, in each directory output: one per shard and kind
     per_segment = [p for d in dirs for p in d.iterdir() if p.name != mark]
@@ -247,6 +249,8 @@ def test_packed_layout_same_content_and_file_count_grows_with_shards_not_segment
     assert len(after) == len(before) - len(per_segment) + len(dirs)
     names = {p.stem for p in after}
     assert not names & (set(tts_after) | set(units_after)), "a file still named after a segment"
+    kept = {p.name for p in res.rglob("*") if p.is_file() and store(p)}  # the stores too: a file per kind
+    assert kept == {"outcomes.jsonl", "packed.npy", "packed.wav"}, kept
 
 
 def test_an_excluded_file_leaves_every_export_and_only_its_shard_runs(voice):
@@ -271,6 +275,13 @@ def test_an_excluded_file_leaves_every_export_and_only_its_shard_runs(voice):
     _, out = snakemake(tmp_path)
     assert jobs_run(out, "vad") == [f"ds=v, shard={held[0]}"], out[-3000:]
     assert len(jobs_run(out, "export_shard")) == len(shards)  # the formats changed too (the test before)
+    # the shard's jobs ran again on its other files, each taken from the job's reuse store: no model ran
+    logs = {p.parent.name: p.read_text(encoding="utf-8") for p in (res / "logs").glob(f"*/{held[0]}.log")}
+    reusing = {"vad", "asr", "s2s", "curate", "curate_annotate", "tts"}  # the jobs with a reuse store here
+    assert reusing <= set(logs), sorted(logs)
+    for rule in reusing:
+        assert re.search(r" (\d+) of \1 \w+ reused from the store", logs[rule]), (rule, logs[rule][-2000:])
+        assert "loaded on" not in logs[rule] and "to process" in logs[rule], rule
     want = {x["id"]: x["duration"] for x in lines if x["id"] not in gone_ids}
     now = [x for m in ("train", "val") for x in read_jsonl(res / "tts" / f"{m}_manifest.jsonl")]
     assert {x["id"] for x in now} == set(want)
