@@ -2,6 +2,7 @@
 """What a grown corpus costs: a full run, then the same corpus with a few files more.
 
     .venvs/workflow/bin/python bench/corpus_growth.py [--files 200] [--add 4] [--shards 10] [--remove 5]
+        [--without-store]
 
 The corpus: real telephone prompts of two professional voices (tests/real_speech.py,
 asterisk-core-sounds en and fr, 8 kHz wav), ``--files`` of them, one folder each, in
@@ -17,7 +18,9 @@ ratio, a dry run after it (jobs left: none), and how many of the old segments' l
 stayed byte-identical. ``--remove`` then deletes that many of the first run's files (one
 in every ``--files / --remove``, so they fall in different shards) and runs again: its
 CPU seconds, its jobs, how many jobs loaded a model (a log line ``loaded on``) and how
-many of the other segments' lines stayed byte-identical.
+many of the other segments' lines stayed byte-identical; ``--without-store`` deletes the
+jobs' reuse stores (``<stage>/.partial/<shard>.reuse``) before it, for what the same
+removal costs when every job of a touched shard computes all its items again.
 """
 
 from __future__ import annotations
@@ -116,6 +119,7 @@ def main() -> None:
     ap.add_argument("--add", type=int, default=4)
     ap.add_argument("--shards", type=int, default=10)
     ap.add_argument("--remove", type=int, default=0)
+    ap.add_argument("--without-store", action="store_true", help="delete the reuse stores before the removal")
     a = ap.parse_args()
     if not (MODELS / "demo_asr.nemo").exists():
         raise SystemExit("build the demo models first: make demo")
@@ -156,6 +160,9 @@ def remove(work: Path, a: argparse.Namespace, first: float, before: dict[str, st
     for f in files:
         if f.stem in gone:
             f.unlink()
+    if a.without_store:
+        for store in (work / "results").glob("*/*/.partial*/*.reuse"):
+            shutil.rmtree(store)
     t = time.time()
     snakemake(work, "--cores", "2")
     cpu, rules, by_rule = cpu_since(work, t)
