@@ -35,7 +35,7 @@ from ..core.shardjob import Accepted, Outcome, Rejected, ShardJob, model_rejecte
 from ..errors import SpeechprepError
 from ..io.audio import AudioError
 from ..io.jsonio import read_jsonl
-from ..text.spoken import SpokenNormalizer
+from ..text.spoken import SpokenNormalizer, grammar_stamps
 from .align import align_recording
 from .model import load_model, model_identity
 from .params import AlignJobParams
@@ -103,7 +103,7 @@ def run(
     lines = list(read_jsonl(segments))
     aligner = Aligner(p, grammars, threads)
     job = ShardJob(
-        STAGE, segments, resume, {**p.identity(), **aligner.identity, "grammars": sorted(grammars)}, VERSION,
+        STAGE, segments, resume, {**p.identity(), **aligner.identity, "grammars": grammar_stamps(grammars)}, VERSION,
         unit="recordings",
         failure_rule=FailureRule.from_dict(p.model_failure), model=p.model,
         items=[x for x in lines if x.get("long_form")], reuse=True,

@@ -19,7 +19,7 @@ from typing import Any
 from ..core import modelstage
 from ..core.modelstage import Accepted, ShardFiles
 from ..errors import UsageError
-from ..text.spoken import SpokenNormalizer
+from ..text.spoken import SpokenNormalizer, grammar_stamps
 from .compare import CompareNormalizer, verify_fields
 from .params import AsrParams
 from .stage import AsrStage
@@ -35,7 +35,7 @@ class VerifyStage(AsrStage):
         self.compare = CompareNormalizer(SpokenNormalizer(self.grammars) if self.grammars else None)
 
     def fingerprint(self) -> dict[str, Any]:
-        return {**super().fingerprint(), "compare_languages": sorted(self.grammars)}
+        return {**super().fingerprint(), "compare_languages": grammar_stamps(self.grammars)}
 
     def accept(self, seg: dict, prepared: Any, result: Any, scratch) -> Accepted:
         data = dict(super().accept(seg, prepared, result, scratch).data)

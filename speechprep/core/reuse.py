@@ -17,12 +17,13 @@ rest only; with nothing left, it loads no model. The store holds the last commit
 items only (the outcomes' JSON, and the per-segment arrays of a stage that writes them,
 hard links to the placed files where the job wrote a file per segment), so it is as
 large as one shard's outputs at most; deleting it costs a recomputation, nothing else.
-A store is replaced whole (a new directory renamed into place), so a job killed while
-it writes one leaves the old one or none.
+A store is replaced whole (a new directory renamed into place, the old one set aside
+and removed), so a job killed while it writes one leaves the old one or none.
 """
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import json
 import os
@@ -60,9 +61,9 @@ def link(src: Path, dst: Path) -> None:
 
 
 def store_dir(resume_path: str | os.PathLike) -> Path:
-    """Where the store of the job whose resume file is ``resume_path`` lives."""
-    p = Path(resume_path)
-    return p.with_name(f"{p.name.split('.')[0]}.reuse")
+    """Where the store of the job whose resume file is ``resume_path`` lives
+    (``shard-0001.jsonl``: ``shard-0001.reuse``; ``shard-0001.align.jsonl``: ``shard-0001.align.reuse``)."""
+    return Path(resume_path).with_suffix(".reuse")
 
 
 class ReuseStore:
@@ -112,11 +113,16 @@ class ReuseStore:
             f.write(json.dumps({"fingerprint": self.fingerprint}) + "\n")
             for key, line in lines:
                 f.write(dumps({"key": key, "line": line, "arrays": self.arrays.get(line["id"])}) + "\n")
-        shutil.rmtree(self.root, ignore_errors=True)
+        old = self.root.with_name(f"{self.root.name}.old-{os.getpid()}")
+        if self.root.exists():  # set aside first: a file still open (mapped) may not go at once (NFS)
+            os.replace(self.root, old)
         os.replace(self.new, self.root)
+        shutil.rmtree(old, ignore_errors=True)
 
     def discard_new(self) -> None:
-        shutil.rmtree(self.new, ignore_errors=True)
+        """Remove what a job killed while it wrote its store left (a new store, an old one set aside)."""
+        for left in (self.new, *self.root.parent.glob(f"{glob.escape(self.root.name)}.old-*")):
+            shutil.rmtree(left, ignore_errors=True)
 
 
 def keys_of(items: Iterable[dict], keyed: Callable[[dict], Any] | None) -> dict[str, str]:

@@ -42,6 +42,11 @@ from .reuse import ReuseStore, keys_of, store_dir
 
 log = logging.getLogger("speechprep.shardjob")
 
+KEY = "_key"  # a resume line's item key, where the job keeps a reuse store
+# rejects of the machine's state, not the item's (a busy device, a worker killed): the store
+# keeps none of them, so a rerun tries the item again
+TRANSIENT = frozenset({"oom", "worker_crash"})
+
 
 @dataclass(frozen=True)
 class Accepted:
@@ -114,14 +119,16 @@ class ShardJob:
         self.items = list(read_jsonl(items_path)) if items is None else items
         fp = fingerprint(items_path, params, version)
         self.resume = ResumeFile(resume_path, fp) if resume_path is not None else NoResume(fp)
-        ids = {item["id"] for item in self.items}
-        saved = {k: v for k, v in self.resume.load().items() if k in ids}
         self.store: ReuseStore | None = None
-        self.reused: set[str] = set()
+        self.keys: dict[str, str] = {}  # with a store: each item's key, on its resume lines too
         if reuse and resume_path is not None:
             self.store = ReuseStore(store_dir(resume_path), fingerprint(None, params, version))
             self.store.discard_new()
             self.keys = keys_of(self.items, reuse if callable(reuse) else None)
+        saved = {k: v for k, v in self.resume.load().items() if k in {item["id"] for item in self.items}}
+        self.reused: set[str] = set()
+        if self.store is not None:  # a resumed item whose key changed (say, its units) is redone
+            saved = {k: v for k, v in saved.items() if v.pop(KEY, None) == self.keys[k]}
             stored = self.store.load({k: v for k, v in self.keys.items() if k not in saved})
             self.reused = set(stored)
             saved.update(stored)
@@ -168,7 +175,7 @@ class ShardJob:
         """Process ``todo`` inside this block, calling :meth:`emit` per item. On any
         exception the resume file is kept for the next attempt."""
         self.progress = Progress(len(todo), self.unit)
-        self.resume.start(outcome_line(k, o) for k, o in self.outcomes.items())
+        self.resume.start(self._saved(k, o) for k, o in self.outcomes.items())
         if self.failures:  # what a resumed job already did counts for the share
             for k, o in self.outcomes.items():
                 if isinstance(o, Accepted):
@@ -187,7 +194,7 @@ class ShardJob:
         saved, so a resumed job (say, after a systematic failure was fixed) retries it."""
         self.outcomes[item["id"]] = outcome
         if not (isinstance(outcome, Rejected) and outcome.model_error):
-            self.resume.append(outcome_line(item["id"], outcome))
+            self.resume.append(self._saved(item["id"], outcome))
         if audio_seconds is None:
             audio_seconds = float(item.get("duration") or 0.0)
         self.progress.update(audio_seconds=audio_seconds)
@@ -196,6 +203,11 @@ class ShardJob:
                 self.failures.success(item["id"])
         elif outcome.model_error:
             self.model_error(item, outcome.detail)
+
+    def _saved(self, item_id: str, o: Outcome) -> dict:
+        """A resume-file line: the outcome, and with a store the item's key."""
+        line = outcome_line(item_id, o)
+        return {**line, KEY: self.keys[item_id]} if self.keys else line
 
     def model_error(self, item: dict, error: Exception | str) -> None:
         """Count a model error as soon as it is known (before the item's outcome is
@@ -238,7 +250,7 @@ class ShardJob:
             self.store.save(
                 (self.keys[k], outcome_line(k, o))
                 for k, o in self.outcomes.items()
-                if not (isinstance(o, Rejected) and o.model_error)
+                if not (isinstance(o, Rejected) and (o.model_error or o.reason in TRANSIENT))
             )
         self.resume.close(remove=True)
         summary = {self.unit: len(self.items), "ok": len(self.items) - rejected, "rejected": rejected, **counts}

@@ -131,9 +131,13 @@ def run(files: DiarizeFiles, p: DiarizeJobParams, threads: int = 1, model=None) 
     """Diarize every file of a shard (resumable per file); ``model``: a loaded encoder (tests)."""
     items = file_items(list(read_jsonl(files.segments)))
     rule = FailureRule.from_dict(p.model_failure)
+    import importlib.metadata
+
     job = ShardJob(
-        STAGE, files.segments, files.resume, p.identity(), VERSION, "files", rule, "Resemblyzer", items, reuse=True
-    )
+        STAGE, files.segments, files.resume,
+        {**p.identity(), "resemblyzer": importlib.metadata.version("resemblyzer")},  # its weights ship in it
+        VERSION, "files", rule, "Resemblyzer", items, reuse=True,
+    )  # fmt: skip
     todo = job.todo(keep=lambda item, saved: "error" not in saved.data["stats"])
     with job.running(todo):
         if todo and model is None:

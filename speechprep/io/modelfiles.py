@@ -55,3 +55,16 @@ def sha256_cached(path: str | os.PathLike, cache_dir: str | os.PathLike | None) 
     )
     os.replace(tmp, entry)
     return digest
+
+
+def tree_stamp(root: str | os.PathLike) -> str:
+    """A digest of every file under ``root``: its path there, size and mtime (a rebuilt
+    directory, say text-normalisation grammars, gets another stamp; its bytes are not read)."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for path in sorted(Path(root).rglob("*")):
+        if path.is_file():
+            st = path.stat()
+            h.update(f"{path.relative_to(root).as_posix()}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    return h.hexdigest()

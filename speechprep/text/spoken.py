@@ -77,6 +77,14 @@ def build_grammars(lang: str, out_dir: str | os.PathLike) -> dict[str, Any]:
     return info
 
 
+def grammar_stamps(grammars: dict[str, str]) -> dict[str, str]:
+    """Each language's built grammars as a stamp (:func:`~speechprep.io.modelfiles.tree_stamp`):
+    a job's fingerprint changes when they are built again."""
+    from ..io.modelfiles import tree_stamp
+
+    return {lang: tree_stamp(d) for lang, d in sorted(grammars.items())}
+
+
 @dataclass
 class SpokenNormalizer:
     """Spoken form of a text by its language; ``grammars``: language -> built cache directory."""

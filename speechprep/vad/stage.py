@@ -380,12 +380,19 @@ def execute(todo: list[dict], params: VadParams, workers: int, emit: Emit) -> No
             emit(e, outcome)
 
 
+def job_identity(params: VadParams) -> dict[str, Any]:
+    """What a VAD job's outcomes depend on besides its files: the parameters, TEN-VAD's version."""
+    import importlib.metadata
+
+    return {**params.identity(), "ten_vad": importlib.metadata.version("ten_vad")}
+
+
 def run_shard(
     shard_path: str, segments_out: str, stats_out: str, rejects_out: str, params: VadParams, workers: int, resume: str
 ) -> dict[str, Any]:
     """VAD over every file of a shard; returns counts. Resumes from ``resume``."""
     check_ten_vad(params)
-    job = ShardJob(STAGE, shard_path, resume, params.identity(), ALGORITHM_VERSION, unit="files", reuse=True)
+    job = ShardJob(STAGE, shard_path, resume, job_identity(params), ALGORITHM_VERSION, unit="files", reuse=True)
     todo = job.todo()
 
     def emit(entry: dict, outcome: Outcome) -> None:

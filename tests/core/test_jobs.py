@@ -141,14 +141,17 @@ def test_one_fingerprint_policy_every_field_but_those_marked_run_only():
         if spec.params is None:
             continue
         marked = {f.name for f in fields(spec.params) if f.metadata.get("run_only")}
-        assert marked == {f.name for f in fields(spec.params)} & {"model_failure", "hash_cache", "batch_timeout"}, name
+        run_only = {"model_failure", "hash_cache", "batch_timeout"}
+        if name in ("s2s run", "tts features"):
+            run_only.add("layout")  # where the arrays go, not what they hold: a new layout reuses them
+        assert marked == {f.name for f in fields(spec.params)} & run_only, name
     calls = []
     for path in (REPO / "speechprep").rglob("*.py"):
         tree = ast.parse(path.read_text(encoding="utf-8"))
         for node in ast.walk(tree):
             if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "ShardJob":
                 calls.append((path.name, ast.unparse(node.args[3])))
-    assert len(calls) >= 8 and all("identity()" in arg or arg == "stage.fingerprint()" for _, arg in calls), calls
+    assert len(calls) >= 8 and all("identity(" in arg or arg == "stage.fingerprint()" for _, arg in calls), calls
     import inspect
 
     from speechprep.core.modelstage import ModelStage

@@ -187,3 +187,36 @@ def test_a_store_cut_short_or_without_its_items_reuses_nothing_it_cannot_trust(t
     (tmp_path / ".partial" / "shard-0003.reuse.new" / "junk").mkdir(parents=True)  # a save killed mid-way
     assert run_all(tmp_path, names)[0] == []
     assert not (tmp_path / ".partial" / "shard-0003.reuse.new").exists()
+
+
+def test_a_resumed_item_whose_key_changed_is_redone_and_a_transient_reject_is_not_kept(tmp_path):
+    """A job killed part-way keeps its resume lines with each item's key: resumed after what
+    decides an item changed (not its line: say, its units), that item runs again. An ``oom``
+    reject is resumed within the run but never kept in the store."""
+    names = ["a", "b", "c"]
+    resume = tmp_path / ".partial" / "shard-0003.jsonl"
+    j = ShardJob("test", audio_items(tmp_path, names), resume, {"x": 1}, "1", reuse=lambda it: [it, "units 1"])
+    todo = j.todo()
+    with pytest.raises(KeyboardInterrupt), j.running(todo):
+        j.emit(todo[0], Accepted({"v": "a"}))
+        j.emit(todo[1], Rejected("oom", "too long for the device"))
+        raise KeyboardInterrupt
+    again = ShardJob("test", audio_items(tmp_path, names), resume, {"x": 1}, "1", reuse=lambda it: [it, "units 1"])
+    assert [t["id"] for t in again.todo()] == ["c"]  # a and b resumed
+    other = ShardJob("test", audio_items(tmp_path, names), resume, {"x": 1}, "1", reuse=lambda it: [it, "units 2"])
+    todo = other.todo()
+    assert [t["id"] for t in todo] == names  # every key changed: nothing resumed
+    with other.running(todo):
+        for it in todo:
+            other.emit(it, Rejected("oom", "x") if it["id"] == "b" else Accepted({"v": it["id"]}))
+    outputs(tmp_path, other)
+    stored = list(read_jsonl(tmp_path / ".partial" / "shard-0003.reuse" / "outcomes.jsonl"))[1:]
+    assert [x["line"]["id"] for x in stored] == ["a", "c"]
+
+
+def test_two_jobs_of_one_shard_keep_two_stores(tmp_path):
+    """The ASR job and the alignment job of a shard (``shard-0003.jsonl``, ``shard-0003.align.jsonl``)."""
+    from speechprep.core.reuse import store_dir
+
+    part = tmp_path / ".partial"
+    assert store_dir(part / "shard-0003.jsonl") != store_dir(part / "shard-0003.align.jsonl")

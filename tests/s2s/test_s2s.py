@@ -299,6 +299,8 @@ def test_killed_shard_resumes_with_identical_outputs(tmp_path, demo_models, mode
     import shutil
 
     from speechprep.core.resume import fingerprint
+    from speechprep.core.reuse import item_key
+    from speechprep.core.shardjob import KEY
 
     p = params(demo_models)
     segs = segments(6)
@@ -314,9 +316,10 @@ def test_killed_shard_resumes_with_identical_outputs(tmp_path, demo_models, mode
     job = stage.S2sStage(p, models=models)
     fp = fingerprint(str(shard), job.fingerprint(), job.version)
     lines = [json.dumps({"fingerprint": fp})]
+    key = {s["id"]: item_key(s, s["audio_filepath"]) for s in segs}  # the item's key, as the job writes it
     for x in full[:3]:
         saved = {k: x[k] for k in ("units", "frame_rate", "wav_samples")}
-        lines.append(json.dumps({"id": x["id"], **saved}))
+        lines.append(json.dumps({"id": x["id"], **saved, KEY: key[x["id"]]}))
         shutil.copy(out_a["wavs"] / f"{x['id']}.wav", b / ".partial" / "o" / "wav" / f"{x['id']}.wav")
     ck.write_text("\n".join(lines) + "\n", encoding="utf-8")
     caplog.set_level("INFO")

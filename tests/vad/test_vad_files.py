@@ -4,7 +4,6 @@ import itertools
 import json
 import os
 import signal
-from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -12,7 +11,8 @@ import pytest
 import soundfile as sf
 
 from speechprep.core.resume import ResumeFile, fingerprint
-from speechprep.core.shardjob import Accepted, Rejected, outcome_line
+from speechprep.core.reuse import item_key
+from speechprep.core.shardjob import KEY, Accepted, Rejected, outcome_line
 from speechprep.errors import WorkerKilled
 from speechprep.io.jsonio import read_jsonl, write_jsonl
 from speechprep.vad import stage as vad
@@ -131,9 +131,12 @@ def test_shard_resumes_from_its_resume_file_with_identical_outputs(tmp_path, cap
     resumed_dir = tmp_path / "resumed"
     ck = resumed_dir / "resume" / "shard-0000.jsonl"
     ck.parent.mkdir(parents=True)
-    done = [outcome_line(e["id"], analyze_file(e, P)) for e in list(read_jsonl(shard))[:3]]
+    done = [  # each line with its item's key, as a job with a reuse store writes it
+        {**outcome_line(e["id"], analyze_file(e, P)), KEY: item_key(e, e["audio_filepath"])}
+        for e in list(read_jsonl(shard))[:3]
+    ]
     ck.write_text(
-        json.dumps({"fingerprint": fingerprint(str(shard), asdict(P), vad.ALGORITHM_VERSION)})
+        json.dumps({"fingerprint": fingerprint(str(shard), vad.job_identity(P), vad.ALGORITHM_VERSION)})
         + "\n"
         + "".join(json.dumps(d) + "\n" for d in done)
         + '{"id": "caribbean__clip04", "stats": {"dur',
