@@ -127,7 +127,8 @@ def test_accounting_across_the_chain_and_stats_agree(demo):
         for kind in KINDS:
             assert sorted(p.stem for p in (res / "tts" / s / kind).glob("*.npy")) == sorted(feats)
         tts_ids += [f for f in feats if f in kept]
-    assert not (res / "tts" / ".partial").exists() or not any((res / "tts" / ".partial").iterdir())
+    left = sorted(p.name for p in (res / "tts" / ".partial").iterdir())  # no resume file, no scratch: the stores
+    assert left == [f"{s}.reuse" for s in shard_names(res)], left
     assert sorted(in_shards) == sorted(inputs)  # every accepted input file in exactly one shard
 
     m = manifests(res)
