@@ -118,9 +118,10 @@ def job_params(job):
 
 
 def shards(ds):
-    """Shard names of dataset `ds` (known once the ingest checkpoint has run)."""
+    """Shard names of dataset `ds` (known once the ingest checkpoint has run), in their
+    numbers' order (shard-9999 before shard-10000)."""
     d = Path(checkpoints.ingest.get(ds=ds).output.shards)
-    return sorted(p.stem for p in d.glob("shard-*.jsonl"))
+    return sorted((p.stem for p in d.glob("shard-*.jsonl")), key=lambda s: (len(s), s))
 
 
 def shard_file(wildcards):
@@ -185,4 +186,4 @@ def report_plot(name):
 
 wildcard_constraints:
     ds="[A-Za-z0-9][A-Za-z0-9_.-]*",
-    shard=r"shard-\d{4}",
+    shard=r"shard-\d{4}\d*",  # four digits, more from the 10,000th shard

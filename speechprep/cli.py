@@ -71,7 +71,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 def _shard_label(argv: list[str]) -> str:
-    m = next((re.search(r"shard-\d{4}", x) for x in argv if re.search(r"shard-\d{4}", x)), None)
+    m = next((re.search(r"shard-\d{4}\d*", x) for x in argv if re.search(r"shard-\d{4}\d*", x)), None)
     return m.group(0) if m else "-"
 
 

@@ -210,6 +210,15 @@ def test_single_target_builds_only_what_it_needs(tmp_path, demo_copy):
     ]
 
 
+def test_the_ten_thousandth_shard_has_its_jobs(tmp_path, demo_copy):
+    """Shard names grow a fifth digit from shard-10000 (a 10^4-hour corpus at shard_hours: 1);
+    the rules still match them."""
+    write_config(tmp_path, {"demo": {"audio_dir": str(demo_copy), "shards": 10001}}, stages=["vad"])
+    _, out = snakemake(tmp_path, "results/demo/vad/shard-10000.segments.jsonl")
+    assert jobs_run(out, "vad") == ["ds=demo, shard=shard-10000"]
+    assert (tmp_path / "results" / "demo" / "vad" / "shard-10000.stats.jsonl").exists()
+
+
 def test_other_corpus_from_configfile_manifest_and_plain_cores(tmp_path, demo):
     """`--configfile` with a manifest dataset runs that dataset alone, also
     without a profile (`--cores N`: each rule uses its stage's venv); VAD and ASR."""
