@@ -35,7 +35,7 @@ import logging
 import mmap
 import os
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -494,7 +494,64 @@ def _groups(n: int, edges: np.ndarray) -> list[np.ndarray]:
     return sorted(np.split(members, cuts), key=lambda g: int(g[0]))
 
 
-def _keeper(table: Table, group: np.ndarray, seen: frozenset = frozenset()) -> int:
+class Seen:
+    """The ids earlier runs searched, as a sorted array of their 16-byte BLAKE2b digests
+    (``S16``): 16 bytes an id at 10^7 segments, where a set of the ids as text took about
+    170 bytes and a NumPy text array 4 bytes a character."""
+
+    DTYPE = np.dtype("S16")
+
+    def __init__(self, digests: np.ndarray | None = None):
+        d = digests if digests is not None else np.zeros(0, self.DTYPE)
+        self.digests = d if (d[1:] > d[:-1]).all() else self.sorted_unique(d.copy())  # as written: already so
+
+    @staticmethod
+    def digest(id_: bytes) -> bytes:
+        return hashlib.blake2b(id_, digest_size=16).digest()
+
+    @classmethod
+    def of(cls, ids: Iterable[bytes]) -> np.ndarray:
+        return np.array([cls.digest(i) for i in ids], cls.DTYPE)
+
+    @classmethod
+    def load(cls, path: str) -> Seen:
+        """The record at ``path``; one written as the ids' text (before the digests) is read
+        as their digests; a missing or unreadable one is empty."""
+        from ..io.npyio import load_npy
+
+        a = load_npy(path, ndim=1)
+        if a is None or a.dtype.kind not in "SU":
+            return cls()
+        return cls(a if a.dtype == cls.DTYPE else cls.of(x.encode("utf-8") for x in a.tolist()))
+
+    def __contains__(self, id_: str) -> bool:
+        d = np.array([self.digest(id_.encode("utf-8"))], self.DTYPE)
+        k = int(np.searchsorted(self.digests, d[0]))
+        return k < len(self.digests) and self.digests[k] == d[0]
+
+    def __len__(self) -> int:
+        return len(self.digests)
+
+    def save_with(self, path: str, table: Table) -> None:
+        """The record with every id of ``table`` added, at ``path``."""
+        from ..io.npyio import save_npy
+
+        ours = self.sorted_unique(np.concatenate([self.of(ids.tolist()) for ids in table.ids] or [self.digests[:0]]))
+        at = np.searchsorted(self.digests, ours)
+        known = np.zeros(len(ours), bool)
+        inside = at < len(self.digests)
+        known[inside] = self.digests[at[inside]] == ours[inside]
+        save_npy(path, np.insert(self.digests, at[~known], ours[~known]))  # a merge: no sort of the whole
+
+    @staticmethod
+    def sorted_unique(a: np.ndarray) -> np.ndarray:
+        """``a`` sorted in place, each digest once (``np.unique`` holds about five times the
+        array's bytes for this dtype)."""
+        a.sort()
+        return a[np.concatenate([[True], a[1:] != a[:-1]])] if len(a) else a
+
+
+def _keeper(table: Table, group: np.ndarray, seen: Seen | frozenset = frozenset()) -> int:
     """The member of ``group`` kept: the best copy (:func:`better`) among those an earlier
     run had already seen (``seen``: the first-ingested copy stays kept), else among all."""
     old = [i for i in group if table.id(int(i)) in seen]
@@ -513,7 +570,7 @@ def _keeper(table: Table, group: np.ndarray, seen: frozenset = frozenset()) -> i
 
 
 def _describe(
-    table: Table, sigs: Rows | None, fps: Rows | None, m: Match, groups: list[np.ndarray], seen: frozenset
+    table: Table, sigs: Rows | None, fps: Rows | None, m: Match, groups: list[np.ndarray], seen: Seen | frozenset
 ) -> list[Found]:
     """Each group's kept one, and every other member tied to it, with its kind and similarity
     (scored against the kept one, all groups' pairs at once)."""
@@ -545,7 +602,7 @@ def _describe(
 
 
 def search(
-    table: Table, sigs: Rows | None, fps: Rows | None, m: Match, tmp: str, seen: frozenset = frozenset()
+    table: Table, sigs: Rows | None, fps: Rows | None, m: Match, tmp: str, seen: Seen | frozenset = frozenset()
 ) -> tuple[list[Found], dict]:
     """Every segment that copies a kept one (sorted by index), and counts for the log;
     ``seen``: the ids an earlier run searched (their copy stays kept, :func:`_keeper`)."""
@@ -584,10 +641,9 @@ def run_job(
     measures: list[str], minhash: list[str], fingerprints: list[str], out: list[str], m: Match, seen_file: str | None
 ) -> dict:
     """The duplicates job over files: per shard, one line per dropped copy in ``out``. The ids
-    it searched are kept in ``seen_file`` (NumPy, no pickle; not an output): in a later run a
-    copy of one of them never replaces it, so the first-ingested copy stays kept."""
+    it searched are kept in ``seen_file`` (:class:`Seen`; NumPy, no pickle; not an output): in a
+    later run a copy of one of them never replaces it, so the first-ingested copy stays kept."""
     from ..io.jsonio import write_jsonl
-    from ..io.npyio import load_npy, save_npy
 
     if not len(measures) == len(minhash) == len(fingerprints) == len(out):
         raise UsageError("curate duplicates: give as many --measures, --minhash, --fingerprint and --out files")
@@ -595,8 +651,7 @@ def run_job(
     if sigs.lengths != fps.lengths:
         raise UsageError("curate duplicates: a shard's MinHash and fingerprint arrays have different row counts")
     table = read_table(measures, sigs.lengths)
-    seen = load_npy(seen_file) if seen_file else None
-    seen = frozenset(seen.tolist()) if seen is not None and seen.dtype.kind == "U" else frozenset()
+    seen = Seen.load(seen_file) if seen_file else Seen()
     with tmpdir_near(out[0] if out else None) as tmp:
         found, counts = search(table, sigs, fps, m, tmp, seen)
     per_shard: list[list[dict]] = [[] for _ in out]
@@ -607,7 +662,7 @@ def run_job(
     for lines, path in zip(per_shard, out, strict=True):
         write_jsonl(path, lines)
     if seen_file:
-        save_npy(seen_file, np.asarray(sorted(seen | {table.id(i) for i in range(len(table))}), dtype=str))
+        seen.save_with(seen_file, table)
     kinds = {k: sum(f.kind == k for f in found) for k in ("exact", "acoustic", "near", "linked")}
     log.info("duplicates: %s; dropped: %s", counts, kinds)
     return {"segments": len(table), **kinds, "candidates": counts}

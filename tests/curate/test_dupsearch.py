@@ -157,6 +157,30 @@ def test_a_copy_added_later_never_replaces_the_first_ingested_one(tmp_path):
     assert [d["duplicate_of"] for d in read_jsonl(fa[3])] == ["u0"]
 
 
+def test_the_seen_record_holds_digests_and_reads_a_text_one(tmp_path):
+    """The record of searched ids is 16 bytes an id (sorted, unique), whatever the ids' length;
+    a record an earlier version wrote as the ids' text is read as the same ids."""
+    ids = [f"spk{i % 7:02d}/utt{i:05d}_ß" for i in range(50)]
+    table = S.Table(
+        [np.array([i.encode("utf-8") for i in ids[:30]]), np.array([i.encode("utf-8") for i in ids[30:]])],
+        np.array([0, 30, 50], np.int64),
+        *([np.zeros((50, 4), np.uint64)] + [np.zeros(50)] * 3 + [np.zeros(50, bool)] * 2),
+    )
+    path = str(tmp_path / "seen.npy")
+    S.Seen(np.zeros(0, S.Seen.DTYPE)).save_with(path, table)
+    a = np.load(path, allow_pickle=False)
+    assert a.dtype == np.dtype("S16") and len(a) == 50 and (np.sort(a) == a).all()
+    seen = S.Seen.load(path)
+    assert all(i in seen for i in ids) and "spk00/utt99999_ß" not in seen and len(seen) == 50
+    np.save(tmp_path / "text.npy", np.asarray(sorted(ids[:10]), dtype=str))
+    old = S.Seen.load(str(tmp_path / "text.npy"))
+    assert [i in old for i in ids] == [True] * 10 + [False] * 40
+    old.save_with(path, table)  # the union, as digests
+    assert len(np.load(path, allow_pickle=False)) == 50
+    (tmp_path / "torn.npy").write_bytes(b"\x93NUMPY")
+    assert len(S.Seen.load(str(tmp_path / "torn.npy"))) == 0 and len(S.Seen.load(str(tmp_path / "none.npy"))) == 0
+
+
 def test_inputs_that_do_not_belong_together_are_refused(tmp_path):
     x = R.read(R.cards()[0].path, 16000)[0]
     fp = FP.fingerprint(x)
