@@ -20,6 +20,13 @@ its jobs load it only for a shard with segments left):
      and the ASR model run on every file; accounting is checked (every line in
      VAD's or ASR's rejects or in ASR's output)
   4. the no-op dry run after it (``Nothing to be done``)     target: < 30 s
+With ``--grow N`` (the growth issue's planning at scale), N new lines are then added to
+the manifest and the same command given again:
+  5. ingest of the grown manifest: the old shard files keep their bytes and mtimes
+  6. the dry run after it: only the new shard(s) and the steps over every shard planned,
+     in under a minute of planning                                target: < 60 s
+  7. the run of those jobs, then a no-op dry run
+A ``--keep`` directory that already holds a finished run goes straight to step 5.
 Prints each wall time and the job count.
 """
 
@@ -86,12 +93,13 @@ def real_pool(max_seconds: float) -> list[tuple[str, float, str]]:
     return out
 
 
-def write_manifest(work: Path, entries: int, text: str, real_audio: float | None) -> None:
-    """``work/big.jsonl``; with ``real_audio``, each line's own link under ``work/audio``."""
-    rng = random.Random(0)
+def write_manifest(work: Path, entries: int, text: str, real_audio: float | None, start: int = 0) -> None:
+    """``work/big.jsonl`` (lines ``start`` on appended); with ``real_audio``, each line's own
+    link under ``work/audio``."""
+    rng = random.Random(start)
     pool = real_pool(real_audio) if real_audio else []
-    with open(work / "big.jsonl", "w", encoding="utf-8") as f:
-        for i in range(entries):
+    with open(work / "big.jsonl", "a" if start else "w", encoding="utf-8") as f:
+        for i in range(start, start + entries):
             path = f"/data/corpus/spk{i % 5000:04d}/utt{i:07d}.flac"
             duration, words = round(rng.uniform(2.0, 12.0), 3), f"utterance number {i} of the corpus"
             if pool:
@@ -108,6 +116,86 @@ def write_manifest(work: Path, entries: int, text: str, real_audio: float | None
         print(f"real audio: {len(pool)} recordings of at most {real_audio} s, {hours:.1f} h in all")
 
 
+def first_run(work: Path, a: argparse.Namespace) -> None:
+    """Steps 1-4: ingest, the dry run, the run, the no-op dry run."""
+    t = time.perf_counter()
+    write_manifest(work, a.entries, a.text, a.real_audio)
+    gen = time.perf_counter() - t
+    stages = "[vad]" if a.text == "asr" else "[vad, asr]"
+    (work / "config.yaml").write_text(
+        f"datasets:\n  big:\n    manifest: {work / 'big.jsonl'}\n    probe: false\n"
+        f"    shard_hours: {a.shard_hours}\n    text: {a.text}\nstages: {stages}\nvad:\n  threads: 1\n"
+        + (f"asr:\n  model: {a.asr_model}\n" if a.asr_model else ""),
+        encoding="utf-8",
+    )
+    print(f"manifest: {a.entries:,} entries generated in {gen:.1f} s")
+
+    t_ingest, _ = smk(work, "results/big/manifest.jsonl")
+    log = (work / "results/big/logs/ingest.log").read_text(encoding="utf-8")
+    summary = log.strip().splitlines()[-1]
+    print(f"1. ingest (snakemake wall, start-up included): {t_ingest:.1f} s   (target < 120 s)")
+    print(f"   {summary}")
+
+    t_plan, out = smk(work, "--dry-run")
+    jobs = planned(out)
+    print(f"2. dry run after ingest: {t_plan:.1f} s, {jobs:,} jobs planned   (target <= 5,000)")
+
+    t_run, _ = smk(work)
+    vad = json.loads((work / "results/big/vad/summary.json").read_text(encoding="utf-8"))
+    if a.text == "asr":  # every file in VAD's per-file statistics or its rejects
+        ok = vad["rejected"] + vad["files"] == a.entries
+    else:  # every line a VAD segment (trimmed) or rejected; every segment an ASR line or rejected
+        asr_lines = lines(work / "results/big/asr/manifest.jsonl")
+        asr_rejects = sum(lines(p) for p in (work / "results/big/asr").glob("shard-*.rejects.jsonl"))
+        ok = vad["segments"] + vad["rejected"] == a.entries and asr_lines + asr_rejects == vad["segments"]
+        print(f"   VAD: {vad['segments']:,} segments; ASR ({a.text}): {asr_lines:,} lines, {asr_rejects:,} rejected")
+    print(
+        f"3. full run: {t_run:.1f} s ({t_run / max(jobs, 1) * 1000:.0f} ms/job); "
+        f"VAD rejects {vad['rejects_by_reason']}; accounting {'holds' if ok else 'BROKEN'}"
+    )
+    noop(work, 4)
+
+
+def planned(out: str) -> int:
+    """The job count of a dry run's table (0 when there is nothing to do)."""
+    m = re.search(r"^total\s+(\d+)", out, re.M)
+    return int(m.group(1)) if m else 0
+
+
+def noop(work: Path, step: int) -> None:
+    t_noop, out = smk(work, "--dry-run")
+    nothing = "Nothing to be done" in out
+    said = "nothing to be done" if nothing else "JOBS PLANNED"
+    print(f"{step}. no-op dry run: {t_noop:.1f} s, {said}   (target < 30 s)")
+    if not nothing:
+        print(out[-3000:])
+
+
+def shard_files(work: Path) -> dict[str, tuple[int, int]]:
+    """Each shard file's ``(size, mtime_ns)``."""
+    return {p.name: (p.stat().st_size, p.stat().st_mtime_ns) for p in (work / "results/big/shards").glob("*.jsonl")}
+
+
+def grow(work: Path, a: argparse.Namespace) -> None:
+    """Steps 5-7: ``a.grow`` new lines, ingest, the growth's dry run, its run, a no-op."""
+    before = shard_files(work)
+    write_manifest(work, a.grow, a.text, a.real_audio, start=lines(work / "big.jsonl"))
+    t_ingest, _ = smk(work, "results/big/manifest.jsonl")
+    after = shard_files(work)
+    kept = sum(after.get(name) == stat for name, stat in before.items())
+    print(
+        f"5. ingest after {a.grow:,} lines were added: {t_ingest:.1f} s; {kept:,} of {len(before):,} shard files "
+        f"untouched (bytes and mtime), {len(after) - len(before):,} new"
+    )
+    t_plan, out = smk(work, "--dry-run")
+    table = out[out.index("Job stats:") :].split("\n\n")[0] if "Job stats:" in out else out[-2000:]
+    print(f"6. dry run after the growth: {t_plan:.1f} s, {planned(out):,} jobs planned   (target < 60 s)")
+    print("   " + table.replace("\n", "\n   "))
+    t_run, _ = smk(work)
+    print(f"7. the growth's run: {t_run:.1f} s")
+    noop(work, 7)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--entries", type=int, default=1_000_000)
@@ -116,57 +204,19 @@ def main() -> None:
     ap.add_argument("--asr-model", help="the ASR model for --text verify (a .nemo)")
     ap.add_argument("--keep", help="work in this directory and keep it")
     ap.add_argument("--real-audio", type=float, metavar="SECONDS", help="lines link to real recordings this short")
+    ap.add_argument("--grow", type=int, metavar="N", help="then add N lines and plan and run again")
     a = ap.parse_args()
     if a.text == "verify" and not a.asr_model:
         ap.error("--text verify needs --asr-model")
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(a.keep or tmp)
         work.mkdir(parents=True, exist_ok=True)
-        t = time.perf_counter()
-        write_manifest(work, a.entries, a.text, a.real_audio)
-        gen = time.perf_counter() - t
-        stages = "[vad]" if a.text == "asr" else "[vad, asr]"
-        (work / "config.yaml").write_text(
-            f"datasets:\n  big:\n    manifest: {work / 'big.jsonl'}\n    probe: false\n"
-            f"    shard_hours: {a.shard_hours}\n    text: {a.text}\nstages: {stages}\nvad:\n  threads: 1\n"
-            + (f"asr:\n  model: {a.asr_model}\n" if a.asr_model else ""),
-            encoding="utf-8",
-        )
-        print(f"manifest: {a.entries:,} entries generated in {gen:.1f} s")
-
-        t_ingest, _ = smk(work, "results/big/manifest.jsonl")
-        log = (work / "results/big/logs/ingest.log").read_text(encoding="utf-8")
-        summary = log.strip().splitlines()[-1]
-        print(f"1. ingest (snakemake wall, start-up included): {t_ingest:.1f} s   (target < 120 s)")
-        print(f"   {summary}")
-
-        t_plan, out = smk(work, "--dry-run")
-        m = re.search(r"^total\s+(\d+)", out, re.M)
-        jobs = int(m.group(1)) if m else -1
-        print(f"2. dry run after ingest: {t_plan:.1f} s, {jobs:,} jobs planned   (target <= 5,000)")
-
-        t_run, _ = smk(work)
-        vad = json.loads((work / "results/big/vad/summary.json").read_text(encoding="utf-8"))
-        if a.text == "asr":  # every file in VAD's per-file statistics or its rejects
-            ok = vad["rejected"] + vad["files"] == a.entries
-        else:  # every line a VAD segment (trimmed) or rejected; every segment an ASR line or rejected
-            asr_lines = lines(work / "results/big/asr/manifest.jsonl")
-            asr_rejects = sum(lines(p) for p in (work / "results/big/asr").glob("shard-*.rejects.jsonl"))
-            ok = vad["segments"] + vad["rejected"] == a.entries and asr_lines + asr_rejects == vad["segments"]
-            print(
-                f"   VAD: {vad['segments']:,} segments; ASR ({a.text}): {asr_lines:,} lines, {asr_rejects:,} rejected"
-            )
-        print(
-            f"3. full run: {t_run:.1f} s ({t_run / max(jobs, 1) * 1000:.0f} ms/job); "
-            f"VAD rejects {vad['rejects_by_reason']}; accounting {'holds' if ok else 'BROKEN'}"
-        )
-        t_noop, out = smk(work, "--dry-run")
-        nothing = "Nothing to be done" in out
-        print(
-            f"4. no-op dry run: {t_noop:.1f} s, {'nothing to be done' if nothing else 'JOBS PLANNED'}   (target < 30 s)"
-        )
-        if not nothing:
-            print(out[-3000:])
+        if (work / "results/big/vad/summary.json").exists() and a.grow:
+            print(f"a finished run kept in {work}: straight to the growth")
+        else:
+            first_run(work, a)
+        if a.grow:
+            grow(work, a)
 
 
 if __name__ == "__main__":
