@@ -25,7 +25,8 @@ the manifest and the same command given again:
   5. ingest of the grown manifest: the old shard files keep their bytes and mtimes
   6. the dry run after it: only the new shard(s) and the steps over every shard planned,
      in under a minute of planning                                target: < 60 s
-  7. the run of those jobs, then a no-op dry run
+  7. the run of those jobs
+  8. a no-op dry run
 A ``--keep`` directory that already holds a finished run goes straight to step 5.
 Prints each wall time and the job count.
 """
@@ -157,9 +158,9 @@ def first_run(work: Path, a: argparse.Namespace) -> None:
 
 
 def planned(out: str) -> int:
-    """The job count of a dry run's table (0 when there is nothing to do)."""
+    """The job count of a dry run's table (0 when there is nothing to do, -1 when unread)."""
     m = re.search(r"^total\s+(\d+)", out, re.M)
-    return int(m.group(1)) if m else 0
+    return int(m.group(1)) if m else 0 if "Nothing to be done" in out else -1
 
 
 def noop(work: Path, step: int) -> None:
@@ -193,7 +194,7 @@ def grow(work: Path, a: argparse.Namespace) -> None:
     print("   " + table.replace("\n", "\n   "))
     t_run, _ = smk(work)
     print(f"7. the growth's run: {t_run:.1f} s")
-    noop(work, 7)
+    noop(work, 8)
 
 
 def main() -> None:

@@ -520,9 +520,9 @@ class Seen:
         from ..io.npyio import load_npy
 
         a = load_npy(path, ndim=1)
-        if a is None or a.dtype.kind not in "SU":
-            return cls()
-        return cls(a if a.dtype == cls.DTYPE else cls.of(x.encode("utf-8") for x in a.tolist()))
+        if a is not None and a.dtype == cls.DTYPE:
+            return cls(a)
+        return cls(cls.of(x.encode("utf-8") for x in a.tolist())) if a is not None and a.dtype.kind == "U" else cls()
 
     def __contains__(self, id_: str) -> bool:
         d = np.array([self.digest(id_.encode("utf-8"))], self.DTYPE)

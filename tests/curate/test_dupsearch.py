@@ -177,6 +177,8 @@ def test_the_seen_record_holds_digests_and_reads_a_text_one(tmp_path):
     assert [i in old for i in ids] == [True] * 10 + [False] * 40
     old.save_with(path, table)  # the union, as digests
     assert len(np.load(path, allow_pickle=False)) == 50
+    np.save(tmp_path / "other.npy", np.array([b"ab", b"cd"]))  # not a record: empty, as a torn one
+    assert len(S.Seen.load(str(tmp_path / "other.npy"))) == 0
     (tmp_path / "torn.npy").write_bytes(b"\x93NUMPY")
     assert len(S.Seen.load(str(tmp_path / "torn.npy"))) == 0 and len(S.Seen.load(str(tmp_path / "none.npy"))) == 0
 
