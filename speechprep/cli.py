@@ -71,8 +71,10 @@ def parser() -> argparse.ArgumentParser:
 
 
 def _shard_label(argv: list[str]) -> str:
-    m = next((re.search(r"shard-\d{4}\d*", x) for x in argv if re.search(r"shard-\d{4}\d*", x)), None)
-    return m.group(0) if m else "-"
+    """The shard a job's log lines name: the one its arguments name, ``-`` for none or several
+    (a merge of every shard)."""
+    names = {m for x in argv for m in re.findall(r"shard-\d{4}\d*", x)}
+    return names.pop() if len(names) == 1 else "-"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -115,3 +115,18 @@ def test_a_demo_model_on_another_corpus_is_said_before_the_run(tmp_path):
     cfg["asr"] = {**cfg["asr"], "model": str(tmp_path / "parakeet.nemo")}
     cfg["stages"] = ["vad", "asr"]
     assert demo_model_warnings(cfg, REPO) == []  # a real ASR model; S2S not run
+
+
+def test_a_job_log_names_its_shard_or_none():
+    """A shard job's log lines carry its shard (five digits from shard-10000); a merge of every
+    shard's outputs names none, not its first input's."""
+    from speechprep.cli import _shard_label
+
+    assert (
+        _shard_label(["vad", "run", "--shard", "results/d/shards/shard-0007.jsonl", "--threads", "1"]) == "shard-0007"
+    )
+    assert _shard_label(["x", "--resume", "r/shard-10000.jsonl", "--segments", "r/shard-10000.segments.jsonl"]) == (
+        "shard-10000"
+    )
+    assert _shard_label(["vad", "merge", "r/vad/shard-0000.stats.jsonl", "r/vad/shard-0001.stats.jsonl"]) == "-"
+    assert _shard_label(["ingest", "run", "--manifest", "m.jsonl"]) == "-"
