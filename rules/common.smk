@@ -16,6 +16,7 @@ from speechprep.jobs import JOBS
 from speechprep.jobs import job_params as select_job_params
 from speechprep.workflow.envmodules import setup_env_modules
 from speechprep.io.inventory import inventory_digest
+from speechprep.ingest.plan import SHARD_PATTERN
 from speechprep.workflow.resources import shard_content
 from speechprep.workflow.slurm import use_status_shims
 from speechprep.workflow.plan import Plan
@@ -186,4 +187,4 @@ def report_plot(name):
 
 wildcard_constraints:
     ds="[A-Za-z0-9][A-Za-z0-9_.-]*",
-    shard=r"shard-\d{4}\d*",  # four digits, more from the 10,000th shard
+    shard=SHARD_PATTERN,

@@ -73,7 +73,9 @@ def parser() -> argparse.ArgumentParser:
 def _shard_label(argv: list[str]) -> str:
     """The shard a job's log lines name: the one its arguments name, ``-`` for none or several
     (a merge of every shard)."""
-    names = {m for x in argv for m in re.findall(r"shard-\d{4}\d*", x)}
+    from .ingest.plan import SHARD_PATTERN
+
+    names = {m for x in argv for m in re.findall(SHARD_PATTERN, x)}
     return names.pop() if len(names) == 1 else "-"
 
 

@@ -38,6 +38,9 @@ def shard_name(i: int) -> str:
     return f"shard-{i:04d}"
 
 
+SHARD_PATTERN = r"shard-\d{4}\d*"  # every shard_name: four digits, more from shard-10000
+
+
 def shard_index(id_: str, n: int) -> int:
     """Stable shard of ``id_`` among ``n`` (independent of every other id)."""
     h = hashlib.blake2b(id_.encode("utf-8"), digest_size=8).digest()
