@@ -28,6 +28,7 @@ include: "rules/curate.smk"
 include: "rules/tts.smk"
 include: "rules/export.smk"
 include: "rules/report.smk"
+include: "rules/plan.smk"
 
 
 rule all:

@@ -20,7 +20,8 @@ from speechprep.ingest.plan import SHARD_PATTERN
 from speechprep.workflow.resources import shard_content
 from speechprep.workflow.slurm import use_status_shims
 from speechprep.workflow.plan import Plan
-from speechprep.workflow.rules import audio_minutes, flag_list, scaled, shard_memory
+from speechprep.core.jobs import probe_shell
+from speechprep.workflow.rules import audio_minutes, flag_list, probe_memory, scaled, shard_memory
 
 REPO = Path(workflow.basedir)
 # what the conda env files' last pip line installs: this checkout, editable

@@ -89,6 +89,12 @@ def main(argv: list[str] | None = None) -> int:
         except SpeechprepError as e:  # a job that fits no node of the cluster described
             print(f"error: {e}", file=sys.stderr, flush=True)
             return e.exit_code
+    lead, rest = (argv[:2], argv[2:]) if argv[:1] == ["--env-file"] else ([], argv)
+    if rest[:1] == ["probe"]:  # a run-wide job on synthetic inputs, for the plan (speechprep.workflow.probe)
+        from .workflow.probe import main as probe
+
+        logs.setup("probe")
+        return probe(rest[1:], lead[1] if lead else None)
     a = parser().parse_args(argv)
     name = f"{a.stage} {a.job}"
     spec = JOBS[name]

@@ -88,6 +88,9 @@ class Job:
     outputs: str = ""
     options: str = ""
     memory: Memory | None = None  # the shard job's memory model (its request: workflow.resources)
+    # a run-wide job's synthetic inputs of a given size, "<package>.<module>:<function>" under
+    # speechprep: the plan runs the job on them at two sizes (speechprep.workflow.probe)
+    probe: str | None = None
     flags: tuple[Flag, ...] = field(init=False)
 
     def __post_init__(self):
@@ -122,6 +125,17 @@ class Job:
         return "{params.cmd} " + " ".join(parts) + " > {log:q} 2>&1"
 
 
+def probe_shell(name: str, like: bool = False) -> str:
+    """The shell line of job ``name``'s probe rule (rules/plan.smk; :mod:`speechprep.workflow.probe`):
+    the rule's ``params.cmd``, ``params.dir``, ``params.p`` (and ``params.like``), its
+    ``n`` wildcard (the items), output and log."""
+    if not DECLARED[name].probe:
+        raise ValueError(f"job {name!r} declares no probe")
+    parts = ["{params.cmd} probe", f"'{name}'", "--items {wildcards.n} --dir {params.dir:q} --params {params.p:q}"]
+    parts += ["--like {params.like:q}"] if like else []
+    return " ".join([*parts, "--out {output:q} > {log:q} 2>&1"])
+
+
 def job(
     name: str,
     env: str,
@@ -130,6 +144,7 @@ def job(
     outputs: str = "",
     options: str = "",
     memory: Memory | None = None,
+    probe: str | None = None,
 ) -> Callable:
     """Declare job ``name`` (``"<stage> <job>"``) with the decorated function as its handler
     (its docstring is the job's help)."""
@@ -137,7 +152,7 @@ def job(
     def register(fn: Callable) -> Callable:
         if name in DECLARED:
             raise ValueError(f"job {name!r} declared twice")
-        DECLARED[name] = Job(name, env, fn, params, inputs, outputs, options, memory)
+        DECLARED[name] = Job(name, env, fn, params, inputs, outputs, options, memory, probe)
         return fn
 
     return register

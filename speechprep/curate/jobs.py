@@ -44,6 +44,7 @@ def annotate(f, p):
     inputs="measures+ embeddings+",
     outputs="dataset-clusters+ centroids-dir clusters",
     options="datasets+ shard-counts+ assign+",
+    probe="curate.probe:speakers",
 )
 def speakers(f, p):
     """Pseudo speakers of every dataset of a run, one id space (--shard-counts: how many of the
@@ -54,7 +55,14 @@ def speakers(f, p):
     stage.run_speakers(files, f.centroids_dir, f.clusters, p)
 
 
-@job("curate duplicates", "curate", DuplicateParams, inputs="measures+ minhash+ fingerprint+", options="out+ seen")
+@job(
+    "curate duplicates",
+    "curate",
+    DuplicateParams,
+    inputs="measures+ minhash+ fingerprint+",
+    options="out+ seen",
+    probe="curate.probe:duplicates",
+)
 def duplicates(f, p):
     """Exact, acoustic and near duplicates across every shard of a dataset (--out: one per
     --measures; --seen: the ids earlier runs searched, whose copies stay kept)."""

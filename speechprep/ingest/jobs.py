@@ -4,7 +4,14 @@ from ..core.jobs import job
 from .params import IngestParams
 
 
-@job("ingest run", "ingest", IngestParams, outputs="manifest rejects shards", options="threads?")
+@job(
+    "ingest run",
+    "ingest",
+    IngestParams,
+    outputs="manifest rejects shards",
+    options="threads?",
+    probe="ingest.probe:run",
+)
 def run(f, p):
     """List or read a dataset, probe headers, write the manifest and shards."""
     from . import stage

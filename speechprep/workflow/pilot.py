@@ -47,6 +47,7 @@ from ..io.inventory import walk_audio
 from ..io.jsonio import read_jsonl, write_json
 from .bill import Cluster, RuleLoad, capacity_bound, critical_path, fit, fit_jobs, interval
 from .plan_page import compare_html, plan_html, write_page
+from .probe import PROBED, read, sizes, target
 
 REPO = Path(__file__).resolve().parents[2]
 SCRATCH = ".plan"  # below WORK: the pilot's run directory
@@ -298,6 +299,9 @@ class Corpus:
 
     scale: dict[str, float]
     shards: dict[str, int]
+    # a probed rule's peak memory on synthetic inputs (speechprep.workflow.probe), by (rule,
+    # dataset or None): {"items": the corpus's, "points": [(items, MB), (items, MB)]}
+    probes: dict[tuple, dict] = field(default_factory=dict)
 
 
 def corpus_shards(ds: dict, cfg: dict, hours: float) -> int:
@@ -354,11 +358,19 @@ def _fitted_rule(jobs: list[tuple[tuple, dict]], first: Measured | None, m: Meas
             points = [(n1, b1[what])] if b1 and n1 != n2 else []
             line = fit([*points, (n2, b2.get(what, 0.0))], *NOISE[what])
             value = line(n)
+            name = ".".join(x for x in (key[1] or "run", key[3], what) if x)
+            out["fits"][name] = {"fixed": round(line.fixed, 3), "per_segment": line.per_item}
+            probe = c.probes.get((key[0], key[1])) if what == "rss_mb" else None
+            if probe:  # the job on synthetic inputs toward the corpus's size: how it grows
+                grows = fit(probe["points"], *NOISE[what])
+                value = max(value, grows(probe["items"]))
+                out["fits"][f"{name}.probe"] = {
+                    "fixed": round(grows.fixed, 3),
+                    "per_item": grows.per_item,
+                    "points": probe["points"],
+                    "items": probe["items"],
+                }
             out[what] = max(out[what], value) if what == "rss_mb" else out[what] + value
-            out["fits"][".".join(x for x in (key[1] or "run", key[3], what) if x)] = {
-                "fixed": round(line.fixed, 3),
-                "per_segment": line.per_item,
-            }
     return out
 
 
@@ -528,6 +540,12 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
         help="also plan the run with this setting (a dotted config key, a YAML value, e.g. "
         "diarize.enabled=false); its own pilot on the same sample; repeatable",
     )
+    ap.add_argument(
+        "--probe-max",
+        type=int,
+        default=1_000_000,
+        help="the run-wide jobs' memory probe: items of its larger size at most (0: no probe)",
+    )
     ap.add_argument("snakemake", nargs="*", help="after --: the run's snakemake options (default: the local profile)")
     a = ap.parse_args(argv)
     if a.sample is not None and not 0 < a.sample <= 1:
@@ -677,10 +695,30 @@ def plan_of(a: argparse.Namespace, work: Path, cfg: dict, sample: tuple, run: tu
         grow = a.hours / max(1e-9, sum(m.hours[d] * c.scale[d] for d in whole))
         c.scale.update({d: v * grow for d, v in c.scale.items()})
     c.shards.update({d: corpus_shards(cfg["datasets"][d], cfg, m.hours[d] * c.scale[d]) for d in whole})
+    c.probes.update(run_probes(a.probe_max, work / SCRATCH / name, run, m, c, {d: len(whole[d]) for d in whole}))
     prices = (a.price_cpu_h or 0.0, a.price_gpu_h or 0.0) if a.price_cpu_h or a.price_gpu_h else None
     pilot = work / SCRATCH / name
     edges = rule_graph(pilot, [*run[0], str(pilot / "pilot.json")], run[1])
     return estimate(m, first, c, cfg, _cluster(a), edges, prices)
+
+
+def run_probes(most: int, pilot: Path, run: tuple, m: Measured, c: Corpus, files: dict[str, int]) -> dict:
+    """Each probed rule's job (:mod:`speechprep.workflow.probe`) on synthetic inputs at two
+    sizes toward the corpus's (at most ``most`` items), run as the pilot ran (rules/plan.smk):
+    :attr:`Corpus.probes`. Ingest's items are the dataset's files, the others' segments."""
+    wanted = {}
+    for rule, ds in sorted({k[:2] for k in m.jobs if k[0] in PROBED}, key=str):
+        names = [ds] if ds is not None else list(m.segments)
+        count = files if rule == "ingest" else m.segments
+        corpus_n = sum(count[d] * c.scale[d] for d in names)
+        at = sizes(corpus_n, sum(count[d] for d in names), most)
+        if at:
+            wanted[(rule, ds)] = (corpus_n, at)
+    if wanted:
+        targets = [target(rule, ds, n) for (rule, ds), (_, at) in wanted.items() for n in at]
+        configfiles, options = run
+        run_snakemake(pilot, [*configfiles, str(pilot / "pilot.json")], [*options, *targets])
+    return {key: {"items": n, "points": read(pilot, *key, at)} for key, (n, at) in wanted.items()}
 
 
 def setting(spec: str) -> dict:

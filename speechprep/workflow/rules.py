@@ -55,3 +55,13 @@ def audio_minutes(base: float, per_audio_hour: float, of: str):
 def flag_list(flag: str, paths) -> str:
     """``--flag path ...`` for a shell line, or nothing for no paths."""
     return f"--{flag} " + " ".join(shlex.quote(str(x)) for x in paths) if paths else ""
+
+
+# MB a probe job asks for per item of its synthetic inputs: twice the largest measured
+# (ingest's 2.4 KB a line, the speakers' 1.8 KB a segment: docs/benchmarks.md)
+PROBE_MB_PER_ITEM = 0.005
+
+
+def probe_memory(wildcards, attempt) -> int:
+    """A probe rule's ``mem_mb`` (rules/plan.smk): its fixed part and its items'."""
+    return int((1000 + PROBE_MB_PER_ITEM * int(wildcards.n)) * attempt)

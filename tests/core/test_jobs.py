@@ -10,6 +10,7 @@ import pytest
 
 from speechprep.core.jobs import DECLARED, Job, job
 from speechprep.jobs import JOBS
+from speechprep.workflow import probe
 
 REPO = Path(__file__).resolve().parents[2]
 RULES = sorted((REPO / "rules").glob("*.smk"))
@@ -40,8 +41,17 @@ def test_every_rule_that_runs_a_job_takes_its_env_command_and_shell_line_from_it
     for rule, body in rule_blocks():
         if "shell:" not in body:
             continue
-        m = re.search(r'job_shell\("([^"]+)"', body)
+        m = re.search(r'(?:job|probe)_shell\("([^"]+)"', body)
         assert m, f"rule {rule} writes its own shell line"
+        if "probe_shell(" in body:  # the plan's memory probe of a run-wide job (rules/plan.smk)
+            assert JOBS[m.group(1)].probe and rule == f"probe_{probe.rule_of(m.group(1))}", rule
+            for directive in (
+                f'job_env("{m.group(1)}")',
+                f'job_module("{m.group(1)}")',
+                f'p=job_params("{m.group(1)}")',
+            ):
+                assert directive in body, (rule, directive)
+            continue
         name = m.group(1)
         seen.add(name)
         for directive in (f'job_env("{name}")', f'job_module("{name}")', f'cmd=job_cmd("{name}")'):

@@ -123,3 +123,30 @@ def test_an_alternative_is_a_dotted_key_and_a_yaml_value_planned_beside_the_plan
     v = pilot.versus(alt, base)
     assert v["ratio"] == {"cpu_s": 0.75, "gpu_s": None, "output_bytes": 1.0, "jobs": 0.75, "wall_s": 0.75}
     assert v["cost"] == {"total": 1.5} and "peak_rss_mb" not in v["stages"]["vad"]
+
+
+def test_a_run_wide_jobs_memory_grows_as_its_probe_says():
+    from speechprep.workflow.pilot import Corpus, Measured, rule_costs
+    from speechprep.workflow.probe import PROBED, rule_of, sizes, target
+
+    probed = {"ingest": "ingest run", "curate_speakers": "curate speakers", "curate_duplicates": "curate duplicates"}
+    assert probed == PROBED
+    assert rule_of("curate speakers") == "curate_speakers" and rule_of("ingest run") == "ingest"
+    # toward the corpus's size, at most the largest asked for; none where the pilot was as large
+    assert sizes(5e6, 400, 1_000_000) == (333_333, 1_000_000)
+    assert sizes(30_000, 400, 1_000_000) == (10_000, 30_000)
+    assert sizes(1000, 400, 1_000_000) is None and sizes(5e6, 400, 0) is None
+    assert target("curate_speakers", None, 9) == "results/.probe/curate_speakers/9.json"
+    # the pilot's two steps: 200 and 400 segments, 200 MB each (no growth within the noise)
+    bench = {"cpu_s": 2.0, "s": 2.0, "rss_mb": 200.0}
+    jobs = {("curate_speakers", None, None, None): {"bench": bench, "threads": 1, "mem_mb": 1000}}
+    first = Measured(segments={"a": 200}, jobs=jobs)
+    m = Measured(segments={"a": 400}, jobs=jobs)
+    c = Corpus(scale={"a": 2500.0}, shards={"a": 10})  # 10^6 segments
+    assert rule_costs(m, first, c)["curate_speakers"]["rss_mb"] == 200.0
+    # the probe: 700 MB at 10^5 segments, 1,800 MB at 10^6, read at the corpus's 10^6
+    points = [(1e5, 700.0), (1e6, 1800.0)]
+    c.probes[("curate_speakers", None)] = {"items": 2e6, "points": points}
+    r = rule_costs(m, first, c)["curate_speakers"]
+    assert r["rss_mb"] == pytest.approx(1800.0 + 1100.0 / 9e5 * 1e6)
+    assert r["fits"]["run.rss_mb.probe"]["points"] == points

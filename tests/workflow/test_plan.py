@@ -50,6 +50,16 @@ def test_a_pilot_on_half_the_corpus_predicts_the_run(tmp_path):
     small = json.loads((tmp_path / "small.json").read_text(encoding="utf-8"))
     assert (work / ".plan" / "pilot" / "step2.json").stat().st_mtime_ns == measured
     assert small["total"] == p["total"] and small["wall_s"] > p["wall_s"]
+    # a corpus far larger than its sample: ingest's memory from its probe (the job on synthetic
+    # lines at two sizes toward the corpus's files), not from the pilot's 16 files
+    plan(
+        work, "--sample", "0.5", "--reuse", "--hours", "10", "--probe-max", "3000", "--out", str(tmp_path / "big.json")
+    )
+    big = json.loads((tmp_path / "big.json").read_text(encoding="utf-8"))["rules"]["ingest"]
+    probe = big["fits"]["demo.rss_mb.probe"]
+    assert [n for n, _ in probe["points"]] == [1000, 3000] and probe["items"] > 3000, probe
+    assert big["rss_mb"] >= max(mb for _, mb in probe["points"]) > 0
+    assert not list((work / ".plan" / "pilot" / "results" / "demo" / ".probe" / "ingest").glob("*.inputs"))
     # shards twice as large, from the same pilot: half as many VAD jobs, each one's fixed part saved
     write_config(work, {"demo": {"audio_dir": str(DEMO / "audio"), "shard_hours": 0.01}}, stages=["vad"])
     plan(work, "--sample", "0.5", "--reuse", "--out", str(tmp_path / "large.json"))

@@ -1,0 +1,33 @@
+"""The plan's memory probe of the run-wide curation jobs (speechprep.workflow.probe): the
+real job on synthetic inputs of a given size, in a fresh process, its peak memory read."""
+
+import json
+import subprocess
+import sys
+
+from speechprep.core.config import defaults
+from speechprep.jobs import job_params
+from tests.support import REPO
+
+
+def probe(tmp_path, job, n, **like):
+    out = tmp_path / f"{job.split()[1]}.{n}.json"
+    params = job_params(job, defaults(REPO / "config" / "config.yaml"), "probe")
+    cmd = [sys.executable, "-m", "speechprep", "probe", job, "--items", str(n), "--dir", str(tmp_path / "in")]
+    cmd += ["--params", params, "--like", json.dumps(like), "--out", str(out)]
+    p = subprocess.run(cmd, capture_output=True, text=True, encoding="utf-8", timeout=600)
+    assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
+    assert not (tmp_path / "in").exists()  # the inputs are gone with the probe
+    return json.loads(out.read_text(encoding="utf-8"))
+
+
+def test_the_speakers_probe_sees_the_sample_grow_with_the_segments(tmp_path):
+    small, large = probe(tmp_path, "curate speakers", 1500), probe(tmp_path, "curate speakers", 12000)
+    assert small["items"] == 1500 and small["cpu_s"] > 0
+    # up to the config's sample of 8000 segments the clustering's distances grow with the square
+    assert large["peak_rss_mb"] > small["peak_rss_mb"] + 100, (small, large)
+
+
+def test_the_duplicates_probe_runs_the_job_on_signatures_of_the_configured_width(tmp_path):
+    got = probe(tmp_path, "curate duplicates", 3000, minhash_perm=64)
+    assert got["items"] == 3000 and got["peak_rss_mb"] > 0 and got["seconds"] > 0
