@@ -11,6 +11,8 @@ runs those two probes and the job itself at N (the same command, the same synthe
 each in its own process, in the job's environment (``curate`` for the curation jobs,
 ``ingest`` for ``"ingest run"``), with the config's defaults, and prints the predicted and
 the measured peak RSS. Results are kept in ``--keep`` (one JSON a size) and not run again.
+``--fingerprints DIR``: the real rows the duplicates probe's fingerprints are shaped on (the
+plan gives the pilot's ``curate`` folder; without it, random rows).
 """
 
 from __future__ import annotations
@@ -32,14 +34,14 @@ from speechprep.workflow.pilot import NOISE  # noqa: E402
 from speechprep.workflow.probe import sizes  # noqa: E402
 
 
-def probe(job: str, n: int, keep: Path) -> dict:
+def probe(job: str, n: int, keep: Path, fingerprints: str | None) -> dict:
     out = keep / f"{job.replace(' ', '_')}.{n}.json"
     if not out.exists():
         cfg = defaults(REPO / "config" / "config.yaml")
         cfg["datasets"] = {"bench": {"manifest": str(keep / "unused.jsonl")}}
         cmd = [sys.executable, "-m", "speechprep", "probe", job, "--items", str(n), "--dir", str(keep / "inputs")]
         cmd += ["--params", job_params(job, cfg, "bench", name="bench"), "--out", str(out)]
-        cmd += ["--like", json.dumps({"minhash_perm": cfg["curate"]["minhash_perm"]})]
+        cmd += ["--like", json.dumps({"minhash_perm": cfg["curate"]["minhash_perm"], "fingerprints": fingerprints})]
         subprocess.run(cmd, check=True, cwd=REPO)
     return json.loads(out.read_text(encoding="utf-8"))
 
@@ -50,6 +52,7 @@ def main() -> None:
     ap.add_argument("--sizes", type=int, nargs="+", default=[10_000_000])
     ap.add_argument("--most", type=int, default=1_000_000)
     ap.add_argument("--keep", type=Path)
+    ap.add_argument("--fingerprints", help="a folder of real fingerprint rows the duplicates probe is shaped on")
     a = ap.parse_args()
     keep = a.keep or Path(tempfile.mkdtemp(prefix="probe_scale_"))
     keep.mkdir(parents=True, exist_ok=True)
@@ -57,9 +60,9 @@ def main() -> None:
     print("|---|---|---|---|---|")
     for n in a.sizes:
         at = sizes(n, 0, a.most)
-        points = [(float(k), probe(a.job, k, keep)["peak_rss_mb"]) for k in at]
+        points = [(float(k), probe(a.job, k, keep, a.fingerprints)["peak_rss_mb"]) for k in at]
         predicted = fit(points, *NOISE["rss_mb"])(n)
-        measured = probe(a.job, n, keep)["peak_rss_mb"]
+        measured = probe(a.job, n, keep, a.fingerprints)["peak_rss_mb"]
         shown = ", ".join(f"{k:,.0f}: {mb:,.0f}" for k, mb in points)
         print(f"| {n:,} | {shown} | {predicted:,.0f} | {measured:,.0f} | {predicted / measured:.3f} |", flush=True)
 

@@ -15,6 +15,8 @@ line carries its ``text``), the VAD and ASR stages (``verify`` needs ``--asr-mod
 its jobs load it only for a shard with segments left):
   1. ingest only (``snakemake results/big/manifest.jsonl``)  target: < 2 min
   2. a dry run of everything after it: jobs planned          target: <= 5,000
+     (``--plan F``: then ``python -m speechprep plan --sample F``, its job count and its
+     ingest memory against the dry run's and the ingest job's, and stop there)
   3. the real run of every job: the files do not exist, so VAD rejects each
      one ``missing`` (the path unprobed corpora take); with ``--real-audio``, VAD
      and the ASR model run on every file; accounting is checked (every line in
@@ -142,6 +144,9 @@ def first_run(work: Path, a: argparse.Namespace) -> None:
     jobs = planned(out)
     print(f"2. dry run after ingest: {t_plan:.1f} s, {jobs:,} jobs planned   (target <= 5,000)")
 
+    if a.plan:
+        plan_step(work, a.plan, jobs)
+        return
     t_run, _ = smk(work)
     vad = json.loads((work / "results/big/vad/summary.json").read_text(encoding="utf-8"))
     if a.text == "asr":  # every file in VAD's per-file statistics or its rejects
@@ -156,6 +161,29 @@ def first_run(work: Path, a: argparse.Namespace) -> None:
         f"VAD rejects {vad['rejects_by_reason']}; accounting {'holds' if ok else 'BROKEN'}"
     )
     noop(work, 4)
+
+
+def plan_step(work: Path, sample: float, jobs: int) -> None:
+    """2b. ``python -m speechprep plan`` on a ``sample`` of the manifest: its job count against
+    the dry run's, its ingest memory (the probe's line at the corpus's lines) against the
+    ingest job's own peak (the ``job used`` line its log ends with)."""
+    cmd = [sys.executable, "-m", "speechprep", "plan", "--directory", str(work), "--configfile", "config.yaml"]
+    cmd += ["--sample", str(sample), "--out", str(work / "plan.json"), "--"]
+    cmd += ["--profile", str(REPO / "profiles/local"), "--cores", "2"]
+    t = time.perf_counter()
+    p = subprocess.run(cmd, cwd=work, capture_output=True, text=True, encoding="utf-8")
+    if p.returncode != 0:
+        raise SystemExit(f"plan failed:\n{(p.stdout + p.stderr)[-4000:]}")
+    plan = json.loads((work / "plan.json").read_text(encoding="utf-8"))
+    log = (work / "results/big/logs/ingest.log").read_text(encoding="utf-8")
+    used = [x for x in log.splitlines() if "job used" in x]
+    measured = json.loads(used[-1].split("job used ", 1)[1])["rss_mb"]
+    ingest = plan["rules"]["ingest"]
+    probe = ingest["fits"].get("big.rss_mb.probe", {})
+    print(f"2b. plan on a {sample} sample: {time.perf_counter() - t:.1f} s")
+    print(f"   jobs: plan {plan['total']['jobs']:,} (ingest's among them), the dry run after ingest {jobs:,} (`all`'s)")
+    print(f"   ingest peak memory: plan {ingest['rss_mb']:,.0f} MB, the job {measured:,.0f} MB")
+    print(f"   (probes: {probe.get('points')}, read at {probe.get('items', 0):,.0f} lines)")
 
 
 def planned(out: str) -> int:
@@ -208,6 +236,7 @@ def main() -> None:
     ap.add_argument("--keep", help="work in this directory and keep it")
     ap.add_argument("--real-audio", type=float, metavar="SECONDS", help="lines link to real recordings this short")
     ap.add_argument("--grow", type=int, metavar="N", help="then add N lines and plan and run again")
+    ap.add_argument("--plan", type=float, metavar="FRACTION", help="after the dry run, `plan` on this sample; stop")
     a = ap.parse_args()
     if a.text == "verify" and not a.asr_model:
         ap.error("--text verify needs --asr-model")

@@ -43,7 +43,12 @@ rule probe_curate_duplicates:
         cmd=job_cmd("curate duplicates"),
         p=job_params("curate duplicates"),
         dir=f"{RESULTS}/{{ds}}/.probe/curate_duplicates/{{n}}.inputs",
-        like=json.dumps({"minhash_perm": config["curate"]["minhash_perm"]}),
+        like=lambda wc: json.dumps(
+            {
+                "minhash_perm": config["curate"]["minhash_perm"],
+                "fingerprints": f"{RESULTS}/{wc.ds}/curate",
+            }
+        ),
     shell:
         probe_shell("curate duplicates", like=True)
 

@@ -5,8 +5,10 @@ writes them, in shards of :data:`SHARD` rows, written one shard at a time.
 A pilot of a few hundred segments cannot show how these jobs grow; the same job on these
 files at two sizes does. What is synthetic: the speakers job's embeddings (200 Gaussian
 speakers on the unit sphere, every segment its own file, the default unit's worst case)
-and the duplicates job's MinHash signatures and fingerprints (random: no copies, so its
-memory is that of the arrays and the bands, not of a corpus's candidate pairs).
+and the duplicates job's MinHash signatures (random) and fingerprints (the pilot's own real
+rows, XORed with random bits: their anchors and frames as the corpus has them, no copies;
+how many of a corpus's keys collide in a band, which is what its memory grows with, is
+that of random bits).
 """
 
 from __future__ import annotations
@@ -54,22 +56,40 @@ def speakers(root: Path, n: int, like: dict, p):
     }, p
 
 
-def duplicates(root: Path, n: int, like: dict, p):
-    """The ``curate duplicates`` job's files for ``n`` segments (``like["minhash_perm"]``: the
-    signatures' width, as the measure job writes them), and ``p``."""
-    rng = np.random.default_rng(0)
-    perm = int(like.get("minhash_perm", 128))
-    files: dict[str, list] = {"measures": [], "minhash": [], "fingerprint": [], "out": []}
-    for k, a, m in _shards(n):
-        stem = root / f"shard-{k:04d}"
+def _pool(where: str | None) -> np.ndarray | None:
+    """The real fingerprint rows under ``where`` (the pilot's ``curate`` folder), if any."""
+    found = sorted(Path(where).glob("*.fingerprint.npy")) if where else []
+    rows = [r for r in (np.load(p) for p in found) if r.dtype == FP.DTYPE and len(r)]
+    return np.concatenate(rows) if rows else None
+
+
+def _fingerprints(rng: np.random.Generator, m: int, pool: np.ndarray | None) -> np.ndarray:
+    """``m`` fingerprint rows, each a real one (``pool``) whose anchors and frames are XORed
+    with random bits: the real rows' anchors, frames and speech, no two alike. Without a
+    pool, random bits in every anchor and frame."""
+    if pool is None:
         rows = np.zeros(m, FP.DTYPE)
         raw = rows.view(np.uint8).reshape(m, -1)
         raw[:] = rng.integers(0, 256, raw.shape, dtype=np.uint8)
-        rows["n_anchors"] = FP.ANCHORS
-        rows["n_frames"] = FP.FRAMES
-        rows["n_active"] = FP.FRAMES
-        rows["frame0"] = 0
-        np.save(f"{stem}.fingerprint.npy", rows)
+        rows["n_anchors"], rows["n_frames"], rows["n_active"], rows["frame0"] = FP.ANCHORS, FP.FRAMES, FP.FRAMES, 0
+        return rows
+    rows = pool[rng.integers(0, len(pool), m)].copy()
+    rows["anchor_bits"] ^= rng.integers(0, 256, rows["anchor_bits"].shape, dtype=np.uint8)
+    rows["frame_bits"] ^= rng.integers(0, 2**32, rows["frame_bits"].shape, dtype=np.uint32)
+    return rows
+
+
+def duplicates(root: Path, n: int, like: dict, p):
+    """The ``curate duplicates`` job's files for ``n`` segments, and ``p``. ``like``: the
+    signatures' width as the measure job writes them (``minhash_perm``) and a folder of real
+    fingerprints to shape the rows on (``fingerprints``: the pilot's)."""
+    rng = np.random.default_rng(0)
+    perm = int(like.get("minhash_perm", 128))
+    pool = _pool(like.get("fingerprints"))
+    files: dict[str, list] = {"measures": [], "minhash": [], "fingerprint": [], "out": []}
+    for k, a, m in _shards(n):
+        stem = root / f"shard-{k:04d}"
+        np.save(f"{stem}.fingerprint.npy", _fingerprints(rng, m, pool))
         np.save(f"{stem}.minhash.npy", rng.integers(0, 2**32, (m, perm), dtype=np.uint64))
         lines = (
             {

@@ -5,8 +5,13 @@ import json
 import subprocess
 import sys
 
+import numpy as np
+
 from speechprep.core.config import defaults
+from speechprep.curate import fingerprint as FP
+from speechprep.curate.probe import _fingerprints, _pool
 from speechprep.jobs import job_params
+from tests import real_speech as R
 from tests.support import REPO
 
 
@@ -28,6 +33,19 @@ def test_the_speakers_probe_sees_the_sample_grow_with_the_segments(tmp_path):
     assert large["peak_rss_mb"] > small["peak_rss_mb"] + 100, (small, large)
 
 
-def test_the_duplicates_probe_runs_the_job_on_signatures_of_the_configured_width(tmp_path):
-    got = probe(tmp_path, "curate duplicates", 3000, minhash_perm=64)
+def real_rows(folder):
+    """Fingerprints of real recordings (the LibriVox reader, the cards speaker), as the
+    measure job writes them for a shard."""
+    rows = [FP.fingerprint(R.read(u.path, 16000)[0]) for u in (R.librivox() + R.cards())[:12]]
+    folder.mkdir()
+    np.save(folder / "shard-0000.fingerprint.npy", np.stack([r for r in rows if r is not None]))
+    return np.load(folder / "shard-0000.fingerprint.npy")
+
+
+def test_the_duplicates_probe_shapes_its_rows_on_the_pilots_real_fingerprints(tmp_path):
+    pool = real_rows(tmp_path / "pilot")
+    rows = _fingerprints(np.random.default_rng(0), 500, _pool(str(tmp_path / "pilot")))
+    assert set(rows["n_anchors"]) <= set(pool["n_anchors"]) and set(rows["n_frames"]) <= set(pool["n_frames"])
+    assert len(np.unique(rows["anchor_bits"].reshape(500, -1), axis=0)) == 500  # no two alike
+    got = probe(tmp_path, "curate duplicates", 3000, minhash_perm=64, fingerprints=str(tmp_path / "pilot"))
     assert got["items"] == 3000 and got["peak_rss_mb"] > 0 and got["seconds"] > 0
