@@ -36,7 +36,9 @@ than ``vad.max_segment`` (issue #24, item 2):
 4. **Spans and scores**: a unit spans from the frame where the model is surest
    of its first token to the one where it is surest of its last (within the
    frames the path holds them: the path may hold a first or last token over
-   audio the text lacks, which must not count as the unit's). Its score is
+   audio the text lacks, which must not count as the unit's; where it holds a
+   token inside the unit over ``min_untranscribed`` of heard speech, the span is
+   the side of that hold with more of the unit's tokens). Its score is
    ctc-segmentation's confidence over that span: the minimum, over windows of
    ``score_seconds``, of the mean log-probability of the aligned path (0 is
    certain; lower is worse); an utterance's ``align_score`` is the lowest of
@@ -141,7 +143,7 @@ def text_units(
     return sentences, units
 
 
-def _ctc_segment(lpz: np.ndarray, blank: int, token_lists: list[np.ndarray], score_frames: int, gap: float):
+def _ctc_segment(lpz: np.ndarray, blank: int, token_lists: list[np.ndarray], score_frames: int, gap: float, hold: int):
     """ctc-segmentation of token lists (column indices) in ``lpz``: per list ``(start, end, score)``.
 
     Between two units the path sits in a gap state of its own (an extra column of constant
@@ -169,14 +171,33 @@ def _ctc_segment(lpz: np.ndarray, blank: int, token_lists: list[np.ndarray], sco
     gt = np.array(seq, dtype=np.int64).reshape(-1, 1)
     timings, char_probs, _ = cs.ctc_segmentation(config, lpz, gt)
     entry = np.round(timings).astype(np.int64)  # frame where each ground-truth state is entered
+    speech = np.argmax(lpz[:, :sep], axis=1) != blank
     out = []
     for k, tokens in enumerate(token_lists):
-        first, last, sep = begins[k] + 1, begins[k + 1] - 1, begins[k + 1]
-        a = _peak(lpz, int(tokens[0]), entry[first], entry[first + 1] if first < last else entry[sep])
-        b = _peak(lpz, int(tokens[-1]), entry[last], entry[sep]) + 1
+        first, last, sep_k = begins[k] + 1, begins[k + 1] - 1, begins[k + 1]
+        lo, hi = _held_apart(entry, speech, first, last, hold)
+        a = _peak(lpz, int(tokens[lo - first]), entry[lo], entry[lo + 1] if lo < last else entry[sep_k])
+        end = entry[hi + 1] if hi < last else entry[sep_k]
+        b = _peak(lpz, int(tokens[hi - first]), entry[hi], end if hi == last else min(end, entry[hi] + hold)) + 1
         b = max(a + 1, b)
         out.append((a, b, window_score(char_probs[a:b], score_frames)))
     return out
+
+
+def _held_apart(entry: np.ndarray, speech: np.ndarray, first: int, last: int, hold: int) -> tuple[int, int]:
+    """The tokens ``[lo, hi]`` of a unit (path states ``first..last``) its span holds: all of them,
+    unless the path holds one of them (not the last) for more than ``hold`` frames over which the
+    model hears ``hold`` frames of speech: audio the text lacks inside the unit, which a weak
+    model may hear as one token of it, said over and over. Then the span is the side of that
+    hold with more of the unit's tokens (the other side's few tokens are where the path found
+    room for them, not where they were said); a pause, where the model hears no speech, is kept."""
+    held = np.diff(entry[first : last + 1])
+    if not len(held) or held.max() <= hold:
+        return first, last
+    j = int(np.argmax(held))
+    if int(speech[entry[first + j] : entry[first + j + 1]].sum()) < hold:
+        return first, last
+    return (first, first + j) if j + 1 >= len(held) - j else (first + j + 1, last)
 
 
 def _peak(lpz: np.ndarray, column: int, a: int, b: int) -> int:
@@ -241,7 +262,8 @@ def _align_block(lp: LogProbs, units: list[Unit], block: list[int], t0: int, t1:
         tokens = [np.array([col[i] for i in units[u].ids], dtype=np.int64) for u in members]
         st.rounds += 1
         st.table_bytes = max(st.table_bytes, len(lpz) * (sum(len(t) + 1 for t in tokens) + 1) * 4)
-        spans = _ctc_segment(lpz, lp.blank_column, tokens, score_frames, p.gap_logprob)
+        hold = max(1, int(round(p.min_untranscribed / lp.frame_seconds)))
+        spans = _ctc_segment(lpz, lp.blank_column, tokens, score_frames, p.gap_logprob, hold)
         return dict(zip(members, spans, strict=True))
 
     kept, out = list(block), []

@@ -195,3 +195,18 @@ def test_chunked_log_probs_stitch_to_the_whole_recordings_frames(demo_head, tmp_
     short = [(demo_head.log_probs(str(path), ids, 10, c).greedy == whole.greedy).mean() for c in (2, 0)]
     assert short[0] >= short[1] + 0.02
     assert chunked.duration == pytest.approx(sf.info(str(path)).duration, abs=1e-3)
+
+
+def test_a_token_held_over_heard_speech_inside_a_unit_leaves_its_span():
+    _held_apart = al._held_apart
+    # a unit of 6 tokens (path states 1-6): the fourth entered at frame 30 and held to 130
+    entry = np.array([0, 10, 15, 20, 30, 130, 133, 140])
+    pause = np.zeros(200, bool)  # the model hears nothing there: a pause inside the clause, kept
+    assert _held_apart(entry, pause, 1, 6, hold=50) == (1, 6)
+    heard = pause.copy()
+    heard[40:120] = True  # 80 frames of speech the text lacks: the span is the four tokens before it
+    assert _held_apart(entry, heard, 1, 6, hold=50) == (1, 4)
+    assert _held_apart(entry, heard, 1, 6, hold=100) == (1, 6)  # held no longer than allowed
+    late = np.array([0, 10, 110, 113, 116, 119, 122, 140])  # the first token held: the five after it
+    heard[20:100] = True
+    assert _held_apart(late, heard, 1, 6, hold=50) == (2, 6)
