@@ -61,6 +61,28 @@ def alternative_rows(plan: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
+def probe_rows(plan: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each memory probe (speechprep.workflow.probe): the job, its two sizes' peaks and the
+    memory read at the corpus's size, beside what the pilot alone measured."""
+    rows = []
+    for rule, r in plan.get("rules", {}).items():
+        for name, fit in r.get("fits", {}).items():
+            if name.endswith(".rss_mb.probe"):
+                (n1, mb1), (n2, mb2) = fit["points"]
+                pilot = r["fits"].get(name.removesuffix(".probe"), {})
+                rows.append(
+                    {
+                        "rule": rule,
+                        "dataset": name.split(".")[0],
+                        "probes": f"{n1:,.0f}: {mb1:,.0f} MB; {n2:,.0f}: {mb2:,.0f} MB",
+                        "items": fit["items"],
+                        "MB at the corpus's size": fit["fixed"] + fit["per_item"] * fit["items"],
+                        "pilot's MB": pilot.get("fixed"),
+                    }
+                )
+    return rows
+
+
 def plan_html(plan: dict[str, Any]) -> str:
     """The page of a ``plan.json``."""
     t, sample = plan["total"], plan.get("sample", {})
@@ -95,6 +117,8 @@ def plan_html(plan: dict[str, Any]) -> str:
         "<h2>Datasets</h2>",
         table_html(datasets, list(datasets[0]) if datasets else [], "datasets"),
     ]
+    if probes := probe_rows(plan):
+        parts += ["<h2>Memory probes</h2>", table_html(probes, list(probes[0]), "probes")]
     if alternatives := alternative_rows(plan):
         parts += ["<h2>Alternatives</h2>", table_html(alternatives, list(alternatives[0]), "alternatives")]
     return _page("The plan", parts)

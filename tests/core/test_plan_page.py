@@ -62,6 +62,19 @@ PLAN = {
     "bottleneck": "asr",
     "cost": {"core_hours": 13.9, "gpu_hours": 0.0, "total": 0.28},
     "sample": {"fraction": 0.01, "seed": 0, "files": {"calls": [20, 2000]}},
+    "rules": {
+        "curate_duplicates": {
+            "fits": {
+                "calls.rss_mb": {"fixed": 180.0, "per_segment": 0.0},
+                "calls.rss_mb.probe": {
+                    "fixed": 110.0,
+                    "per_item": 0.000264,
+                    "points": [[333333.0, 198.0], [1000000.0, 374.0]],
+                    "items": 1e7,
+                },
+            }
+        }
+    },
     "alternatives": {
         "diarize.enabled=false": {
             "total": {"jobs": 150, "cpu_s": 21600.0, "gpu_s": 0.0, "output_bytes": 3e9},
@@ -82,6 +95,9 @@ def test_the_plan_page_shows_stages_totals_datasets_and_alternatives(tmp_path):
     assert t["total"][1][:4] == ["201", "12", "11.11", "12.78"]  # CPU-hours and their interval
     assert t["datasets"][1][0] == "calls" and "segments" in t["datasets"][0]
     assert t["alternatives"][1][0] == "diarize.enabled=false" and "0.5" in t["alternatives"][1]
+    probe = dict(zip(t["probes"][0], t["probes"][1], strict=True))  # a run-wide job's memory probe
+    assert probe["rule"] == "curate_duplicates" and probe["dataset"] == "calls" and probe["pilot's MB"] == "180"
+    assert probe["probes"] == "333,333: 198 MB; 1,000,000: 374 MB" and probe["MB at the corpus's size"] == "2750"
     assert "bottleneck asr" in page and "Cost: 0.28" in page and "calls 20 of 2000" in page
     bare = {k: v for k, v in PLAN.items() if k not in ("alternatives", "cost")}
     assert "alternatives" not in tables(plan_html(bare)) and "Cost:" not in plan_html(bare)
