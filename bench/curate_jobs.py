@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import subprocess
 import sys
 import time
@@ -26,6 +25,7 @@ REPO = Path(__file__).resolve().parents[1]  # this checkout's speechprep, not th
 def job(name: str, root: Path) -> dict:
     from speechprep.curate import stage
     from speechprep.jobs import JOBS
+    from speechprep.workflow.probe import peak_rss_mb
 
     shards = sorted(p.name.split(".")[0] for p in root.glob("shard-*.measures.jsonl"))
 
@@ -51,20 +51,8 @@ def job(name: str, root: Path) -> dict:
     return {
         "seconds": time.perf_counter() - t,
         **report,
-        "peak_rss_mb": peak_rss_mb(),
+        "peak_rss_mb": peak_rss_mb(),  # VmHWM: ru_maxrss can carry the parent's high-water mark
     }
-
-
-def peak_rss_mb() -> float:
-    """This process's peak resident memory: ``VmHWM`` (Linux; ``ru_maxrss`` keeps the high-water
-    mark of the process that forked this one across ``exec``, so it can read the parent's)."""
-    try:
-        for line in Path("/proc/self/status").read_text(encoding="ascii").splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def in_fresh_process(name: str, root: Path, params: dict) -> dict:
