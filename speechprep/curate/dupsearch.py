@@ -47,7 +47,11 @@ from . import fingerprint as FP
 from .duplicates import Candidate, Duplicate, better
 
 log = logging.getLogger("speechprep.curate")
-VERIFY_CHUNK = 20_000  # candidate pairs verified per block of rows read (at most 2 x 20,000 rows held)
+# Candidate pairs verified per block of rows read (at most 2 x 8,000 rows, 42 MB, held), compared
+# COMPARE_BLOCK at a time. The job's memory beyond its tables is these blocks, whatever the number of
+# pairs: at 10^6 segments (bench/duplicates_scale.py) blocks of 20,000 and 2,048 peaked at 579 MB,
+# these at 374 MB, as fast (docs/benchmarks.md, "Duplicates at scale").
+VERIFY_CHUNK = 8_000
 
 
 # ----------------------------------------------------------------------------
@@ -382,7 +386,7 @@ def jaccard_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return (a == b).mean(axis=1)
 
 
-COMPARE_BLOCK = 2048  # fingerprint pairs compared at once (about 40 KB of working memory each)
+COMPARE_BLOCK = 512  # fingerprint pairs compared at once
 
 
 def fingerprint_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
