@@ -54,6 +54,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from speechprep.curate import fingerprint as FP  # noqa: E402
+from speechprep.curate.probe import FRAME_FLIP, GROUP, MEMBER_FLIP, flips, masked  # noqa: E402
 from tests import real_speech as R  # noqa: E402
 
 SHARD = 10_000
@@ -88,23 +89,6 @@ def pool() -> dict[str, np.ndarray]:
     out = {"rows": np.stack(rows), "copy_rows": np.stack(copy_rows), "copy_of": np.array(copy_of)}
     out["copy_score"] = np.array([FP.compare(out["rows"][i], r) for i, r in zip(copy_of, copy_rows, strict=True)])
     np.savez(cache, **out)
-    return out
-
-
-def flips(rng: np.random.Generator, shape: tuple[int, ...], p: float, dtype) -> np.ndarray:
-    """Random masks of ``dtype`` words whose bits are each set with probability ``p``."""
-    bits = np.dtype(dtype).itemsize * 8
-    if p == 0.5:
-        return rng.integers(0, 2**bits, shape, dtype=np.uint64).astype(dtype)
-    b = rng.integers(0, 1 << 16, (*shape, bits), dtype=np.uint16) < int(p * (1 << 16))
-    return (b.astype(np.uint64) << np.arange(bits, dtype=np.uint64)).sum(axis=-1).astype(dtype)
-
-
-def masked(rows: np.ndarray, anchor_mask: np.ndarray, frame_mask: np.ndarray) -> np.ndarray:
-    """``rows`` with every anchor XORed with its ``anchor_mask`` row and every frame with its ``frame_mask`` word."""
-    out = rows.copy()
-    out["anchor_bits"] ^= anchor_mask[:, None, :]
-    out["frame_bits"] ^= frame_mask[:, None]
     return out
 
 
@@ -256,9 +240,9 @@ def outcome(root: Path, n: int, edges: list[tuple[int, int, str]]) -> tuple[dict
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000])
-    ap.add_argument("--group", type=int, default=50)
-    ap.add_argument("--member-flip", type=float, default=0.17)
-    ap.add_argument("--frame-flip", type=float, default=0.2)
+    ap.add_argument("--group", type=int, default=GROUP)
+    ap.add_argument("--member-flip", type=float, default=MEMBER_FLIP)
+    ap.add_argument("--frame-flip", type=float, default=FRAME_FLIP)
     ap.add_argument("--keep", type=Path, help="write each size's shards to KEEP/<size> and keep them")
     a = ap.parse_args()
     from speechprep.curate.params import DuplicateParams

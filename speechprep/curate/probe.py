@@ -5,10 +5,17 @@ writes them, in shards of :data:`SHARD` rows, written one shard at a time.
 A pilot of a few hundred segments cannot show how these jobs grow; the same job on these
 files at two sizes does. What is synthetic: the speakers job's embeddings (200 Gaussian
 speakers on the unit sphere, every segment its own file, the default unit's worst case)
-and the duplicates job's MinHash signatures (random) and fingerprints (the pilot's own real
-rows, XORed with random bits: their anchors and frames as the corpus has them, no copies;
-how many of a corpus's keys collide in a band, which is what its memory grows with, is
-that of random bits).
+and the duplicates job's MinHash signatures (random) and fingerprints.
+
+The duplicates job's memory grows with how many of its band keys collide, and a corpus's
+keys collide mostly between one speaker's utterances. So its fingerprints are the pilot's
+own real rows (their anchors, frames and speech as the corpus has them) in groups of
+:data:`GROUP` segments, as bench/duplicates_scale.py makes its background: a group is one
+real row under one random word XORed into every anchor and one into every frame; each
+member flips a further :data:`MEMBER_FLIP` of those words' bits (two members then differ in
+28 % of their anchor bits, the median of real same-speaker pairs in
+bench/duplicates_calibration.py) and each of its frames :data:`FRAME_FLIP` of its own. No
+copies are planted.
 """
 
 from __future__ import annotations
@@ -23,6 +30,9 @@ from . import fingerprint as FP
 
 SHARD = 10_000
 SPEAKERS = 200
+GROUP = 50  # segments that meet in the LSH as one speaker's utterances do (a divisor of SHARD)
+MEMBER_FLIP = 0.17
+FRAME_FLIP = 0.2
 
 
 def _shards(n: int):
@@ -63,19 +73,40 @@ def _pool(where: str | None) -> np.ndarray | None:
     return np.concatenate(rows) if rows else None
 
 
+def flips(rng: np.random.Generator, shape: tuple[int, ...], p: float, dtype) -> np.ndarray:
+    """Random masks of ``dtype`` words whose bits are each set with probability ``p``."""
+    bits = np.dtype(dtype).itemsize * 8
+    if p == 0.5:
+        return rng.integers(0, 2**bits, shape, dtype=np.uint64).astype(dtype)
+    b = rng.integers(0, 1 << 16, (*shape, bits), dtype=np.uint16) < int(p * (1 << 16))
+    return (b.astype(np.uint64) << np.arange(bits, dtype=np.uint64)).sum(axis=-1).astype(dtype)
+
+
+def masked(rows: np.ndarray, anchor_mask: np.ndarray, frame_mask: np.ndarray) -> np.ndarray:
+    """``rows`` with every anchor XORed with its ``anchor_mask`` row and every frame with its ``frame_mask`` word."""
+    out = rows.copy()
+    out["anchor_bits"] ^= anchor_mask[:, None, :]
+    out["frame_bits"] ^= frame_mask[:, None]
+    return out
+
+
 def _fingerprints(rng: np.random.Generator, m: int, pool: np.ndarray | None) -> np.ndarray:
-    """``m`` fingerprint rows, each a real one (``pool``) whose anchors and frames are XORed
-    with random bits: the real rows' anchors, frames and speech, no two alike. Without a
-    pool, random bits in every anchor and frame."""
+    """``m`` fingerprint rows (a whole number of groups but for the last), grouped on the real
+    rows of ``pool``. Without a pool, random bits in every anchor and frame."""
     if pool is None:
         rows = np.zeros(m, FP.DTYPE)
         raw = rows.view(np.uint8).reshape(m, -1)
         raw[:] = rng.integers(0, 256, raw.shape, dtype=np.uint8)
         rows["n_anchors"], rows["n_frames"], rows["n_active"], rows["frame0"] = FP.ANCHORS, FP.FRAMES, FP.FRAMES, 0
         return rows
-    rows = pool[rng.integers(0, len(pool), m)].copy()
-    rows["anchor_bits"] ^= rng.integers(0, 256, rows["anchor_bits"].shape, dtype=np.uint8)
-    rows["frame_bits"] ^= rng.integers(0, 2**32, rows["frame_bits"].shape, dtype=np.uint32)
+    g = np.arange(m) // GROUP
+    groups = int(g[-1]) + 1 if m else 0
+    base = pool[rng.integers(0, len(pool), groups)]
+    anchor = flips(rng, (groups, FP.ANCHOR_BITS // 8), 0.5, np.uint8)[g]
+    anchor ^= flips(rng, (m, FP.ANCHOR_BITS // 8), MEMBER_FLIP, np.uint8)
+    frame = flips(rng, (groups,), 0.5, np.uint32)[g] ^ flips(rng, (m,), MEMBER_FLIP, np.uint32)
+    rows = masked(base[g], anchor, frame)
+    rows["frame_bits"] ^= flips(rng, (m, FP.FRAMES), FRAME_FLIP, np.uint32)
     return rows
 
 

@@ -9,7 +9,7 @@ import numpy as np
 
 from speechprep.core.config import defaults
 from speechprep.curate import fingerprint as FP
-from speechprep.curate.probe import _fingerprints, _pool
+from speechprep.curate.probe import GROUP, _fingerprints, _pool
 from speechprep.jobs import job_params
 from tests import real_speech as R
 from tests.support import REPO
@@ -47,5 +47,12 @@ def test_the_duplicates_probe_shapes_its_rows_on_the_pilots_real_fingerprints(tm
     rows = _fingerprints(np.random.default_rng(0), 500, _pool(str(tmp_path / "pilot")))
     assert set(rows["n_anchors"]) <= set(pool["n_anchors"]) and set(rows["n_frames"]) <= set(pool["n_frames"])
     assert len(np.unique(rows["anchor_bits"].reshape(500, -1), axis=0)) == 500  # no two alike
+    # in groups of GROUP: a group's members differ in about 28 % of their first anchor's bits,
+    # as one speaker's utterances do; two groups in about half
+    bits = np.unpackbits(rows["anchor_bits"][:, 0, :], axis=1)
+    first = np.arange(0, 500, GROUP)
+    within = np.mean([(bits[g] != bits[g + 1 : g + GROUP]).mean() for g in first])
+    across = np.mean([(bits[g] != bits[first[first != g]]).mean() for g in first])
+    assert 0.25 < within < 0.31 and 0.47 < across < 0.53, (within, across)
     got = probe(tmp_path, "curate duplicates", 3000, minhash_perm=64, fingerprints=str(tmp_path / "pilot"))
     assert got["items"] == 3000 and got["peak_rss_mb"] > 0 and got["seconds"] > 0
