@@ -499,15 +499,24 @@ def _groups(n: int, edges: np.ndarray) -> list[np.ndarray]:
 
 
 class Seen:
-    """The ids earlier runs searched, as a sorted array of their 16-byte BLAKE2b digests
-    (``S16``): 16 bytes an id at 10^7 segments, where a set of the ids as text took about
-    170 bytes and a NumPy text array 4 bytes a character."""
+    """The ids earlier runs searched, each with the run that first searched it: sorted 16-byte
+    BLAKE2b digests (``S16``: 16 bytes an id at 10^7 segments, where a set of the ids as text
+    took about 170 bytes and a NumPy text array 4 bytes a character) and a run number beside
+    each (written as one structured array; a record of digests alone, or of the ids' text,
+    is read as run 1)."""
 
     DTYPE = np.dtype("S16")
+    RECORD = np.dtype([("id", "S16"), ("run", "<u4")])
 
-    def __init__(self, digests: np.ndarray | None = None):
+    def __init__(self, digests: np.ndarray | None = None, runs: np.ndarray | None = None):
         d = digests if digests is not None else np.zeros(0, self.DTYPE)
-        self.digests = d if (d[1:] > d[:-1]).all() else self.sorted_unique(d.copy())  # as written: already so
+        r = runs if runs is not None else np.ones(len(d), np.uint32)
+        if not (d[1:] > d[:-1]).all():  # as written: already so
+            o = np.argsort(d, kind="stable")
+            d, r = d[o], r[o]
+            first = np.concatenate([[True], d[1:] != d[:-1]]) if len(d) else np.zeros(0, bool)
+            d, r = d[first], r[first]
+        self.digests, self.runs = d, r.astype(np.uint32)
 
     @staticmethod
     def digest(id_: bytes) -> bytes:
@@ -519,25 +528,37 @@ class Seen:
 
     @classmethod
     def load(cls, path: str) -> Seen:
-        """The record at ``path``; one written as the ids' text (before the digests) is read
-        as their digests; a missing or unreadable one is empty."""
+        """The record at ``path``; a missing or unreadable one is empty."""
         from ..io.npyio import load_npy
 
         a = load_npy(path, ndim=1)
-        if a is not None and a.dtype == cls.DTYPE:
+        if a is None:
+            return cls()
+        if a.dtype == cls.RECORD:
+            return cls(np.ascontiguousarray(a["id"]), a["run"])
+        if a.dtype == cls.DTYPE:
             return cls(a)
-        return cls(cls.of(x.encode("utf-8") for x in a.tolist())) if a is not None and a.dtype.kind == "U" else cls()
+        return cls(cls.of(x.encode("utf-8") for x in a.tolist())) if a.dtype.kind == "U" else cls()
 
-    def __contains__(self, id_: str) -> bool:
+    def run_of(self, id_: str) -> int | None:
+        """The run that first searched ``id_``, or ``None``."""
         d = np.array([self.digest(id_.encode("utf-8"))], self.DTYPE)
         k = int(np.searchsorted(self.digests, d[0]))
-        return k < len(self.digests) and self.digests[k] == d[0]
+        return int(self.runs[k]) if k < len(self.digests) and self.digests[k] == d[0] else None
+
+    def __contains__(self, id_: str) -> bool:
+        return self.run_of(id_) is not None
 
     def __len__(self) -> int:
         return len(self.digests)
 
+    @property
+    def this_run(self) -> int:
+        """The number of the run searching now."""
+        return int(self.runs.max()) + 1 if len(self.runs) else 1
+
     def save_with(self, path: str, table: Table) -> None:
-        """The record with every id of ``table`` added, at ``path``."""
+        """The record with every id of ``table`` it lacks added as this run's, at ``path``."""
         from ..io.npyio import save_npy
 
         ours = self.sorted_unique(np.concatenate([self.of(ids.tolist()) for ids in table.ids] or [self.digests[:0]]))
@@ -545,7 +566,10 @@ class Seen:
         known = np.zeros(len(ours), bool)
         inside = at < len(self.digests)
         known[inside] = self.digests[at[inside]] == ours[inside]
-        save_npy(path, np.insert(self.digests, at[~known], ours[~known]))  # a merge: no sort of the whole
+        out = np.empty(len(self.digests) + int((~known).sum()), self.RECORD)
+        out["id"] = np.insert(self.digests, at[~known], ours[~known])  # a merge: no sort of the whole
+        out["run"] = np.insert(self.runs, at[~known], self.this_run)
+        save_npy(path, out)
 
     @staticmethod
     def sorted_unique(a: np.ndarray) -> np.ndarray:
@@ -555,11 +579,8 @@ class Seen:
         return a[np.concatenate([[True], a[1:] != a[:-1]])] if len(a) else a
 
 
-def _keeper(table: Table, group: np.ndarray, seen: Seen | frozenset = frozenset()) -> int:
-    """The member of ``group`` kept: the best copy (:func:`better`) among those an earlier
-    run had already seen (``seen``: the first-ingested copy stays kept), else among all."""
-    old = [i for i in group if table.id(int(i)) in seen]
-    group = old or group
+def _keeper(table: Table, group: np.ndarray) -> int:
+    """The member of ``group`` kept: the best copy (:func:`better`)."""
     nan = lambda v: None if np.isnan(v) else float(v)
     cands = {
         int(i): Candidate(table.id(int(i)), "", nan(table.quality[i]), None, nan(table.snr[i]), nan(table.bandwidth[i]))
@@ -573,14 +594,41 @@ def _keeper(table: Table, group: np.ndarray, seen: Seen | frozenset = frozenset(
     return k
 
 
+def _keepers(table: Table, edges: np.ndarray, groups: list[np.ndarray], seen: Seen) -> tuple[list, list[int]]:
+    """The groups to describe and the member each keeps, so that what an earlier run decided
+    stays: run by run (``seen``: the run that first searched each id; this run's ids are
+    the last), each run's segments in a group of the edges among segments of that run or an
+    earlier one are copies of the best segment of an earlier run kept in that group, and
+    where there is none, of the best of their own run. A segment kept stays kept whatever
+    a later segment ties it to; the first-ingested copy wins."""
+    if not groups:
+        return [], []
+    n, members, this_run = len(table), np.concatenate(groups), seen.this_run
+    run = np.zeros(n, np.uint32)
+    run[members] = [seen.run_of(table.id(int(i))) or this_run for i in members]
+    kept = np.zeros(n, bool)
+    kept[members] = True
+    out, keep = [], []
+    for r in np.unique(run[members]):
+        for g in _groups(n, edges[:, (run[edges[0]] <= r) & (run[edges[1]] <= r)]):
+            now, earlier = g[run[g] == r], g[(run[g] < r) & kept[g]]
+            if not len(now):
+                continue
+            k = _keeper(table, earlier if len(earlier) else now)
+            kept[now[now != k]] = False
+            out.append(np.union1d(now, [k]))
+            keep.append(k)
+    return out, keep
+
+
 def _describe(
-    table: Table, sigs: Rows | None, fps: Rows | None, m: Match, groups: list[np.ndarray], seen: Seen | frozenset
+    table: Table, sigs: Rows | None, fps: Rows | None, m: Match, groups: list[np.ndarray], keep: list[int]
 ) -> list[Found]:
-    """Each group's kept one, and every other member tied to it, with its kind and similarity
-    (scored against the kept one, all groups' pairs at once)."""
+    """Every member of each group but the one it keeps (``keep``), tied to that one, with its
+    kind and similarity (scored against the kept one, all groups' pairs at once)."""
     if not groups:
         return []
-    keep = np.array([_keeper(table, g, seen) for g in groups], np.int64)
+    keep = np.array(keep, np.int64)
     members = np.concatenate(groups)
     keep_of = np.repeat(keep, [len(g) for g in groups])
     i, k = members[members != keep_of], keep_of[members != keep_of]
@@ -606,15 +654,16 @@ def _describe(
 
 
 def search(
-    table: Table, sigs: Rows | None, fps: Rows | None, m: Match, tmp: str, seen: Seen | frozenset = frozenset()
+    table: Table, sigs: Rows | None, fps: Rows | None, m: Match, tmp: str, seen: Seen | None = None
 ) -> tuple[list[Found], dict]:
     """Every segment that copies a kept one (sorted by index), and counts for the log;
-    ``seen``: the ids an earlier run searched (their copy stays kept, :func:`_keeper`)."""
+    ``seen``: the ids earlier runs searched (what they decided stays, :func:`_keepers`)."""
     n = len(table)
     exact, rep = exact_edges(table.sha)
     near, counts = _candidate_edges(table, sigs, fps, m, rep, tmp)
-    groups = _groups(n, np.concatenate([exact, near], axis=1))
-    found = sorted(_describe(table, sigs, fps, m, groups, seen), key=lambda f: f.i)
+    edges = np.concatenate([exact, near], axis=1)
+    groups = _groups(n, edges)
+    found = sorted(_describe(table, sigs, fps, m, *_keepers(table, edges, groups, seen or Seen())), key=lambda f: f.i)
     counts = {"segments": n, "exact_copies": int(exact.shape[1]), **counts, "groups": len(groups)}
     return found, counts
 

@@ -153,13 +153,56 @@ def test_a_copy_added_later_never_replaces_the_first_ingested_one(tmp_path):
     assert (tmp_path / "shard-0000.duplicates.jsonl").read_bytes() == first
     (dup,) = read_jsonl(fb[3])
     assert (dup["id"], dup["duplicate_of"], dup["kind"]) == ("u0", "mp3", "acoustic")
+    second = [(tmp_path / f"shard-000{k}.duplicates.jsonl").read_bytes() for k in (0, 1)]
+    ran(seen)  # a third run, both copies searched before: the one kept stays kept
+    assert [(tmp_path / f"shard-000{k}.duplicates.jsonl").read_bytes() for k in (0, 1)] == second
+    assert sorted(np.load(seen, allow_pickle=False)["run"].tolist()) == [1, 1, 1, 1, 2]  # u0: the second run's
     ran(None)  # with no record of what ran before, the cleaner copy wins
     assert [d["duplicate_of"] for d in read_jsonl(fa[3])] == ["u0"]
 
 
+def unit_shard(root, name, units):
+    """A shard of segments with S2S units (``units``: id -> unit sequence) and no fingerprint."""
+    from speechprep.curate.duplicates import minhash_signature
+
+    ids = list(units)
+    pcm = {i: np.asarray(units[i], np.float32) / 1000 for i in ids}  # each its own audio, as far as hashes go
+    write_jsonl(root / f"{name}.measures.jsonl", [line(i, pcm[i], None) | {"minhash": True} for i in ids])
+    np.save(root / f"{name}.minhash.npy", np.stack([minhash_signature(units[i], 3, 128) for i in ids]))
+    np.save(root / f"{name}.fingerprint.npy", np.zeros(len(ids), FP.DTYPE))
+    return [str(root / f"{name}.{k}") for k in ("measures.jsonl", "minhash.npy", "fingerprint.npy", "duplicates.jsonl")]
+
+
+def test_a_new_segment_tying_two_kept_ones_leaves_both_kept(tmp_path):
+    """Corpus growth (#40): two segments kept by a first run, unlike each other, and a later
+    one whose units hold both (each pair of it and one of them at a Jaccard similarity of about
+    0.5, over the 0.35 threshold): the later one is the copy, of the better of the two, and
+    neither of the first two becomes a copy of the other; a fourth run with an unrelated
+    segment changes none of the earlier outputs."""
+    rng = np.random.default_rng(7)
+    a, b, d = (rng.integers(0, 500, 300).tolist() for _ in range(3))
+    shards = [unit_shard(tmp_path, "shard-0000", {"a": a, "b": b}), unit_shard(tmp_path, "shard-0001", {"c": a + b})]
+    shards.append(unit_shard(tmp_path, "shard-0002", {"d": d}))
+    seen, p = str(tmp_path / "seen.npy"), params("duplicates")
+
+    def run(k):
+        fs = shards[:k]
+        stage.run_duplicates([f[0] for f in fs], [f[1] for f in fs], [f[3] for f in fs], p, [f[2] for f in fs], seen)
+        return [(tmp_path / f"shard-000{j}.duplicates.jsonl").read_bytes() for j in range(k)]
+
+    assert run(1) == [b""]
+    got = run(2)
+    (dup,) = read_jsonl(shards[1][3])
+    assert got[0] == b"" and dup["id"] == "c" and dup["duplicate_of"] in ("a", "b") and dup["kind"] == "near"
+    assert run(3) == [*got, b""]
+    run_none = stage.run_duplicates(*[[f[k] for f in shards[:2]] for k in (0, 1, 3)], p, [f[2] for f in shards[:2]])
+    assert run_none["near"] + run_none["linked"] == 2  # with no record, one of the first two is a copy too
+
+
 def test_the_seen_record_holds_digests_and_reads_a_text_one(tmp_path):
-    """The record of searched ids is 16 bytes an id (sorted, unique), whatever the ids' length;
-    a record an earlier version wrote as the ids' text is read as the same ids."""
+    """The record of searched ids is 20 bytes an id (its digest, sorted and unique, whatever
+    the ids' length, and the run that first searched it); a record an earlier version wrote
+    as the ids' text, or as their digests alone, is read as the same ids, searched by run 1."""
     ids = [f"spk{i % 7:02d}/utt{i:05d}_ß" for i in range(50)]
     table = S.Table(
         [np.array([i.encode("utf-8") for i in ids[:30]]), np.array([i.encode("utf-8") for i in ids[30:]])],
@@ -169,14 +212,16 @@ def test_the_seen_record_holds_digests_and_reads_a_text_one(tmp_path):
     path = str(tmp_path / "seen.npy")
     S.Seen(np.zeros(0, S.Seen.DTYPE)).save_with(path, table)
     a = np.load(path, allow_pickle=False)
-    assert a.dtype == np.dtype("S16") and len(a) == 50 and (np.sort(a) == a).all()
+    assert a.dtype == S.Seen.RECORD and len(a) == 50 and (np.sort(a["id"]) == a["id"]).all() and (a["run"] == 1).all()
     seen = S.Seen.load(path)
     assert all(i in seen for i in ids) and "spk00/utt99999_ß" not in seen and len(seen) == 50
     np.save(tmp_path / "text.npy", np.asarray(sorted(ids[:10]), dtype=str))
     old = S.Seen.load(str(tmp_path / "text.npy"))
     assert [i in old for i in ids] == [True] * 10 + [False] * 40
-    old.save_with(path, table)  # the union, as digests
-    assert len(np.load(path, allow_pickle=False)) == 50
+    old.save_with(path, table)  # the union, as digests; the ids it adds are the next run's
+    assert [S.Seen.load(path).run_of(i) for i in ids] == [1] * 10 + [2] * 40
+    np.save(tmp_path / "digests.npy", a["id"])  # a record of digests alone: run 1
+    assert S.Seen.load(str(tmp_path / "digests.npy")).run_of(ids[3]) == 1
     np.save(tmp_path / "other.npy", np.array([b"ab", b"cd"]))  # not a record: empty, as a torn one
     assert len(S.Seen.load(str(tmp_path / "other.npy"))) == 0
     (tmp_path / "torn.npy").write_bytes(b"\x93NUMPY")
