@@ -1,32 +1,36 @@
 #!/usr/bin/env python3
 """What a grown corpus costs: a full run, then the same corpus with a few files more.
 
-    .venvs/workflow/bin/python bench/corpus_growth.py [--files 200] [--add 4] [--shards 10] [--remove 5]
-        [--without-store]
+    .venvs/workflow/bin/python bench/corpus_growth.py [--files 200] [--add 4 [1 ...]] [--shards 10]
+        [--remove 5] [--without-store] [--join 1] [--voices allison_en,june_fr]
 
-The corpus: real telephone prompts of two professional voices (tests/real_speech.py,
-asterisk-core-sounds en and fr, 8 kHz wav), ``--files`` of them, one folder each, in
-about ``--shards`` shards (``shard_hours`` from their audio); every stage on, the demo
-models (built by ``make demo`` in resources/models), ``curate.min_bandwidth_hz`` off (the
-prompts are telephone speech). The first run is timed whole; then
-``--add`` more prompts (of the same two voices) are copied in and the same command runs
-again. Prints each run's jobs by rule and their CPU seconds summed from the
-``job used`` line each job's log ends with (every job, the run-wide steps, manifests and
-reports included; the larger of it and the job's benchmark file where it has one), the
-ratio, a dry run after it (jobs left: none), and how many of the old segments' lines
-(curation's decision, kept or rejected; the speaker assignment; the TTS manifest line)
-stayed byte-identical. ``--remove`` then deletes that many of the first run's files (one
-in every ``--files / --remove``, so they fall in different shards) and runs again: its
-CPU seconds, its jobs, how many jobs loaded a model (a log line ``loaded on``) and how
-many of the other segments' lines stayed byte-identical; ``--without-store`` deletes the
-jobs' reuse stores (``<stage>/.partial/<shard>.reuse``) before it, for what the same
-removal costs when every job of a touched shard computes all its items again.
+The corpus: real telephone prompts of professional voices (tests/real_speech.py
+``TELEPHONE_VOICES``; by default asterisk-core-sounds en and fr, 8 kHz wav), ``--files``
+files in about ``--shards`` shards (``shard_hours`` from their audio); a file is one
+prompt, or with ``--join K`` K prompts of one voice one after the other, 0.3-0.8 s of
+silence between them (a longer recording: more audio a shard for as many files); the
+voices take turns. Every stage on, the demo models (built by ``make demo`` in
+resources/models), ``curate.min_bandwidth_hz`` off (the prompts are telephone speech).
+The first run is timed whole; then each ``--add`` in turn: that many more files (of the
+same voices) are moved in and the same command runs again. Prints each run's jobs by rule
+and their CPU seconds summed from the ``job used`` line each job's log ends with (every
+job, the run-wide steps, manifests and reports included; the larger of it and the job's
+benchmark file where it has one), the ratio to the first run, a dry run after it (jobs
+left: none), and how many of the old segments' lines (curation's decision, kept or
+rejected; the speaker assignment; the TTS manifest line) stayed byte-identical.
+``--remove`` then deletes that many of the first run's files (one in every ``--files /
+--remove``, so they fall in different shards) and runs again: its CPU seconds, its jobs,
+how many jobs loaded a model (a log line ``loaded on``) and how many of the other
+segments' lines stayed byte-identical; ``--without-store`` deletes the jobs' reuse stores
+(``<stage>/.partial/<shard>.reuse``) before it, for what the same removal costs when
+every job of a touched shard computes all its items again.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import random
 import shutil
 import subprocess
 import sys
@@ -106,51 +110,80 @@ def duration(path: Path) -> float:
         return w.getnframes() / w.getframerate()
 
 
-def prompts(n: int) -> list[Path]:
-    """``n`` prompts, alternating the two voices (sorted by path within each)."""
-    en, fr = (real_speech.telephone_prompts(v) for v in ("allison_en", "june_fr"))
-    both = [u.path for pair in zip(en, fr, strict=False) for u in pair]
-    return both[:n]
+def prompts(n: int, voices: list[str], join: int) -> list[list[Path]]:
+    """``n`` files of ``join`` prompts each, the voices in turn (each voice's prompts sorted
+    by path)."""
+    each = [iter(real_speech.telephone_prompts(v)) for v in voices]
+    out = [[next(each[k % len(each)]).path for _ in range(join)] for k in range(n)]
+    return out
+
+
+def write(paths: list[Path], dest: Path, seed: int) -> None:
+    """``paths`` (8 kHz wav) one after the other in ``dest``, 0.3-0.8 s of silence between."""
+    import numpy as np
+    import soundfile as sf
+
+    rng, parts, rate = random.Random(seed), [], None
+    for k, p in enumerate(paths):
+        x, rate = sf.read(str(p), dtype="int16")
+        if k:
+            parts.append(np.zeros(int(rate * rng.uniform(0.3, 0.8)), np.int16))
+        parts.append(x)
+    sf.write(str(dest), np.concatenate(parts), rate, subtype="PCM_16")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--files", type=int, default=200)
-    ap.add_argument("--add", type=int, default=4)
+    ap.add_argument("--add", type=int, nargs="+", default=[4], help="files added in each growth, one after the other")
     ap.add_argument("--shards", type=int, default=10)
     ap.add_argument("--remove", type=int, default=0)
     ap.add_argument("--without-store", action="store_true", help="delete the reuse stores before the removal")
+    ap.add_argument("--join", type=int, default=1, help="prompts of one voice in each file")
+    ap.add_argument("--voices", default="allison_en,june_fr", help="tests/real_speech.py TELEPHONE_VOICES")
     a = ap.parse_args()
     if not (MODELS / "demo_asr.nemo").exists():
         raise SystemExit("build the demo models first: make demo")
-    paths = prompts(a.files + a.add)
+    files = prompts(a.files + sum(a.add), a.voices.split(","), a.join)
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         (work / "corpus").mkdir()
-        for k, p in enumerate(paths[: a.files]):
-            shutil.copy(p, work / "corpus" / f"{k:04d}_{p.name}")
+        (work / "later").mkdir()  # the files added after the first run
+        paths = [work / ("corpus" if k < a.files else "later") / f"{k:04d}_{f[0].name}" for k, f in enumerate(files)]
+        for k, (f, dest) in enumerate(zip(files, paths, strict=True)):
+            write(f, dest, k)
         seconds = sum(duration(p) for p in paths[: a.files])
+        print(f"corpus: {a.files} files, {seconds / 60:.1f} min; then {' + '.join(map(str, a.add))} more")
         config(work, seconds / 3600 / a.shards)
         t0 = time.time()
         snakemake(work, "--cores", "2")
         first, first_rules, _ = cpu_since(work, t0)
-        before = lines_of(work)
-        for k, p in enumerate(paths[a.files :], a.files):
-            shutil.copy(p, work / "corpus" / f"{k:04d}_{p.name}")
-        t1 = time.time()
-        snakemake(work, "--cores", "2")
-        second, second_rules, second_cpu = cpu_since(work, t1)
-        after = lines_of(work)
-        left = snakemake(work, "--dry-run")
-        kept = sum(after.get(k) == v for k, v in before.items())
-        print(f"first run: {first:.0f} CPU-s, jobs {dict(sorted(first_rules.items()))}")
-        ratio = second / first
-        print(f"{a.add} files added: {second:.0f} CPU-s ({ratio:.1%}), jobs {dict(sorted(second_rules.items()))}")
-        print(f"their CPU-s by rule: {dict(second_cpu.most_common())}")
-        print(f"dry run after it: {'nothing to do' if 'Nothing to be done' in left else left[-2000:]}")
-        print(f"old lines byte-identical: {kept} of {len(before)}")
+        print(f"first run: {first:.0f} CPU-s, jobs {dict(sorted(first_rules.items()))}", flush=True)
+        at = a.files
+        for add in a.add:
+            grow(work, paths[at : at + add], first)
+            at += add
         if a.remove:
-            remove(work, a, first, after)
+            remove(work, a, first, lines_of(work))
+
+
+def grow(work: Path, new: list[Path], first: float) -> None:
+    """Add ``new`` to the corpus, run again; print its cost against ``first`` and what stayed."""
+    before = lines_of(work)
+    for p in new:
+        p.rename(work / "corpus" / p.name)
+    t = time.time()
+    snakemake(work, "--cores", "2")
+    cpu, rules, by_rule = cpu_since(work, t)
+    after = lines_of(work)
+    left = snakemake(work, "--dry-run")
+    kept = sum(after.get(k) == v for k, v in before.items())
+    for k in [k for k, v in before.items() if after.get(k) != v][:5]:
+        print(f"changed: {k}\n  before {before[k]}\n  after  {after.get(k)}")
+    print(f"{len(new)} files added: {cpu:.0f} CPU-s ({cpu / first:.1%}), jobs {dict(sorted(rules.items()))}")
+    print(f"their CPU-s by rule: {dict(by_rule.most_common())}")
+    print(f"dry run after it: {'nothing to do' if 'Nothing to be done' in left else left[-2000:]}")
+    print(f"old lines byte-identical: {kept} of {len(before)}", flush=True)
 
 
 def remove(work: Path, a: argparse.Namespace, first: float, before: dict[str, str]) -> None:
