@@ -50,7 +50,7 @@ log = logging.getLogger("speechprep.curate")
 # Candidate pairs verified per block of rows read (at most 2 x 8,000 rows, 42 MB, held), compared
 # COMPARE_BLOCK at a time. The job's memory beyond its tables is these blocks, whatever the number of
 # pairs: at 10^6 segments (bench/duplicates_scale.py) blocks of 20,000 and 2,048 peaked at 579 MB,
-# these at 374 MB, as fast (docs/benchmarks.md, "Duplicates at scale").
+# these at 376 MB, as fast (docs/benchmarks.md, "Duplicates at scale").
 VERIFY_CHUNK = 8_000
 
 
@@ -606,10 +606,13 @@ def _keepers(table: Table, edges: np.ndarray, groups: list[np.ndarray], seen: Se
     n, members, this_run = len(table), np.concatenate(groups), seen.this_run
     run = np.zeros(n, np.uint32)
     run[members] = [seen.run_of(table.id(int(i))) or this_run for i in members]
+    runs = np.unique(run[members])
+    if len(runs) == 1:  # one run's segments alone: the groups as they are
+        return groups, [_keeper(table, g) for g in groups]
     kept = np.zeros(n, bool)
     kept[members] = True
     out, keep = [], []
-    for r in np.unique(run[members]):
+    for r in runs:
         for g in _groups(n, edges[:, (run[edges[0]] <= r) & (run[edges[1]] <= r)]):
             now, earlier = g[run[g] == r], g[(run[g] < r) & kept[g]]
             if not len(now):
