@@ -9,16 +9,24 @@ the manifest's own segments, written in ``stats.json``) and a DataSpeech-style
 template joins them. ``{who}`` comes from the segment's ``gender``, only where the input
 manifest gave one; the pitch word of such a segment comes from its gender's bins
 (``annotations.by_gender``), as DataSpeech bins pitch per gender.
+
+A corpus that grows keeps its captions: the edges a run used are recorded
+(``tts/.caption_edges.json``, not a rule's output, so it outlives a rerun) and a later run
+bins with them (:meth:`Captions.hold`), as the speakers keep their ids; a measure or gender
+the record has no edges for takes this run's. Deleting the record bins afresh.
 """
 
 from __future__ import annotations
 
+import json
 import string
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 from ..core.bins import bin_edges, bin_of
 from ..errors import UsageError
+from ..io.jsonio import write_text_if_changed
 
 # what a kept curation line gives the manifest line
 CARRIED = ("gender", "pitch_mean", "pitch_std", "pitch_mean_st", "pitch_std_st", "monotony", "reverb", "snr_db")
@@ -73,6 +81,18 @@ class Captions:
 
     def fit_rate(self, lines: list[dict]) -> None:
         self.edges["speaking_rate"] = bin_edges([x.get("speaking_rate") for x in lines], self.bins)
+
+    def hold(self, record: str | Path) -> None:
+        """Bin with the edges ``record`` kept from an earlier run of as many bins (module
+        docstring); those it lacks are this run's; then record the edges used."""
+        record = Path(record)
+        old = json.loads(record.read_text(encoding="utf-8")) if record.exists() else {}
+        if old.get("bins") == self.bins:
+            self.edges |= {k: e for k, e in old.get("edges", {}).items() if k in self.edges and e is not None}
+            self.pitch_by_gender |= {g: e for g, e in old.get("pitch_by_gender", {}).items() if e is not None}
+        used = {"bins": self.bins, "edges": self.edges, "pitch_by_gender": self.pitch_by_gender}
+        record.parent.mkdir(parents=True, exist_ok=True)
+        write_text_if_changed(record, json.dumps(used, sort_keys=True, ensure_ascii=False) + "\n")
 
     def __call__(self, line: dict) -> str | None:
         """The caption of ``line``; ``None`` when a word it needs has no value (no voiced

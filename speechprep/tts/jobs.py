@@ -70,16 +70,17 @@ def text_ids(f, p):
     ManifestParams,
     inputs="tokenizer features+ texts+ rejects+ asr+ units+ pins+",
     outputs="train val stats",
-    options="kept* summary*",
+    options="kept* summary* caption-edges?",
 )
 def manifest(f, p):
     """A dataset's train/val manifests and stats.json (--kept, --summary: curation's kept lines
-    and summary, when it runs)."""
+    and summary, when it runs; --caption-edges: the record that keeps the captions' edges
+    for a grown corpus)."""
     from . import manifests
 
     summary = (f.summary or [None])[0]
     per_shard = (f.features, f.texts, f.rejects, f.asr, f.units)
-    inputs = manifests.Inputs(*per_shard, f.tokenizer, f.kept, f.pins or [], summary)
+    inputs = manifests.Inputs(*per_shard, f.tokenizer, f.kept, f.pins or [], summary, f.caption_edges)
     manifests.build_manifests(p, inputs, manifests.Outputs(f.train, f.val, f.stats))
 
 

@@ -126,6 +126,7 @@ class Inputs:
     kept: list[str] | None = None
     pins: list[str] = field(default_factory=list)
     summary: str | None = None
+    caption_edges: str | None = None  # the captions' edges kept across runs (.captions.Captions.hold)
 
 
 @dataclass(frozen=True)
@@ -183,14 +184,17 @@ def phoneme_map(p: ManifestParams, lines: list[dict[str, Any]]) -> dict[str, Any
     return {"phonemes": {**phonemes, "phoneme_id_map": get_espeak_map()}}
 
 
-def describe(p: ManifestParams, summary: str | None, lines: list[dict]) -> dict[str, Any]:
+def describe(p: ManifestParams, summary: str | None, lines: list[dict], record: str | None = None) -> dict[str, Any]:
     """With ``tts.captions`` and curation's summary: each line's ``description``
-    (:class:`.captions.Captions`); the bins, edges and counts for ``stats.json``."""
+    (:class:`.captions.Captions`, with the edges ``record`` kept from earlier runs); the
+    bins, edges and counts for ``stats.json``."""
     if not p.captions or not summary:
         return {}
     annotations = json.loads(Path(summary).read_text(encoding="utf-8"))["annotations"]
     captions = C.Captions(p.captions, annotations["bins"], annotations["edges"], annotations.get("by_gender"))
     captions.fit_rate(lines)
+    if record:
+        captions.hold(record)
     for line in lines:
         line["description"] = captions(line)
     return {"captions": captions.stats()}
@@ -199,7 +203,7 @@ def describe(p: ManifestParams, summary: str | None, lines: list[dict]) -> dict[
 def build_manifests(p: ManifestParams, inputs: Inputs, outputs: Outputs) -> dict[str, Any]:
     """Train/val manifests of a dataset and its ``stats.json``."""
     lines, curated_out = split(p, inputs)
-    described = describe(p, inputs.summary, lines["train"] + lines["val"])
+    described = describe(p, inputs.summary, lines["train"] + lines["val"], inputs.caption_edges)
     write_jsonl(outputs.train, lines["train"])
     write_jsonl(outputs.val, lines["val"])
     reasons = count_reasons(inputs.rejects)

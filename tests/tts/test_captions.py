@@ -1,5 +1,7 @@
 """Captions from the annotations' bins, with the config's templates and words."""
 
+import json
+
 import pytest
 
 from speechprep.errors import UsageError
@@ -68,3 +70,35 @@ def test_a_word_list_of_another_length_or_an_unknown_field_is_a_usage_error():
         C.Captions({**CFG, "words": {**CFG["words"], "pitch": ["low", "high"]}}, BINS, EDGES)
     with pytest.raises(UsageError, match=r"names \['mood'\]"):
         C.Captions({**CFG, "template": "{who} sounds {mood}."}, BINS, EDGES)
+
+
+def test_a_grown_corpus_keeps_the_edges_its_captions_were_binned_with(tmp_path):
+    """The first run records its edges; a later run over more segments (its own edges moved)
+    bins with them, so an old line keeps its caption; a measure or gender without edges in
+    the record takes the later run's; a record of another bin count is not read."""
+    record = tmp_path / "tts" / ".caption_edges.json"
+    rates = lambda n: [line(speaking_rate=float(r)) for r in range(1, n)]
+    first = C.Captions(CFG, BINS, EDGES)
+    first.fit_rate(rates(9))
+    first.hold(record)
+    before, mtime = first(line(pitch_mean=1.5)), record.stat().st_mtime_ns
+    moved = {m: [e + 0.7 for e in edges] for m, edges in EDGES.items()}
+    grown = C.Captions(CFG, BINS, moved, {"female": {"pitch_mean": [9.0] * 6}})
+    grown.fit_rate(rates(30))
+    assert before and grown(line(pitch_mean=1.5)) != before  # binned afresh, the caption moves
+    grown.hold(record)
+    assert grown(line(pitch_mean=1.5)) == before and grown.pitch_by_gender == {"female": [9.0] * 6}
+    assert record.stat().st_mtime_ns > mtime  # the gender's edges were added to the record
+    unchanged = record.stat().st_mtime_ns
+    grown.hold(record)
+    assert record.stat().st_mtime_ns == unchanged  # the same edges: the record is not rewritten
+    kept = json.loads(record.read_text(encoding="utf-8"))
+    record.write_text(json.dumps({**kept, "edges": {**kept["edges"], "reverb": None}}), encoding="utf-8")
+    again = C.Captions(CFG, BINS, moved)
+    again.fit_rate(rates(30))
+    again.hold(record)
+    assert again.edges["reverb"] == moved["reverb"] and again.edges["pitch"] == EDGES["pitch_mean"]
+    other = C.Captions({**CFG, "words": {k: v[:5] for k, v in CFG["words"].items()}}, 5, moved)
+    other.fit_rate(rates(30))
+    other.hold(record)
+    assert other.edges["pitch"] == moved["pitch_mean"]
