@@ -2,7 +2,7 @@
 """What a grown corpus costs: a full run, then the same corpus with a few files more.
 
     .venvs/workflow/bin/python bench/corpus_growth.py [--files 200] [--add 4 [1 ...]] [--shards 10]
-        [--remove 5] [--without-store] [--join 1] [--voices allison_en,june_fr]
+        [--remove 5] [--without-store] [--join 1] [--voices allison_en,june_fr] [--work DIR]
 
 The corpus: real telephone prompts of professional voices (tests/real_speech.py
 ``TELEPHONE_VOICES``; by default asterisk-core-sounds en and fr, 8 kHz wav), ``--files``
@@ -23,7 +23,8 @@ rejected; the speaker assignment; the TTS manifest line) stayed byte-identical.
 how many jobs loaded a model (a log line ``loaded on``) and how many of the other
 segments' lines stayed byte-identical; ``--without-store`` deletes the jobs' reuse stores
 (``<stage>/.partial/<shard>.reuse``) before it, for what the same removal costs when
-every job of a touched shard computes all its items again.
+every job of a touched shard computes all its items again. ``--work`` runs in that
+(new) directory and keeps it, to look at what the runs left.
 """
 
 from __future__ import annotations
@@ -141,13 +142,14 @@ def main() -> None:
     ap.add_argument("--without-store", action="store_true", help="delete the reuse stores before the removal")
     ap.add_argument("--join", type=int, default=1, help="prompts of one voice in each file")
     ap.add_argument("--voices", default="allison_en,june_fr", help="tests/real_speech.py TELEPHONE_VOICES")
+    ap.add_argument("--work", type=Path, help="run in this new directory and keep it")
     a = ap.parse_args()
     if not (MODELS / "demo_asr.nemo").exists():
         raise SystemExit("build the demo models first: make demo")
     files = prompts(a.files + sum(a.add), a.voices.split(","), a.join)
     with tempfile.TemporaryDirectory() as tmp:
-        work = Path(tmp)
-        (work / "corpus").mkdir()
+        work = a.work or Path(tmp)
+        (work / "corpus").mkdir(parents=True)
         (work / "later").mkdir()  # the files added after the first run
         paths = [work / ("corpus" if k < a.files else "later") / f"{k:04d}_{f[0].name}" for k, f in enumerate(files)]
         for k, (f, dest) in enumerate(zip(files, paths, strict=True)):

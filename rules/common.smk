@@ -7,6 +7,8 @@ from functools import cache
 from types import SimpleNamespace
 from pathlib import Path
 
+from snakemake.exceptions import IncompleteCheckpointException
+
 
 from speechprep.core.config import check as check_config
 from speechprep.core.config import demo_model_warnings
@@ -138,6 +140,7 @@ PLAN = Plan(
     shards,
     lambda ds, s: shard_content(shard_file(SimpleNamespace(ds=ds, shard=s))),
     RESULTS,
+    lambda step, **wildcards: getattr(checkpoints, step).get(**wildcards),
 )
 GRAMMARS = PLAN.grammars  # built text-normalisation grammars, a directory per language
 S2S_EXPORT = (
@@ -175,7 +178,17 @@ def config_sha256():
 
 
 def all_targets(wildcards):
-    return PLAN.all_targets()
+    """Every ingest, then every run-wide checkpoint, then the run's targets: those still to
+    run, all at once, are the targets until they have (speechprep/workflow/plan.py)."""
+    for ds in config["datasets"]:
+        checkpoints.ingest.get(ds=ds)
+    waiting = []
+    for step, wc in PLAN.run_wide_steps():
+        try:
+            getattr(checkpoints, step).get(**wc)
+        except IncompleteCheckpointException as e:
+            waiting.append(e.targetfile)
+    return waiting or PLAN.all_targets()
 
 
 def report_plot(name):

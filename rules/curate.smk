@@ -72,7 +72,9 @@ rule curate_annotate:
         job_shell("curate annotate")
 
 
-rule curate_speakers:
+# The run-wide steps are checkpoints: a shard's job names its file of theirs once they have
+# run, so one rewritten with the same bytes does not rerun it (speechprep/workflow/plan.py).
+checkpoint curate_speakers:
     input:
         measures=every_shard(f"{RESULTS}/{{ds}}/curate/{{shard}}.measures.jsonl"),
         embeddings=every_shard(f"{RESULTS}/{{ds}}/curate/{{shard}}.embeddings.npy"),
@@ -85,6 +87,7 @@ rule curate_speakers:
         ),
         centroids_dir=directory(f"{RESULTS}/{ALL}/curate/speakers"),
         clusters=f"{RESULTS}/{ALL}/curate/speaker_clusters.json",
+        centroids=f"{RESULTS}/{ALL}/curate/speaker_centroids.npy",
     log:
         f"{RESULTS}/{ALL}/logs/curate_speakers.log",
     conda:
@@ -105,7 +108,7 @@ rule curate_speakers:
         job_shell("curate speakers")
 
 
-rule curate_duplicates:
+checkpoint curate_duplicates:
     input:
         measures=per_shard(f"{RESULTS}/{{ds}}/curate/{{shard}}.measures.jsonl"),
         minhash=per_shard(f"{RESULTS}/{{ds}}/curate/{{shard}}.minhash.npy"),
@@ -134,11 +137,10 @@ rule curate_duplicates:
 
 rule curate_decide:
     input:
+        unpack(lambda wc: PLAN.curate_decide_inputs(wc.ds, wc.shard)),
         measures=f"{RESULTS}/{{ds}}/curate/{{shard}}.measures.jsonl",
         measure_rejects=f"{RESULTS}/{{ds}}/curate/{{shard}}.measure_rejects.jsonl",
         annotations=f"{RESULTS}/{{ds}}/curate/{{shard}}.annotations.jsonl",
-        assign=f"{RESULTS}/{{ds}}/curate/speaker_assignments",
-        duplicates=f"{RESULTS}/{{ds}}/curate/duplicates",
         exclude=lambda wc: [config["exclude"]] if config.get("exclude") else [],
     output:
         out=f"{RESULTS}/{{ds}}/curate/{{shard}}.jsonl",
@@ -156,8 +158,6 @@ rule curate_decide:
     params:
         cmd=job_cmd("curate decide"),
         p=job_params("curate decide"),
-        speakers=lambda wc, input: f"{input.assign}/{wc.shard}.jsonl",
-        duplicates=lambda wc, input: f"{input.duplicates}/{wc.shard}.jsonl",
         exclude=lambda wc, input: flag_list("exclude", input.exclude),
     shell:
         job_shell("curate decide")

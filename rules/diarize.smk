@@ -51,12 +51,8 @@ rule diarize_rttm:
     params:
         cmd=job_cmd("diarize rttm"),
         p=job_params("diarize rttm"),
-        measures=lambda wc, input: PLAN.diarize_rttm_flags(wc.shard, dict(input.items()))[
-            "measures"
-        ],
-        assign=lambda wc, input: PLAN.diarize_rttm_flags(wc.shard, dict(input.items()))["assign"],
-        clusters=lambda wc, input: PLAN.diarize_rttm_flags(wc.shard, dict(input.items()))[
-            "clusters"
-        ],
+        measures=lambda wc, input: PLAN.diarize_rttm_flags(dict(input.items()))["measures"],
+        assign=lambda wc, input: PLAN.diarize_rttm_flags(dict(input.items()))["assign"],
+        centroids=lambda wc, input: PLAN.diarize_rttm_flags(dict(input.items()))["centroids"],
     shell:
         job_shell("diarize rttm")

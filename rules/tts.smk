@@ -53,7 +53,7 @@ rule tts_normalize:
         job_shell("tts normalize")
 
 
-rule tts_tokenizer:
+checkpoint tts_tokenizer:
     input:
         normalized=lambda wc: PLAN.tts_normalized_all(),
     output:
@@ -177,6 +177,10 @@ rule tts_manifest:
         p=job_params("tts manifest"),
         kept=lambda wc, input: flag_list("kept", input.kept),
         summary=lambda wc, input: flag_list("summary", input.summary),
+        # the captions' edges of earlier runs (not an output: it outlives a rerun)
+        caption_edges=lambda wc: flag_list(
+            "caption-edges", [f"{RESULTS}/{wc.ds}/tts/.caption_edges.json"]
+        ),
     shell:
         job_shell("tts manifest")
 

@@ -42,7 +42,7 @@ def annotate(f, p):
     "curate",
     SpeakerParams,
     inputs="measures+ embeddings+",
-    outputs="dataset-clusters+ centroids-dir clusters",
+    outputs="dataset-clusters+ centroids-dir clusters centroids",
     options="datasets+ shard-counts+ assign+",
     probe="curate.probe:speakers",
 )
@@ -52,7 +52,7 @@ def speakers(f, p):
     from . import stage
 
     files = stage.SpeakerFiles(f.datasets, f.shard_counts, f.measures, f.embeddings, f.assign, f.dataset_clusters)
-    stage.run_speakers(files, f.centroids_dir, f.clusters, p)
+    stage.run_speakers(files, f.centroids_dir, f.clusters, p, f.centroids)
 
 
 @job(
@@ -75,9 +75,8 @@ def duplicates(f, p):
     "curate decide",
     "curate",
     DecideParams,
-    inputs="measures measure-rejects annotations exclude*",
+    inputs="measures measure-rejects annotations speakers duplicates exclude*",
     outputs="out rejects",
-    options="speakers duplicates",
 )
 def decide(f, p):
     """Keep or reject each measured segment of one shard, with its tier and annotations

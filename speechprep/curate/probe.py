@@ -63,6 +63,7 @@ def speakers(root: Path, n: int, like: dict, p):
         "dataset_clusters": [str(root / "speaker_clusters.json")],
         "centroids_dir": str(root / "speakers"),
         "clusters": str(root / "run_speaker_clusters.json"),
+        "centroids": str(root / "speaker_centroids.npy"),
     }, p
 
 

@@ -29,7 +29,7 @@ from ..encoders import ResemblyzerEncoder
 from ..errors import NothingKept, UsageError
 from ..io.exclude import read_exclude, record_removals
 from ..io.jsonio import read_jsonl, write_json, write_jsonl
-from ..io.npyio import save_npy
+from ..io.npyio import save_named_rows, save_npy
 from .decide import STAGE, TIERS, decide
 from .params import DecideParams, DuplicateParams, SpeakerParams, SummaryParams
 
@@ -151,11 +151,15 @@ def _centroid_lines(spk, col, paths, named, counts=None, datasets=()) -> list[di
     return out
 
 
-def run_speakers(files: SpeakerFiles, centroids_dir: str, clusters_out: str, p: SpeakerParams) -> dict[str, Any]:
+def run_speakers(
+    files: SpeakerFiles, centroids_dir: str, clusters_out: str, p: SpeakerParams, centroids_out: str | None = None
+) -> dict[str, Any]:
     """Pseudo speakers of every dataset of a run, one id space: the shards of all datasets
     are clustered together, so one voice gets one id in every dataset. Writes per-shard
     assignments, one centroid file per speaker, the run's report (``clusters_out``) and
-    each dataset's (its speakers, with how many of its segments each has)."""
+    each dataset's (its speakers, with how many of its segments each has); ``centroids_out``:
+    every speaker's name and centroid in one table, which a grown corpus rewrites with the
+    same bytes unless it brought new speakers (what the RTTM jobs read)."""
     files.check()
     rows = ShardRows(files.embeddings)
     shards = _check_rows(files.measures, rows.arrays, ("id", "speaker", "file_id", "diarize_speaker"))
@@ -169,6 +173,8 @@ def run_speakers(files: SpeakerFiles, centroids_dir: str, clusters_out: str, p: 
     paths = {name: str(cdir / f"{file_stem(name)}.npy") for name in spk.names}
     for name, c in zip(spk.names, spk.centroids, strict=True):
         save_npy(paths[name], c.astype(np.float32))
+    if centroids_out:
+        save_named_rows(centroids_out, list(spk.names), spk.centroids.astype(np.float32))
     _write_assignments(spk, shards, files.assign)
     counts = np.zeros((len(files.datasets), len(spk.names)), np.int64)  # segments of each speaker in each dataset
     np.add.at(counts, (seg_ds, spk.label), 1)

@@ -23,10 +23,10 @@ def run(f, p):
 
 
 @job(
-    "diarize rttm", "curate", RttmParams, inputs="turns speakers", outputs="out", options="measures? assign? clusters?"
+    "diarize rttm", "curate", RttmParams, inputs="turns speakers", outputs="out", options="measures? assign? centroids?"
 )
 def rttm(f, p):
     """A shard's turns as RTTM, each file's speakers named by the run's speaker ids (when curated)."""
     from . import speakermap
 
-    speakermap.write_rttm_shard(f.turns, f.speakers, f.out, p, f.measures, f.assign, f.clusters)
+    speakermap.write_rttm_shard(f.turns, f.speakers, f.out, p, f.measures, f.assign, f.centroids)

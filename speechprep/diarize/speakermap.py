@@ -8,21 +8,21 @@ of the cross-file clustering, so its measured segments share one run speaker id.
 ``file_id`` and ``diarize_speaker``, the assignments' ``speaker``): a local speaker
 takes the run id most of its measured segments got. One with no measured segment
 (everything it said rejected before curation measured it) takes the run speaker
-whose centroid is nearest its own (:mod:`.lines`' ``speakers`` lines), within
+whose centroid (the speakers job's ``speaker_centroids.npy``) is nearest its own
+(:mod:`.lines`' ``speakers`` lines), within
 ``max_speaker_distance``; else, and in a run without curation, it is named
 ``<file id>#<local speaker>``: a speaker of that file alone.
 """
 
 from __future__ import annotations
 
-import json
 from collections import Counter, defaultdict
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ..io.jsonio import read_jsonl
+from ..io.npyio import load_named_rows
 from .lines import local_name
 from .params import RttmParams
 from .rttm import RttmTurn, write_rttm
@@ -46,14 +46,6 @@ def measured_names(measures: str, assign: str) -> dict[Key, str]:
     return {k: sorted(c.items(), key=lambda x: (-x[1], x[0]))[0][0] for k, c in votes.items()}
 
 
-def run_centroids(clusters: str) -> tuple[list[str], np.ndarray]:
-    """The run's speakers and their centroids (``curate speakers``' report and ``.npy`` files)."""
-    report = json.loads(Path(clusters).read_text(encoding="utf-8"))
-    names = [c["speaker"] for c in report["centroids"]]
-    vecs = [np.load(c["centroid"]).astype(np.float32) for c in report["centroids"]]
-    return names, (np.stack(vecs) if vecs else np.zeros((0, 256), np.float32))
-
-
 def nearest_names(local: list[dict[str, Any]], names: list[str], centroids: np.ndarray, limit: float) -> dict[Key, str]:
     """Each local speaker (``speakers`` lines) whose nearest run centroid is within ``limit``."""
     if not local or not names:
@@ -70,16 +62,16 @@ def nearest_names(local: list[dict[str, Any]], names: list[str], centroids: np.n
 
 
 def speaker_names(
-    speakers: str, p: RttmParams, measures: str | None = None, assign: str | None = None, clusters: str | None = None
+    speakers: str, p: RttmParams, measures: str | None = None, assign: str | None = None, centroids: str | None = None
 ) -> dict[Key, str]:
     """The run's name of every local speaker of the shard (``speakers``: its speakers lines)."""
     local = list(read_jsonl(speakers))
     names: dict[Key, str] = {}
     if measures and assign:
         names = measured_names(measures, assign)
-    if clusters and p.max_speaker_distance is not None:
+    if centroids and p.max_speaker_distance is not None:
         missing = [s for s in local if (str(s["file_id"]), s["diarize_speaker"]) not in names]
-        names |= nearest_names(missing, *run_centroids(clusters), p.max_speaker_distance)
+        names |= nearest_names(missing, *load_named_rows(centroids), p.max_speaker_distance)
     out = {}
     for s in local:
         key = (str(s["file_id"]), s["diarize_speaker"])
@@ -94,10 +86,10 @@ def write_rttm_shard(
     p: RttmParams,
     measures: str | None = None,
     assign: str | None = None,
-    clusters: str | None = None,
+    centroids: str | None = None,
 ) -> dict[str, Any]:
     """``diarize/<shard>.rttm``: every turn of the shard, its speaker named by the run."""
-    names = speaker_names(speakers, p, measures, assign, clusters)
+    names = speaker_names(speakers, p, measures, assign, centroids)
     rows = []
     for t in read_jsonl(turns):
         key = (str(t["file_id"]), t["speaker"])

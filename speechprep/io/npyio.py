@@ -22,6 +22,21 @@ def save_npz(path: str | os.PathLike, **arrays: np.ndarray) -> None:
         np.savez(f, **arrays)
 
 
+def save_named_rows(path: str | os.PathLike, names: list[str], rows: np.ndarray) -> None:
+    """Rows of float32 with a name each (a speaker's centroid) as one ``.npy`` structured
+    array of ``name`` and ``row``: the same names and rows give the same bytes."""
+    width = max([len(n) for n in names] + [1])
+    table = np.zeros(len(names), dtype=[("name", f"<U{width}"), ("row", "<f4", (rows.shape[1],))])
+    table["name"], table["row"] = names, rows
+    save_npy(path, table)
+
+
+def load_named_rows(path: str | os.PathLike) -> tuple[list[str], np.ndarray]:
+    """The names and rows :func:`save_named_rows` wrote."""
+    table = np.load(path, allow_pickle=False)
+    return table["name"].tolist(), np.ascontiguousarray(table["row"], dtype=np.float32)
+
+
 def load_npy(path: str | os.PathLike, dtype=None, ndim: int | None = None) -> np.ndarray | None:
     """The array, or ``None`` when the file is missing, truncated or not of ``dtype``/``ndim``."""
     try:

@@ -5,6 +5,16 @@ plain Python, unit-tested without Snakemake (tests/core/test_plan.py).
 The shards of a dataset are known once its ingest checkpoint has run: :class:`Plan` is given
 a function that names them, and one that reads a shard's content (its lines' durations), so
 that nothing here touches Snakemake. Standard library only: the Snakefile imports it.
+
+The run-wide steps whose output a shard job reads (speakers, duplicates, the tokenizer) are
+checkpoints too, and a shard job names its own file of theirs only once they have run
+(``after``): Snakemake compares that file with the checksum it recorded when the job last
+ran, so a run-wide step that ran again on a grown corpus and wrote a shard's file with the
+same bytes leaves that shard's job alone (issue: corpora that grow). Snakemake settles
+checkpoints one level at a time and takes one whose inputs it has yet to know for one with
+nothing to do: so every ingest is waited for before a run-wide step (:meth:`wait`), and the
+run's targets wait for every run-wide step (:meth:`run_wide_steps`) before they name the
+shard jobs that read them.
 """
 
 from __future__ import annotations
@@ -32,6 +42,9 @@ class Plan:
     shards: Callable[[str], list[str]]
     content: Callable[[str, str], Any] = lambda ds, shard: None
     results: str = RESULTS
+    # waits for run-wide checkpoint ``step`` (its wildcards as keywords): raises Snakemake's
+    # IncompleteCheckpointException while it has yet to run
+    after: Callable[..., Any] = lambda step, **wildcards: None
 
     # -- what a dataset is -------------------------------------------------------------
     def stages(self) -> list[str]:
@@ -101,13 +114,42 @@ class Plan:
         """Curation's summary of the dataset (the annotations' bins), if it runs."""
         return [self._at(ds, "curate", "summary.json")] if self.runs("curate") else []
 
+    def run_wide_steps(self) -> list[tuple[str, dict[str, str]]]:
+        """The run-wide checkpoints of the run whose files shard jobs read, with their
+        wildcards: what the run's targets wait for (module docstring)."""
+        steps: list[tuple[str, dict[str, str]]] = []
+        if self.runs("curate"):
+            steps += [("curate_speakers", {})] + [("curate_duplicates", {"ds": ds}) for ds in self.config["datasets"]]
+        if self.runs("tts") and not self.config["tts"].get("tokenizer"):
+            steps.append(("tts_tokenizer", {}))
+        return steps
+
+    def wait(self, step: str, datasets: list[str], **wildcards: str) -> None:
+        """Wait for run-wide checkpoint ``step`` over ``datasets``: their ingest first."""
+        for ds in datasets:
+            self.after("ingest", ds=ds)
+        self.after(step, **wildcards)
+
+    def speaker_assignment(self, ds: str, shard: str) -> str:
+        """The shard's file of the run-wide speakers checkpoint (its segments' speakers)."""
+        self.wait("curate_speakers", list(self.config["datasets"]))
+        return self._at(ds, "curate", f"speaker_assignments/{shard}.jsonl")
+
+    def curate_decide_inputs(self, ds: str, shard: str) -> dict[str, str]:
+        """The shard's files of the run-wide speakers and duplicates checkpoints."""
+        self.wait("curate_duplicates", [ds], ds=ds)
+        return {
+            "speakers": self.speaker_assignment(ds, shard),
+            "duplicates": self._at(ds, "curate", f"duplicates/{shard}.jsonl"),
+        }
+
     def diarize_rttm_inputs(self, ds: str, shard: str) -> dict[str, str]:
         """The RTTM job's turns and local speakers, and with curation the run's speakers."""
         files = {k: self._at(ds, "diarize", f"{shard}.{k}.jsonl") for k in ("turns", "speakers")}
         if self.runs("curate"):
             files["measures"] = self._at(ds, "curate", f"{shard}.measures.jsonl")
-            files["assign"] = self._at(ds, "curate", "speaker_assignments")
-            files["clusters"] = self._at(ALL, "curate", "speaker_clusters.json")
+            files["assign"] = self.speaker_assignment(ds, shard)
+            files["centroids"] = self._at(ALL, "curate", "speaker_centroids.npy")
         return files
 
     def diarize_report_files(self, ds: str) -> list[str]:
@@ -172,8 +214,11 @@ class Plan:
         return [self._at(ds, "tts", f"{s}.normalized.jsonl") for ds in self.config["datasets"] for s in self.shards(ds)]
 
     def tts_tokenizer(self) -> str:
-        """``tts.tokenizer``, or the one rule tts_tokenizer trains on the transcripts."""
-        return self.config["tts"].get("tokenizer") or self._at(ALL, "tts", "tokenizer.model")
+        """``tts.tokenizer``, or the one checkpoint tts_tokenizer trains on the transcripts."""
+        if self.config["tts"].get("tokenizer"):
+            return self.config["tts"]["tokenizer"]
+        self.wait("tts_tokenizer", list(self.config["datasets"]))
+        return self._at(ALL, "tts", "tokenizer.model")
 
     def tts_encoder_files(self) -> list[str]:
         """``torchscript:<path>`` encoders are inputs (the built-in ones live in the env)."""
@@ -198,16 +243,12 @@ class Plan:
             for path in self.per_shard_paths(ds, self._at(ds, "curate", "speaker_assignments"), ".jsonl")
         ]
 
-    def diarize_rttm_flags(self, shard: str, files: dict[str, str]) -> dict[str, str]:
+    def diarize_rttm_flags(self, files: dict[str, str]) -> dict[str, str]:
         """The RTTM job's flags naming the run's speakers, by name (empty without curation)."""
+        names = ("measures", "assign", "centroids")
         if "measures" not in files:
-            return dict.fromkeys(("measures", "assign", "clusters"), "")
-        q = shlex.quote
-        return {
-            "measures": f"--measures {q(files['measures'])}",
-            "assign": f"--assign {q(files['assign'] + '/' + shard + '.jsonl')}",
-            "clusters": f"--clusters {q(files['clusters'])}",
-        }
+            return dict.fromkeys(names, "")
+        return {k: f"--{k} {shlex.quote(files[k])}" for k in names}
 
     # -- what a run asks for ----------------------------------------------------------------
     def stage_targets(self, ds: str, stage: str) -> list[str]:

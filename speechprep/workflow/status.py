@@ -7,7 +7,8 @@ Per dataset, what ingest last took in (files and hours in ``manifest.jsonl``, sh
 its plan, files rejected and those left out by ``exclude``, files removed so far in
 ``removed.jsonl``) and what has changed in its ``audio_dir`` since (files new to it, files
 gone); then what the next run computes: Snakemake's dry run, its jobs by rule (when ingest
-runs first, the jobs downstream of it are known only after it: the table says so).
+or a run-wide step runs first, the jobs downstream of it are known only after it: the
+table says so).
 """
 
 from __future__ import annotations
@@ -58,6 +59,10 @@ def dataset_status(results: Path, name: str, ds: dict, extensions: list[str]) ->
     return out
 
 
+# the rules after which Snakemake knows the jobs downstream (rules/*.smk's checkpoints)
+CHECKPOINTS = ("ingest", "curate_speakers", "curate_duplicates", "tts_tokenizer")
+
+
 def next_jobs(snakemake_args: list[str]) -> dict[str, int]:
     """Jobs by rule of Snakemake's dry run with ``snakemake_args`` (its "Job stats" table)."""
     cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--dry-run", "--quiet", "rules"]
@@ -95,8 +100,9 @@ def main(argv: list[str] | None = None) -> int:
         print("next run: nothing to do")
     else:
         print("next run: " + ", ".join(f"{rule} {n}" for rule, n in jobs.items()))
-        if "ingest" in jobs:
-            print("  (ingest runs first: the jobs after it are known once it has)")
+        first = [rule for rule in CHECKPOINTS if rule in jobs]
+        if first:
+            print(f"  ({', '.join(first)} run(s) first: the jobs after them are known once they have)")
     return 0
 
 

@@ -41,7 +41,7 @@ def test_what_a_run_without_curation_or_diarization_reads():
         "turns": "results/demo/diarize/shard-0000.turns.jsonl",
         "speakers": "results/demo/diarize/shard-0000.speakers.jsonl",
     }
-    assert set(p.diarize_rttm_flags("shard-0000", p.diarize_rttm_inputs("demo", "shard-0000")).values()) == {""}
+    assert set(p.diarize_rttm_flags(p.diarize_rttm_inputs("demo", "shard-0000")).values()) == {""}
     assert not plan(stages=["vad"]).diarized("demo")  # nothing after VAD reads it
     off = plan()
     off.config["diarize"]["enabled"] = False
@@ -96,11 +96,11 @@ def test_models_grammars_and_the_arguments_naming_many_files():
     assert assign[:2] == [f"results/demo/curate/speaker_assignments/shard-000{i}.jsonl" for i in (0, 1)]
     assert assign[-1] == "results/odd name/curate/speaker_assignments/shard-0000.jsonl" and len(assign) == 4
     files = p.diarize_rttm_inputs("demo", "shard-0000")
-    flags = shlex.split(" ".join(p.diarize_rttm_flags("shard-0000", files).values()))
+    flags = shlex.split(" ".join(p.diarize_rttm_flags(files).values()))
     assert flags == [
         "--measures", files["measures"],
         "--assign", "results/demo/curate/speaker_assignments/shard-0000.jsonl",
-        "--clusters", "results/_all/curate/speaker_clusters.json",
+        "--centroids", "results/_all/curate/speaker_centroids.npy",
     ]  # fmt: skip
     p.config["s2s"]["runtime"] = "torch"
     assert p.s2s_export_files() == [] and p.s2s_export.endswith(f"-layer{p.config['s2s']['layer']}.onnx")
@@ -109,3 +109,51 @@ def test_models_grammars_and_the_arguments_naming_many_files():
     p.config["tts"]["condition"] = "torchscript:/models/cond.pt"
     assert p.tts_encoder_files() == ["/models/cond.pt"]
     assert p.tts_tokenizer() == (p.config["tts"].get("tokenizer") or "results/_all/tts/tokenizer.model")
+
+
+def test_a_shard_job_names_its_file_of_a_run_wide_step_once_that_step_has_run():
+    """The run-wide steps are checkpoints: their per-shard files are named after ``after``
+    has returned (Snakemake raises there while the step has yet to run), and only once the
+    ingest of every dataset they read has."""
+    waited = []
+
+    class NotYet(Exception):
+        pass
+
+    def after(step, **wildcards):
+        waited.append((step, wildcards))
+        if step in pending:
+            raise NotYet(step)
+
+    p, pending = plan(), set()
+    p = Plan(p.config, p.shards, p.content, after=after)
+    assert p.curate_decide_inputs("demo", "shard-0001") == {
+        "speakers": "results/demo/curate/speaker_assignments/shard-0001.jsonl",
+        "duplicates": "results/demo/curate/duplicates/shard-0001.jsonl",
+    }
+    assert p.diarize_rttm_inputs("demo", "shard-0000")["assign"].endswith("speaker_assignments/shard-0000.jsonl")
+    p.config["tts"]["tokenizer"] = None
+    assert p.tts_tokenizer() == "results/_all/tts/tokenizer.model"
+    every = [("ingest", {"ds": ds}) for ds in p.config["datasets"]]
+    assert waited == [
+        *[("ingest", {"ds": "demo"}), ("curate_duplicates", {"ds": "demo"})],
+        *every, ("curate_speakers", {}),
+        *every, ("curate_speakers", {}),
+        *every, ("tts_tokenizer", {}),
+    ]  # fmt: skip
+    assert p.run_wide_steps() == [
+        ("curate_speakers", {}),
+        *[("curate_duplicates", {"ds": ds}) for ds in p.config["datasets"]],
+        ("tts_tokenizer", {}),
+    ]
+    for step, call in [
+        ("ingest", lambda: p.curate_decide_inputs("demo", "shard-0000")),
+        ("curate_duplicates", lambda: p.curate_decide_inputs("demo", "shard-0000")),
+        ("curate_speakers", lambda: p.diarize_rttm_inputs("demo", "shard-0000")),
+        ("tts_tokenizer", p.tts_tokenizer),
+    ]:
+        pending = {step}
+        with pytest.raises(NotYet):
+            call()
+    p.config["tts"]["tokenizer"] = "/models/sp.model"  # a given tokenizer: nothing to wait for
+    assert p.tts_tokenizer() == "/models/sp.model"

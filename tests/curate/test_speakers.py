@@ -18,6 +18,7 @@ from speechprep.curate.speakers import (
     purity,
 )
 from speechprep.io.jsonio import read_jsonl, write_jsonl
+from speechprep.io.npyio import load_named_rows
 from tests import real_speech
 
 
@@ -303,7 +304,7 @@ def _one_dataset(root, utts, x, files):
         [str(root / "a" / "speaker_clusters.json")],
     )
     centroids, report = str(root / "all" / "speakers"), str(root / "all" / "speaker_clusters.json")
-    stage.run_speakers(sf, centroids, report, params("speakers"))
+    stage.run_speakers(sf, centroids, report, params("speakers"), str(root / "all" / "speaker_centroids.npy"))
     by_id = {a["id"]: a for a in read_jsonl(root / "a" / "assign" / "shard-0000.jsonl")}
     return [{**by_id[s["id"]], "voice": s["voice"], "file": f} for s, f in zip(lines, files, strict=True)]
 
@@ -323,6 +324,8 @@ def test_a_grown_corpus_keeps_its_speakers_and_new_files_join_them(tmp_path, rea
     first_idx = [k for k, f in enumerate(names) if f in set(old_files) - held]
     first = _one_dataset(tmp_path, [utts[k] for k in first_idx], x[first_idx], [names[k] for k in first_idx])
     assert purity([s["voice"] for s in first], [s["speaker"] for s in first]) == (1.0, 1.0)
+    table = lambda: load_named_rows(tmp_path / "all" / "speaker_centroids.npy")
+    first_names, first_rows = table()
     grown_idx = first_idx + [k for k, f in enumerate(names) if f in held or utts[k].speaker in new_voices]
     grown = _one_dataset(tmp_path, [utts[k] for k in grown_idx], x[grown_idx], [names[k] for k in grown_idx])
     assert grown[: len(first)] == first  # every old line as it was: id, speaker, distance
@@ -333,6 +336,10 @@ def test_a_grown_corpus_keeps_its_speakers_and_new_files_join_them(tmp_path, rea
     fresh = {s["voice"]: s["speaker"] for s in later if s["voice"] in new_voices}
     assert len(set(fresh.values())) == len(new_voices) and not set(fresh.values()) & set(id_of.values())
     assert purity([s["voice"] for s in grown], [s["speaker"] for s in grown]) == (1.0, 1.0)
+    # the centroids the RTTM jobs read: the old speakers' rows as they were, the new voices' after
+    grown_names, grown_rows = table()
+    assert grown_names[: len(first_names)] == first_names == sorted(set(id_of.values()))
+    assert grown_rows[: len(first_names)].tobytes() == first_rows.tobytes() and len(grown_names) == len(voices)
     # asked for (or with other settings), every segment is clustered anew
     prior = load_prior(tmp_path / "all" / "speaker_state.npz", params("speakers"))
     assert prior is not None and len(prior.names) == len(voices)

@@ -2,8 +2,6 @@
 run's speaker ids (curation's measurements and assignments, else the nearest run centroid,
 else the file's own name), read back by pyannote."""
 
-import json
-
 import numpy as np
 import pytest
 
@@ -11,6 +9,7 @@ from speechprep.diarize.params import RttmParams, runs_for
 from speechprep.diarize.rttm import read_rttm
 from speechprep.diarize.speakermap import speaker_names, write_rttm_shard
 from speechprep.io.jsonio import write_jsonl
+from speechprep.io.npyio import save_named_rows
 from tests.support import config
 from tests.support import params as config_params
 
@@ -74,12 +73,7 @@ def shard(tmp_path):
     write_jsonl(
         tmp_path / "assign.jsonl", [{"id": k, "speaker": v, "speaker_distance": 0.1} for k, v in assign.items()]
     )
-    (tmp_path / "c").mkdir()
-    cents = []
-    for name, v in (("cluster_0000", a), ("cluster_0001", b)):
-        np.save(tmp_path / "c" / f"{name}.npy", v)
-        cents.append({"speaker": name, "centroid": str(tmp_path / "c" / f"{name}.npy")})
-    (tmp_path / "clusters.json").write_text(json.dumps({"centroids": cents}), encoding="utf-8")
+    save_named_rows(tmp_path / "centroids.npy", ["cluster_0000", "cluster_0001"], np.stack([a, b]))
     turns = [
         {"file_id": "a", "start": 0.5, "end": 3.0, "segment": "a_0000", "speaker": "spk0", "overlap": False},
         {"file_id": "a", "start": 3.0, "end": 5.25, "segment": "a_0001", "speaker": "spk1", "overlap": False},
@@ -95,7 +89,7 @@ def shard(tmp_path):
 def test_local_speakers_named_by_the_run(shard):
     p = config_params(RttmParams)
     f = lambda name: str(shard / name)
-    names = speaker_names(f("speakers.jsonl"), p, f("measures.jsonl"), f("assign.jsonl"), f("clusters.json"))
+    names = speaker_names(f("speakers.jsonl"), p, f("measures.jsonl"), f("assign.jsonl"), f("centroids.npy"))
     assert names == {
         ("a", "spk0"): "cluster_0000",
         ("a", "spk1"): "cluster_0001",  # the run id most of its measured segments got
@@ -109,7 +103,7 @@ def test_local_speakers_named_by_the_run(shard):
         RttmParams(max_speaker_distance=None),
         f("measures.jsonl"),
         f("assign.jsonl"),
-        f("clusters.json"),
+        f("centroids.npy"),
     )
     assert off[("b b", "spk1")] == "b b#spk1"
     alone = speaker_names(f("speakers.jsonl"), p)  # a run without curation
@@ -128,7 +122,7 @@ def test_rttm_of_the_shard_is_read_by_pyannote(shard):
         p,
         f("measures.jsonl"),
         f("assign.jsonl"),
-        f("clusters.json"),
+        f("centroids.npy"),
     )
     assert got == {"turns": 6, "local_speakers": 6, "named_by_the_file_alone": 1}
     lines = (shard / "x.rttm").read_text(encoding="utf-8").splitlines()

@@ -90,6 +90,12 @@ CHANGES = {
 }
 
 
+# the run-wide checkpoints and what runs before them: while one of them is to run, the dry run
+# knows the jobs up to it alone (those after it are named once it has run)
+RUN_WIDE = {"curate_speakers", "curate_duplicates", "tts_tokenizer"}
+BEFORE_RUN_WIDE = RUN_WIDE | {"vad", "diarize", "asr", "s2s", "s2s_export", "curate_measure", "tts_normalize"}
+
+
 def merged(a: dict, b: dict) -> dict:
     out = dict(a)
     for k, v in b.items():
@@ -112,4 +118,5 @@ def test_a_change_reruns_exactly_its_jobs(demo, tmp_path, key):
     changed = tmp_path / "changed.yaml"
     changed.write_text(yaml.safe_dump(merged(base, change)), encoding="utf-8")
     _, out = snakemake(work, "--dry-run", "--quiet", "rules", "--configfile", str(changed))
-    assert rules_to_run(out) == expected, out[-3000:]
+    shown = expected & BEFORE_RUN_WIDE if expected & RUN_WIDE else expected
+    assert rules_to_run(out) == shown, out[-3000:]
