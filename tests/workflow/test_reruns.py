@@ -93,7 +93,8 @@ CHANGES = {
 # the run-wide checkpoints and what runs before them: while one of them is to run, the dry run
 # knows the jobs up to it alone (those after it are named once it has run)
 RUN_WIDE = {"curate_speakers", "curate_duplicates", "tts_tokenizer"}
-BEFORE_RUN_WIDE = RUN_WIDE | {"vad", "diarize", "asr", "s2s", "s2s_export", "curate_measure", "tts_normalize"}
+BEFORE_RUN_WIDE = RUN_WIDE | {"vad", "diarize", "asr", "asr_align", "s2s", "s2s_export", "curate_measure"}
+BEFORE_RUN_WIDE |= {"tts_grammars", "tts_normalize"}
 
 
 def merged(a: dict, b: dict) -> dict:
