@@ -10,7 +10,8 @@ files in about ``--shards`` shards (``shard_hours`` from their audio); a file is
 prompt, or with ``--join K`` K prompts of one voice one after the other, 0.3-0.8 s of
 silence between them (a longer recording: more audio a shard for as many files); the
 voices take turns. Every stage on, the demo models (built by ``make demo`` in
-resources/models), ``curate.min_bandwidth_hz`` off (the prompts are telephone speech).
+resources/models), ``curate.min_bandwidth_hz`` off (the prompts are telephone speech) and
+``curate.min_confidence`` off (the demo ASR model's confidence on real speech means nothing).
 The first run is timed whole; then each ``--add`` in turn: that many more files (of the
 same voices) are moved in and the same command runs again. Prints each run's jobs by rule
 and their CPU seconds summed from the ``job used`` line each job's log ends with (every
@@ -58,7 +59,10 @@ def config(work: Path, shard_hours: float) -> None:
         "datasets": {"calls": {"audio_dir": str(work / "corpus"), "shard_hours": shard_hours}},
         "asr": {"model": str(MODELS / "demo_asr.nemo")},
         "s2s": s2s,
-        "curate": {"min_bandwidth_hz": None},  # telephone prompts: all narrowband, by nature
+        # telephone prompts: all narrowband, by nature; the demo ASR model knows only the demo's
+        # phrases, and its confidence on these prompts (below 0.3 on nearly all one-prompt files)
+        # would leave curation nothing to keep
+        "curate": {"min_bandwidth_hz": None, "min_confidence": None},
     }
     (work / "config.yaml").write_text(json.dumps(cfg), encoding="utf-8")
 
