@@ -27,7 +27,7 @@ from ..core.shardjob import Accepted, Rejected, ShardJob
 from ..errors import UsageError
 from ..io.jsonio import atomic_open, read_jsonl
 from ..io.modelfiles import sha256_file
-from ..io.npyio import check_layout
+from ..io.npyio import check_layout, load_npy, save_npy
 from .params import TextIdsParams
 from .phonemes import Phonemizer
 
@@ -173,7 +173,7 @@ def train_normalized_tokenizer(
     digests = {str(path): sha256_file(path) for path in normalized}
     if kept is not None and not retrain and kept_tokenizer(Path(kept), vocab_size, digests, model_out):
         return
-    texts = [t for path in normalized for n in read_jsonl(path) if (t := n["text_normalized"])]
+    texts = [t for path in normalized for t in shard_texts(path)]
     if not texts:
         raise UsageError(
             "no transcript has text: nothing to train the tokenizer on "
@@ -189,10 +189,22 @@ def train_normalized_tokenizer(
         len(texts),
     )
     if kept is not None:
-        keep_tokenizer(Path(kept), vocab_size, digests, model_out)
+        keep_tokenizer(Path(kept), vocab_size, digests, model_out, texts)
 
 
 KEPT_STATE = "state.json"  # in the kept folder: what the kept tokenizer was trained on
+KEPT_TEXTS = "texts.npy"  # in the kept folder: the hashes of the texts it was trained on
+
+
+def shard_texts(path: str | os.PathLike) -> list[str]:
+    """The normalised texts of a shard the tokenizer trains on (its lines' non-empty ones)."""
+    return [t for n in read_jsonl(path) if (t := n["text_normalized"])]
+
+
+def text_hashes(texts: Iterable[str]) -> np.ndarray:
+    """Each text's 64-bit hash (BLAKE2b of its UTF-8), sorted, each once."""
+    digest = lambda t: hashlib.blake2b(t.encode("utf-8", "surrogatepass"), digest_size=8).digest()
+    return np.unique(np.frombuffer(b"".join(map(digest, texts)), dtype="<u8"))
 
 
 def _write_bytes(files: dict[Path, bytes]) -> None:
@@ -202,25 +214,34 @@ def _write_bytes(files: dict[Path, bytes]) -> None:
             f.write(data)
 
 
-def keep_tokenizer(kept: Path, vocab_size: int, digests: dict[str, str], model: str | os.PathLike) -> None:
+def keep_tokenizer(
+    kept: Path, vocab_size: int, digests: dict[str, str], model: str | os.PathLike, texts: Iterable[str]
+) -> None:
     """Copy the trained ``model`` (and its ``.vocab``) into ``kept``, with what it was trained
-    on: ``vocab_size`` and each input shard's sha256. The state is written last, so a job
-    killed half way keeps nothing."""
+    on: ``vocab_size``, each input shard's sha256 and the hashes of its ``texts``. The state is
+    written last, so a job killed half way keeps nothing."""
     model = Path(model)
     kept.mkdir(parents=True, exist_ok=True)
     with contextlib.suppress(FileNotFoundError):
         (kept / KEPT_STATE).unlink()
     _write_bytes({kept / f"tokenizer{src.suffix}": src.read_bytes() for src in (model, model.with_suffix(".vocab"))})
+    save_npy(kept / KEPT_TEXTS, text_hashes(texts))
     state = {"vocab_size": vocab_size, "model_sha256": sha256_file(model), "shards": digests}
     with atomic_open(kept / KEPT_STATE) as f:
         json.dump(state, f, indent=1, sort_keys=True)
 
 
+def _only_known(path: str, known: np.ndarray | None) -> bool:
+    """Whether every text of shard ``path`` is among the ``known`` hashes (None: none is)."""
+    return known is not None and bool(np.isin(text_hashes(shard_texts(path)), known, assume_unique=True).all())
+
+
 def kept_tokenizer(kept: Path, vocab_size: int, digests: dict[str, str], model_out: str | os.PathLike) -> bool:
     """Write the tokenizer :func:`keep_tokenizer` kept to ``model_out`` (and its ``.vocab``), if
     it was trained with ``vocab_size`` and every shard it was trained on that is still among
-    ``digests`` has the sha256 it had (a removed shard changes nothing; a new one is tokenized
-    with it); at least one must be. False (and nothing written): train anew."""
+    ``digests`` has the sha256 it had or only texts it was trained on (a removed shard, or
+    files removed from one, change nothing; a new shard is tokenized with it); at least one
+    must be. False (and nothing written): train anew."""
     try:
         state = json.loads((kept / KEPT_STATE).read_text(encoding="utf-8"))
         model_bytes = (kept / "tokenizer.model").read_bytes()
@@ -229,7 +250,8 @@ def kept_tokenizer(kept: Path, vocab_size: int, digests: dict[str, str], model_o
         return False
     trained = state.get("shards", {})
     still = [s for s in trained if s in digests]
-    changed = [s for s in still if trained[s] != digests[s]]
+    known = load_npy(kept / KEPT_TEXTS, dtype="<u8", ndim=1)
+    changed = [s for s in still if trained[s] != digests[s] and not _only_known(s, known)]
     if state.get("vocab_size") != vocab_size or not still or changed:
         log.info(
             "tokenizer: trained anew (kept: vocab_size %s, %d of its %d shards still inputs, %d changed)",

@@ -68,8 +68,9 @@ def _shard(path, texts):
 
 def test_a_trained_tokenizer_is_kept_while_what_it_was_trained_on_is_unchanged(tmp_path, caplog):
     """A grown corpus (a new shard) keeps the tokenizer byte for byte, so no old shard's text
-    ids change; a shard it was trained on that changed, another vocab_size or ``retrain``
-    train anew; a removed shard changes nothing; a tampered kept model is not trusted."""
+    ids change; a shard it was trained on that has a text it was not trained on, another
+    vocab_size or ``retrain`` train anew; a removed shard, or lines removed from one, change
+    nothing; a tampered kept model is not trusted."""
     norm = TextNormalizer()
     texts = [norm(s["text"]) for info in TRUTH["files"].values() for s in info.get("speech", [])]
     half = len(texts) // 2
@@ -85,6 +86,11 @@ def test_a_trained_tokenizer_is_kept_while_what_it_was_trained_on_is_unchanged(t
     assert model.with_suffix(".vocab").read_bytes() == (kept / "tokenizer.vocab").read_bytes()
     train_normalized_tokenizer(grown[1:], 64, str(model), kept)  # a shard removed
     assert model.read_bytes() == first
+    _shard(tmp_path / "a.jsonl", texts[: half - 2])  # files removed from a shard: its texts a subset
+    caplog.clear()
+    with caplog.at_level("INFO", logger="speechprep.tts"):
+        train_normalized_tokenizer(grown, 64, str(model), kept)
+    assert model.read_bytes() == first and "kept the one trained on 2 shards" in caplog.text
     train_normalized_tokenizer(grown, 64, str(model), kept, retrain=True)
     assert model.read_bytes() != first  # trained on the grown corpus, and kept as such
     retrained = model.read_bytes()
