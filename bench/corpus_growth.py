@@ -9,7 +9,7 @@ The corpus: real telephone prompts of professional voices (tests/real_speech.py
 files in about ``--shards`` shards (``shard_hours`` from their audio); a file is one
 prompt, or with ``--join K`` K prompts of one voice one after the other, 0.3-0.8 s of
 silence between them (a longer recording: more audio a shard for as many files); the
-voices take turns. Every stage on, the demo models (built by ``make demo`` in
+voices take turns. Every stage on, export too (its four formats), the demo models (built by ``make demo`` in
 resources/models), ``curate.min_bandwidth_hz`` off (the prompts are telephone speech) and
 ``curate.min_confidence`` off (the demo ASR model's confidence on real speech means nothing).
 The first run is timed whole; then each ``--add`` in turn: that many more files (of the
@@ -22,7 +22,8 @@ rejected; the speaker assignment; the TTS manifest line) stayed byte-identical.
 ``--remove`` then deletes that many of the first run's files (one in every ``--files /
 --remove``, so they fall in different shards) and runs again: its CPU seconds, its jobs,
 how many jobs loaded a model (a log line ``loaded on``) and how many of the other
-segments' lines stayed byte-identical; ``--without-store`` deletes the jobs' reuse stores
+segments' lines stayed byte-identical (and how many but for their row in a shard's file,
+which a removal from the same shard moves); ``--without-store`` deletes the jobs' reuse stores
 (``<stage>/.partial/<shard>.reuse``) before it, for what the same removal costs when
 every job of a touched shard computes all its items again. ``--work`` runs in that
 (new) directory and keeps it, to look at what the runs left.
@@ -56,6 +57,7 @@ def config(work: Path, shard_hours: float) -> None:
     s2s = {k: str(MODELS / f"demo_{n}") for k, n in (("hubert", "hubert_legacy.pt"), ("kmeans", "km.bin"))}
     s2s |= {"vocoder": str(MODELS / "demo_vocoder.pt"), "vocoder_config": str(MODELS / "demo_vocoder.json")}
     cfg = {
+        "stages": ["vad", "asr", "s2s", "curate", "tts", "export"],
         "datasets": {"calls": {"audio_dir": str(work / "corpus"), "shard_hours": shard_hours}},
         "asr": {"model": str(MODELS / "demo_asr.nemo")},
         "s2s": s2s,
@@ -95,13 +97,15 @@ def cpu_since(work: Path, since: float) -> tuple[float, Counter, Counter]:
 
 def lines_of(work: Path) -> dict[str, str]:
     """Every segment's lines as written, by file and id: its curation decision (kept or
-    rejected), its speaker assignment, its TTS manifest line."""
+    rejected), its speaker assignment, its TTS manifest line, its line in each export
+    format's shard index (the member and its audio's sha256)."""
     res = work / "results" / "calls"
     paths = [
         *sorted((res / "curate").glob("shard-*[0-9].jsonl")),
         *sorted((res / "curate").glob("shard-*.rejects.jsonl")),
         *sorted((res / "curate" / "speaker_assignments").glob("*.jsonl")),
         res / "tts" / "train_manifest.jsonl",
+        *sorted((res / "export").glob("*/shard-*.index.jsonl")),
     ]
     out = {}
     for path in paths:
@@ -210,10 +214,22 @@ def remove(work: Path, a: argparse.Namespace, first: float, before: dict[str, st
     loaded = sum("loaded on" in p.read_text(encoding="utf-8") for p in logs)
     others = {k: v for k, v in before.items() if not any(f":{g}" in k for g in gone)}
     kept = sum(after.get(k) == v for k, v in others.items())
+    placed = sum(k in after and unplaced(after[k]) == unplaced(v) for k, v in others.items())
     left = [k for k in after if any(f":{g}" in k for g in gone)]
     print(f"{len(gone)} files removed: {cpu:.0f} CPU-s ({cpu / first:.1%}), jobs {dict(sorted(rules.items()))}")
     print(f"their CPU-s by rule: {dict(by_rule.most_common())}; jobs that loaded a model: {loaded}")
-    print(f"other lines byte-identical: {kept} of {len(others)}; lines of the removed files left: {len(left)}")
+    print(f"other lines byte-identical: {kept} of {len(others)}; but for their row in a shard file: {placed}")
+    print(f"lines of the removed files left: {len(left)}")
+
+
+def unplaced(line: str) -> dict:
+    """A line without its row in a shard's file (``embedding_row``; the Parquet row of an
+    export index's ``member``): what a removal from the same shard moves."""
+    d = json.loads(line)
+    d.pop("embedding_row", None)
+    if ".parquet:" in d.get("member", ""):
+        d["member"] = d["member"].rsplit(":", 1)[0]
+    return d
 
 
 if __name__ == "__main__":

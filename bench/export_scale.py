@@ -16,7 +16,7 @@ its own process (its peak RSS is its own):
   the stages' own writer (``speechprep.core.artifacts.Scratch.place``) (``files``: one file per
   segment; ``packed``: one per shard and kind); a features index per shard and
   the dataset's manifests.
-* ``export``: ``speechprep.export.stage.run_shard`` per shard, every format of
+* ``export``: ``speechprep.export.stage.run_lines`` then ``run_shard`` per shard, every format of
   ``--formats`` from those manifests and arrays (what the export stage runs).
 
 Prints, per layout, phase and format: wall time, peak RSS, files, bytes, and per
@@ -147,11 +147,16 @@ def write_layout(root: Path, segments: int, shards: int, mean: float, layout: st
 def export_all(root: Path, shards: int, formats: list[str]) -> None:
     params = ExportParams(list(formats), SR, None)
     manifests = [str(root / "tts" / "train_manifest.jsonl"), str(root / "tts" / "val_manifest.jsonl")]
-    for s in range(shards):
-        shard = f"shard-{s:04d}"
+    names = [f"shard-{s:04d}" for s in range(shards)]
+    lines = root / "export" / ".lines"
+    features = [str(root / "tts" / f"{shard}.features.jsonl") for shard in names]
+    export.run_lines(
+        manifests, features, [str(lines / f"{shard}.jsonl") for shard in names], str(lines / "columns.json")
+    )
+    for shard in names:
         export.run_shard(
-            manifests,
-            str(root / "tts" / f"{shard}.features.jsonl"),
+            str(lines / f"{shard}.jsonl"),
+            str(lines / "columns.json"),
             str(root / "export"),
             str(root / "export" / f"{shard}.rejects.jsonl"),
             params,

@@ -1,16 +1,42 @@
-# Export: per shard, the TTS manifests' segments (the final kept set) in every
-# format of export.formats (one job writes them all from one FLAC cut per
-# segment); then, per format, the dataset's index.jsonl and stats.json, and
-# what the format's loader reads for the whole dataset (the Parquet dataset
-# card; NeMo's manifest of all shards, its config keys in stats.json).
+# Export: per dataset, the TTS manifests' lines (the final kept set) cut per shard,
+# with the dataset's Parquet column types (a checkpoint: a grown corpus rewrites an
+# old shard's lines with the same bytes and its export job does not run again); per
+# shard, its segments in every format of export.formats (one job writes them all
+# from one FLAC cut per segment); then, per format, the dataset's index.jsonl and
+# stats.json, and what the format's loader reads for the whole dataset (the Parquet
+# dataset card; NeMo's manifest of all shards, its config keys in stats.json).
 
 
-rule export_shard:
+checkpoint export_lines:
     input:
         manifests=[
             f"{RESULTS}/{{ds}}/tts/train_manifest.jsonl",
             f"{RESULTS}/{{ds}}/tts/val_manifest.jsonl",
         ],
+        features=per_shard(f"{RESULTS}/{{ds}}/tts/{{shard}}.features.jsonl"),
+    output:
+        out=directory(f"{RESULTS}/{{ds}}/export/.lines"),
+    log:
+        f"{RESULTS}/{{ds}}/logs/export_lines.log",
+    conda:
+        job_env("export lines")
+    envmodules:
+        job_module("export lines"),
+    threads: 1
+    resources:
+        mem_mb=scaled(4000),
+        runtime=scaled(15),
+    params:
+        cmd=job_cmd("export lines"),
+        out=lambda wc, output: PLAN.per_shard_paths(wc.ds, output.out, ".jsonl"),
+        columns=lambda wc, output: f"{output.out}/columns.json",
+    shell:
+        job_shell("export lines")
+
+
+rule export_shard:
+    input:
+        unpack(lambda wc: PLAN.export_shard_inputs(wc.ds, wc.shard)),
         features=f"{RESULTS}/{{ds}}/tts/{{shard}}.features.jsonl",
     output:
         # written last, after the shard's containers (webdataset/<shard>.tar,

@@ -89,10 +89,14 @@ def export_dataset(root: Path, formats: tuple[str, ...], sample_rate: int = 1600
     them; returns ``root/export``."""
     tts, out = root / "tts", root / "export"
     params = ExportParams(list(formats), sample_rate, None)
+    manifests = [str(tts / "train_manifest.jsonl"), str(tts / "val_manifest.jsonl")]
+    lines = {s: str(out / ".lines" / f"{s}.jsonl") for s in SHARDS}
+    columns = str(out / ".lines" / "columns.json")
+    export.run_lines(manifests, [str(tts / f"{s}.features.jsonl") for s in SHARDS], list(lines.values()), columns)
     for shard in SHARDS:
         export.run_shard(
-            [str(tts / "train_manifest.jsonl"), str(tts / "val_manifest.jsonl")],
-            str(tts / f"{shard}.features.jsonl"),
+            lines[shard],
+            columns,
             str(out),
             str(out / f"{shard}.rejects.jsonl"),
             params,

@@ -1,8 +1,12 @@
 """Export stage: the final kept segments of a shard as training-ready containers.
 
-Per shard, the segments are the TTS manifest lines (``tts/train_manifest.jsonl``
-and ``tts/val_manifest.jsonl``: what curation and the TTS stage kept) whose ids
-the shard's ``tts/<shard>.features.jsonl`` holds. Each segment is cut from its
+Per dataset, :func:`run_lines` cuts the TTS manifests (``tts/train_manifest.jsonl``
+and ``tts/val_manifest.jsonl``: what curation and the TTS stage kept) into each
+shard's lines (``export/.lines/<shard>.jsonl``: those whose ids the shard's
+``tts/<shard>.features.jsonl`` holds, in its order) and the dataset's Parquet
+column types (``export/.lines/columns.json``); a grown corpus rewrites an old
+shard's file with the same bytes, so its export job does not run again. Per
+shard, :func:`run_shard` exports its lines. Each segment is cut from its
 source (soundfile + soxr), resampled to ``export.sample_rate``, optionally
 loudness-normalised to ``export.lufs`` (pyloudnorm) and encoded as 16-bit FLAC,
 once, into the resume directory; the shard's containers are then written from
@@ -43,7 +47,7 @@ import numpy as np
 
 from ..core.names import file_stem
 from ..core.shardjob import Accepted, Rejected, ShardJob
-from ..errors import describe
+from ..errors import UsageError, describe
 from ..io.audio import AudioError, read_segment
 from ..io.jsonio import atomic_open, read_jsonl, write_json, write_jsonl
 from ..io.npyio import load_ref
@@ -113,10 +117,19 @@ def manifest_lines(manifests: Iterable[str]) -> dict[str, dict]:
     return lines
 
 
-def kept_items(manifests: Iterable[str], features_index: str, lines: dict[str, dict] | None = None) -> list[dict]:
-    """The manifest lines of the shard's segments, in the shard's order."""
-    lines = manifest_lines(manifests) if lines is None else lines
-    return [lines[f["id"]] for f in read_jsonl(features_index) if f["id"] in lines]
+def run_lines(manifests: list[str], features_indexes: list[str], out: list[str], columns_out: str) -> dict[str, Any]:
+    """Per shard (one ``out`` per ``features_indexes``), the manifest lines of its segments
+    in the shard's order; ``columns_out``: every line's Parquet column type
+    (:func:`.layouts.column_types`), so that every shard has the dataset's schema."""
+    if len(out) != len(features_indexes):
+        raise UsageError(f"{len(out)} shard files named for {len(features_indexes)} shards")
+    lines = manifest_lines(manifests)
+    counts = {}
+    for index, path in zip(features_indexes, out, strict=True):
+        counts[Path(path).stem] = write_jsonl(path, (lines[f["id"]] for f in read_jsonl(index) if f["id"] in lines))
+    write_json(columns_out, column_types(lines.values()))
+    log.info("%d lines of %d shards", sum(counts.values()), len(counts))
+    return counts
 
 
 def _cut_one(item: dict, params: ExportParams, audio_dir: Path) -> tuple:
@@ -137,23 +150,21 @@ def _cut_one(item: dict, params: ExportParams, audio_dir: Path) -> tuple:
 
 
 def run_shard(
-    manifests: list[str],
-    features_index: str,
+    lines_path: str,
+    columns_path: str,
     out_dir: str,
     rejects: str,
     params: ExportParams,
     resume: str,
 ) -> dict[str, Any]:
-    """Export one shard in every format of ``params.formats`` under ``out_dir/<format>/``."""
-    lines = manifest_lines(manifests)
-    items = kept_items(manifests, features_index, lines)
-    # one Parquet schema and one set of arrays for every shard: from the whole dataset's lines
-    columns = column_types(lines.values())
-    del lines
+    """Export one shard's lines (:func:`run_lines`) in every format of ``params.formats``
+    under ``out_dir/<format>/``, with the dataset's column types."""
+    items = list(read_jsonl(lines_path))
+    columns = json.loads(Path(columns_path).read_text(encoding="utf-8"))
     digest = hashlib.sha256(json.dumps(items, sort_keys=True).encode("utf-8")).hexdigest()
     job = ShardJob(
         "export",
-        features_index,
+        lines_path,
         resume,
         {**params.identity(), "items": digest},
         VERSION,

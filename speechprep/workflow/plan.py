@@ -6,15 +6,15 @@ The shards of a dataset are known once its ingest checkpoint has run: :class:`Pl
 a function that names them, and one that reads a shard's content (its lines' durations), so
 that nothing here touches Snakemake. Standard library only: the Snakefile imports it.
 
-The run-wide steps whose output a shard job reads (speakers, duplicates, the tokenizer) are
-checkpoints too, and a shard job names its own file of theirs only once they have run
-(``after``): Snakemake compares that file with the checksum it recorded when the job last
-ran, so a run-wide step that ran again on a grown corpus and wrote a shard's file with the
-same bytes leaves that shard's job alone (issue: corpora that grow). Snakemake settles
-checkpoints one level at a time and takes one whose inputs it has yet to know for one with
-nothing to do: so every ingest is waited for before a run-wide step (:meth:`wait`), and the
-run's targets wait for every run-wide step (:meth:`run_wide_steps`) before they name the
-shard jobs that read them.
+The run-wide steps whose output a shard job reads (speakers, duplicates, the tokenizer, the
+export's cut of the manifests) are checkpoints too, and a shard job names its own file of
+theirs only once they have run (``after``): Snakemake compares that file with the checksum it
+recorded when the job last ran, so a run-wide step that ran again on a grown corpus and wrote
+a shard's file with the same bytes leaves that shard's job alone (issue: corpora that grow).
+Snakemake settles checkpoints one level at a time and takes one whose inputs it has yet to
+know for one with nothing to do: so every ingest is waited for before a run-wide step
+(:meth:`wait`), and the run's targets wait for every run-wide step (:meth:`run_wide_steps`)
+before they name the shard jobs that read them.
 """
 
 from __future__ import annotations
@@ -122,6 +122,8 @@ class Plan:
             steps += [("curate_speakers", {})] + [("curate_duplicates", {"ds": ds}) for ds in self.config["datasets"]]
         if self.runs("tts") and not self.config["tts"].get("tokenizer"):
             steps.append(("tts_tokenizer", {}))
+        if self.runs("export"):
+            steps += [("export_lines", {"ds": ds}) for ds in self.config["datasets"]]
         return steps
 
     def wait(self, step: str, datasets: list[str], **wildcards: str) -> None:
@@ -141,6 +143,14 @@ class Plan:
         return {
             "speakers": self.speaker_assignment(ds, shard),
             "duplicates": self._at(ds, "curate", f"duplicates/{shard}.jsonl"),
+        }
+
+    def export_shard_inputs(self, ds: str, shard: str) -> dict[str, str]:
+        """The shard's lines and the dataset's column types (the export lines checkpoint)."""
+        self.wait("export_lines", [ds], ds=ds)
+        return {
+            "lines": self._at(ds, "export", f".lines/{shard}.jsonl"),
+            "columns": self._at(ds, "export", ".lines/columns.json"),
         }
 
     def diarize_rttm_inputs(self, ds: str, shard: str) -> dict[str, str]:

@@ -60,7 +60,7 @@ def dataset_status(results: Path, name: str, ds: dict, extensions: list[str]) ->
 
 
 # the rules after which Snakemake knows the jobs downstream (rules/*.smk's checkpoints)
-CHECKPOINTS = ("ingest", "curate_speakers", "curate_duplicates", "tts_tokenizer")
+CHECKPOINTS = ("ingest", "curate_speakers", "curate_duplicates", "tts_tokenizer", "export_lines")
 
 
 def next_jobs(snakemake_args: list[str]) -> dict[str, int]:

@@ -157,3 +157,15 @@ def test_a_shard_job_names_its_file_of_a_run_wide_step_once_that_step_has_run():
             call()
     p.config["tts"]["tokenizer"] = "/models/sp.model"  # a given tokenizer: nothing to wait for
     assert p.tts_tokenizer() == "/models/sp.model"
+    # with export: the dataset's cut of the TTS manifests, one file a shard
+    p.config["stages"] = [*p.config["stages"], "export"]
+    assert p.run_wide_steps()[-2:] == [("export_lines", {"ds": ds}) for ds in p.config["datasets"]]
+    pending, waited[:] = set(), []
+    assert p.export_shard_inputs("read", "shard-0000") == {
+        "lines": "results/read/export/.lines/shard-0000.jsonl",
+        "columns": "results/read/export/.lines/columns.json",
+    }
+    assert waited == [("ingest", {"ds": "read"}), ("export_lines", {"ds": "read"})]
+    pending = {"export_lines"}
+    with pytest.raises(NotYet):
+        p.export_shard_inputs("read", "shard-0000")

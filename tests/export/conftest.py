@@ -69,10 +69,17 @@ def make_shard(root: Path, n: int = 6, missing_audio: int | None = None, layout:
 
 
 def run(root: Path, p: ExportParams | None = None) -> dict:
-    tts = root / "tts"
+    tts, lines = root / "tts", root / "export" / ".lines"
+    manifests = [str(tts / "train_manifest.jsonl"), str(tts / "val_manifest.jsonl")]
+    export.run_lines(
+        manifests,
+        [str(tts / "shard-0000.features.jsonl")],
+        [str(lines / "shard-0000.jsonl")],
+        str(lines / "columns.json"),
+    )
     return export.run_shard(
-        [str(tts / "train_manifest.jsonl"), str(tts / "val_manifest.jsonl")],
-        str(tts / "shard-0000.features.jsonl"),
+        str(lines / "shard-0000.jsonl"),
+        str(lines / "columns.json"),
         str(root / "export"),
         str(root / "export" / "shard-0000.rejects.jsonl"),
         p or params(),

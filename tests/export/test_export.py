@@ -165,16 +165,23 @@ def test_lufs(tmp_path):
 
 
 def command(root, formats):
-    tts = root / "tts"
+    """The export shard job's command line, once the export lines job (run here, as the
+    workflow runs it) has cut the manifests."""
+    tts, lines = root / "tts", root / "export" / ".lines"
+    speechprep = [sys.executable, "-m", "speechprep", "export"]
+    cut = ["lines", "--manifests", str(tts / "train_manifest.jsonl"), str(tts / "val_manifest.jsonl")]
+    cut += ["--features", str(tts / "shard-0000.features.jsonl"), "--out", str(lines / "shard-0000.jsonl")]
+    r = subprocess.run(
+        [*speechprep, *cut, "--columns", str(lines / "columns.json")], cwd=REPO, capture_output=True, text=True
+    )
+    assert r.returncode == 0, r.stderr
     return [
-        sys.executable,
-        "-m",
-        "speechprep",
-        "export",
+        *speechprep,
         "shard",
-        "--manifests",
-        str(tts / "train_manifest.jsonl"),
-        str(tts / "val_manifest.jsonl"),
+        "--lines",
+        str(lines / "shard-0000.jsonl"),
+        "--columns",
+        str(lines / "columns.json"),
         "--features",
         str(tts / "shard-0000.features.jsonl"),
         "--params",
@@ -258,3 +265,33 @@ def test_a_shard_with_every_segment_rejected_still_completes(tmp_path):
     for fmt in params().formats:
         assert read_index(tmp_path, fmt) == []
     assert [r["id"] for r in read_jsonl(tmp_path / "export" / "shard-0000.rejects.jsonl")] == [x["id"] for x in lines]
+
+
+def test_a_grown_or_shrunk_dataset_rewrites_only_the_lines_of_its_changed_shards(tmp_path):
+    """The export's cut of the manifests (what each shard job reads): a new shard's lines
+    leave the old shards' files byte-identical, and so does a segment removed from another
+    shard; each file holds its shard's lines in the shard's order."""
+    from tests import export_data
+
+    by_shard = export_data.make_dataset(tmp_path)
+    tts, out = tmp_path / "tts", tmp_path / "export" / ".lines"
+    manifests = [str(tts / "train_manifest.jsonl"), str(tts / "val_manifest.jsonl")]
+    features = {s: str(tts / f"{s}.features.jsonl") for s in export_data.SHARDS}
+    files = {s: out / f"{s}.jsonl" for s in export_data.SHARDS}
+
+    def cut(shards, lines):
+        export_data.write_manifests(tmp_path, lines)
+        export.run_lines(
+            manifests, [features[s] for s in shards], [str(files[s]) for s in shards], str(out / "columns.json")
+        )
+        return {s: files[s].read_bytes() for s in shards} | {"columns": (out / "columns.json").read_bytes()}
+
+    first = cut(export_data.SHARDS[:2], {**by_shard, "shard-0002": []})
+    grown = cut(export_data.SHARDS, by_shard)
+    assert {k: grown[k] for k in first} == first  # the column types too: no new field
+    assert list(read_jsonl(files["shard-0002"])) == by_shard["shard-0002"]
+    assert list(read_jsonl(files["shard-0000"])) == by_shard["shard-0000"]
+    shrunk = cut(export_data.SHARDS, {**by_shard, "shard-0002": by_shard["shard-0002"][1:]})
+    assert [k for k in grown if shrunk[k] != grown[k]] == ["shard-0002"]
+    with pytest.raises(export.UsageError, match="2 shard files named for 3 shards"):
+        export.run_lines(manifests, list(features.values()), [str(files[s]) for s in export_data.SHARDS[:2]], "c.json")

@@ -1,8 +1,8 @@
-"""A corpus grows: the growth run runs the shard jobs of the new shards alone, and the old
-segments keep their text ids (the tokenizer trained on the first run is kept); a growth
-run killed with SIGKILL once the run-wide speakers job has updated its state resumes,
-after ``--unlock``, to the outputs of the same growth run left alone (every stage, three
-demo voices, two new files)."""
+"""A corpus grows: the growth run runs the shard jobs of the new shards alone (the export's
+too), and the old segments keep their text ids (the tokenizer trained on the first run is
+kept); a growth run killed with SIGKILL once the run-wide speakers job has updated its state
+resumes, after ``--unlock``, to the outputs of the same growth run left alone (every stage
+and export, three demo voices, two new files)."""
 
 import json
 import shutil
@@ -16,7 +16,7 @@ from speechprep.io.npyio import load_ref
 pytestmark = pytest.mark.slow  # three real runs of every stage
 
 VOICES = ("us_male", "us_female", "scottish")
-STAGES = ["vad", "asr", "s2s", "curate", "tts"]
+STAGES = ["vad", "asr", "s2s", "curate", "tts", "export"]
 
 
 def lines(work, pattern):
@@ -88,7 +88,8 @@ def test_a_growth_run_killed_mid_way_resumes_to_the_same_outputs(tmp_path, demo,
     assert new_shards, out[-3000:]
     # the run-wide steps ran again, and wrote the old shards' files of theirs with the same
     # bytes: the old shards' decisions and text ids are not made again
-    for rule in ("vad", "asr", "s2s", "curate_measure", "curate_annotate", "tts_features", "curate_decide", "tts_text"):
+    rules = ("vad", "asr", "s2s", "curate_measure", "curate_annotate", "tts_features", "curate_decide", "tts_text")
+    for rule in (*rules, "export_shard"):
         ran = set(jobs_run(out, rule))
         assert ran == {f"ds=d, shard={s}" for s in new_shards}, (rule, out[-3000:])
     ids_after = text_ids(runs["alone"])
@@ -100,7 +101,8 @@ def test_a_growth_run_killed_mid_way_resumes_to_the_same_outputs(tmp_path, demo,
     snakemake(runs["killed"], "--unlock")
     snakemake(runs["killed"])
 
-    for pattern in ("d/curate/shard-*[0-9].jsonl", "d/curate/*.rejects.jsonl", "d/tts/*_manifest.jsonl"):
+    patterns = ("d/curate/shard-*[0-9].jsonl", "d/curate/*.rejects.jsonl", "d/tts/*_manifest.jsonl")
+    for pattern in (*patterns, "d/export/*/index.jsonl"):
         alone, killed = lines(runs["alone"], pattern), lines(runs["killed"], pattern)
         assert alone.keys() == killed.keys() and alone, pattern
         same(alone, killed, pattern)
