@@ -178,17 +178,21 @@ def config_sha256():
 
 
 def all_targets(wildcards):
-    """Every ingest, then every run-wide checkpoint, then the run's targets: those still to
-    run, all at once, are the targets until they have (speechprep/workflow/plan.py)."""
+    """Every ingest, then the run-wide checkpoints a level at a time, then the run's targets:
+    a level's steps still to run, all at once, are the targets until they have
+    (speechprep/workflow/plan.py)."""
     for ds in config["datasets"]:
         checkpoints.ingest.get(ds=ds)
-    waiting = []
-    for step, wc in PLAN.run_wide_steps():
-        try:
-            getattr(checkpoints, step).get(**wc)
-        except IncompleteCheckpointException as e:
-            waiting.append(e.targetfile)
-    return waiting or PLAN.all_targets()
+    for level in PLAN.run_wide_steps():
+        waiting = []
+        for step, wc in level:
+            try:
+                getattr(checkpoints, step).get(**wc)
+            except IncompleteCheckpointException as e:
+                waiting.append(e.targetfile)
+        if waiting:
+            return waiting
+    return PLAN.all_targets()
 
 
 def report_plot(name):

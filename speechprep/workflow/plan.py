@@ -14,7 +14,11 @@ a shard's file with the same bytes leaves that shard's job alone (issue: corpora
 Snakemake settles checkpoints one level at a time and takes one whose inputs it has yet to
 know for one with nothing to do: so every ingest is waited for before a run-wide step
 (:meth:`wait`), and the run's targets wait for every run-wide step (:meth:`run_wide_steps`)
-before they name the shard jobs that read them.
+before they name the shard jobs that read them. They wait one level at a time: a job that
+Snakemake builds while it settles one checkpoint, with another's output still pending, is not
+built again once that one turns out to have nothing to do (its input stays the placeholder,
+and the job runs with it), so no step is asked for before the steps whose files its jobs
+read have run (a growth run killed while the speakers job ran resumed that way).
 """
 
 from __future__ import annotations
@@ -114,17 +118,18 @@ class Plan:
         """Curation's summary of the dataset (the annotations' bins), if it runs."""
         return [self._at(ds, "curate", "summary.json")] if self.runs("curate") else []
 
-    def run_wide_steps(self) -> list[tuple[str, dict[str, str]]]:
+    def run_wide_steps(self) -> list[list[tuple[str, dict[str, str]]]]:
         """The run-wide checkpoints of the run whose files shard jobs read, with their
-        wildcards: what the run's targets wait for (module docstring)."""
-        steps: list[tuple[str, dict[str, str]]] = []
+        wildcards, in levels: a level's steps read only what the levels before it wrote. The
+        run's targets are a level's pending steps until it has none (module docstring)."""
+        first: list[tuple[str, dict[str, str]]] = []
         if self.runs("curate"):
-            steps += [("curate_speakers", {})] + [("curate_duplicates", {"ds": ds}) for ds in self.config["datasets"]]
+            first += [("curate_speakers", {})] + [("curate_duplicates", {"ds": ds}) for ds in self.config["datasets"]]
         if self.runs("tts") and not self.config["tts"].get("tokenizer"):
-            steps.append(("tts_tokenizer", {}))
-        if self.runs("export"):
-            steps += [("export_lines", {"ds": ds}) for ds in self.config["datasets"]]
-        return steps
+            first.append(("tts_tokenizer", {}))
+        # the export's lines are cut from manifests that curation's and the tokenizer's files made
+        then = [("export_lines", {"ds": ds}) for ds in self.config["datasets"]] if self.runs("export") else []
+        return [level for level in (first, then) if level]
 
     def wait(self, step: str, datasets: list[str], **wildcards: str) -> None:
         """Wait for run-wide checkpoint ``step`` over ``datasets``: their ingest first."""

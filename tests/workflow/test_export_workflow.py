@@ -9,6 +9,7 @@ every format, only its shard run again."""
 
 import json
 import re
+import shutil
 import subprocess
 
 import numpy as np
@@ -289,3 +290,28 @@ def test_an_excluded_file_leaves_every_export_and_only_its_shard_runs(voice):
         assert set(found) == set(want), fmt
     removed = read_jsonl(res / "removed.jsonl")
     assert [(x["reason"], x["by"]) for x in removed] == [("excluded", "ingest")], removed
+
+
+def test_a_run_killed_in_the_speakers_job_resumes(voice):
+    """After the takedown test: the state of a run killed once the run-wide speakers job had
+    started (Snakemake removes a job's outputs first) while a shard was still to be decided.
+    The resumed run asks for the export's lines only once the speakers have run, so the
+    shard's decision is made with the speakers' file (a job built while another checkpoint
+    was pending once ran without it) and every export holds what it held."""
+    tmp_path, *_ = voice
+    res = tmp_path / "results" / "v"
+    index = lambda: {fmt: read_jsonl(res / "export" / fmt / "index.jsonl") for fmt in FORMATS}
+    before = index()
+    speakers = [res / "curate" / "speaker_assignments", res / "curate" / "speaker_clusters.json"]
+    speakers += [tmp_path / "results" / "_all" / "curate" / n for n in ("speakers", "speaker_clusters.json")]
+    speakers.append(tmp_path / "results" / "_all" / "curate" / "speaker_centroids.npy")
+    undone = [res / "curate" / f"shard-0000.{k}" for k in ("jsonl", "rejects.jsonl")]
+    undone += [res / "tts" / f"shard-0000.{k}" for k in ("text.jsonl", "text_rejects.jsonl")]
+    undone += [res / "tts" / f"{m}_manifest.jsonl" for m in ("train", "val")] + [res / "export" / ".lines"]
+    for p in speakers + undone:
+        assert p.exists(), p
+        shutil.rmtree(p) if p.is_dir() else p.unlink()
+    _, out = snakemake(tmp_path)
+    assert jobs_run(out, "curate_speakers"), out[-3000:]
+    assert jobs_run(out, "curate_decide") == ["ds=v, shard=shard-0000"], out[-3000:]
+    assert index() == before
