@@ -2,7 +2,8 @@
 too), and the old segments keep their text ids (the tokenizer trained on the first run is
 kept); a growth run killed with SIGKILL once the run-wide speakers job has updated its state
 resumes, after ``--unlock``, to the outputs of the same growth run left alone (every stage
-and export, three demo voices, two new files)."""
+and export, three demo voices, two new files; both growth runs start from a copy of one
+first run, in the same folder)."""
 
 import json
 import shutil
@@ -13,7 +14,7 @@ from conftest import NOT_DIARIZED, demo_models, jobs_run, kill_group, snakemake,
 
 from speechprep.io.npyio import load_ref
 
-pytestmark = pytest.mark.slow  # three real runs of every stage
+pytestmark = pytest.mark.slow  # a real run of every stage, then two growth runs
 
 VOICES = ("us_male", "us_female", "scottish")
 STAGES = ["vad", "asr", "s2s", "curate", "tts", "export"]
@@ -74,16 +75,17 @@ def test_a_growth_run_killed_mid_way_resumes_to_the_same_outputs(tmp_path, demo,
     for k, p in enumerate(new):  # kept out of the first run
         shutil.move(p, aside / f"{k}.wav")
     sections = {"stages": STAGES, **demo_models(models), **NOT_DIARIZED}
-    runs = {name: tmp_path / name for name in ("alone", "killed")}
-    for work in runs.values():
-        write_config(work, {"d": {"audio_dir": str(audio), "shard_hours": 0.004}}, **sections)
-        snakemake(work)
+    work = tmp_path / "work"  # both growth runs run here (the outputs name their folder)
+    write_config(work, {"d": {"audio_dir": str(audio), "shard_hours": 0.004}}, **sections)
+    snakemake(work)
+    first = tmp_path / "first"
+    shutil.copytree(work, first, symlinks=True)  # the first run's outputs and records, mtimes kept
     for k, p in enumerate(new):  # the corpus grows
         shutil.move(aside / f"{k}.wav", p)
 
-    shards = lambda: {p.stem for p in (runs["alone"] / "results" / "d" / "shards").glob("shard-*.jsonl")}
-    old, ids_before = shards(), text_ids(runs["alone"])
-    _, out = snakemake(runs["alone"])
+    shards = lambda: {p.stem for p in (work / "results" / "d" / "shards").glob("shard-*.jsonl")}
+    old, ids_before = shards(), text_ids(work)
+    _, out = snakemake(work)
     new_shards = shards() - old
     assert new_shards, out[-3000:]
     # the run-wide steps ran again, and wrote the old shards' files of theirs with the same
@@ -92,19 +94,23 @@ def test_a_growth_run_killed_mid_way_resumes_to_the_same_outputs(tmp_path, demo,
     for rule in (*rules, "export_shard"):
         ran = set(jobs_run(out, rule))
         assert ran == {f"ds=d, shard={s}" for s in new_shards}, (rule, out[-3000:])
-    ids_after = text_ids(runs["alone"])
+    ids_after = text_ids(work)
     assert ids_before and {i: ids_after.get(i) for i in ids_before} == ids_before
-    started = time.time()
-    proc = start_snakemake(runs["killed"])
-    state = runs["killed"] / "results" / "_all" / "curate" / "speaker_state.npz"
-    kill_once_speakers_updated(proc, state, started)
-    snakemake(runs["killed"], "--unlock")
-    snakemake(runs["killed"])
-
     patterns = ("d/curate/shard-*[0-9].jsonl", "d/curate/*.rejects.jsonl", "d/tts/*_manifest.jsonl")
-    for pattern in (*patterns, "d/export/*/index.jsonl"):
-        alone, killed = lines(runs["alone"], pattern), lines(runs["killed"], pattern)
-        assert alone.keys() == killed.keys() and alone, pattern
-        same(alone, killed, pattern)
-    new_ids = {x["id"].split("_0")[0] for f in lines(runs["alone"], "d/tts/*_manifest.jsonl").values() for x in f}
+    patterns += ("d/export/*/index.jsonl",)
+    alone = {pattern: lines(work, pattern) for pattern in patterns}
+    new_ids = {x["id"].split("_0")[0] for f in alone["d/tts/*_manifest.jsonl"].values() for x in f}
     assert {"us_female__clip01", "scottish__clip02"} <= new_ids  # the new files reached the manifests
+
+    work.rename(tmp_path / "alone")
+    first.rename(work)  # the same growth again from the first run, killed this time
+    started = time.time()
+    proc = start_snakemake(work)
+    state = work / "results" / "_all" / "curate" / "speaker_state.npz"
+    kill_once_speakers_updated(proc, state, started)
+    snakemake(work, "--unlock")
+    snakemake(work)
+    for pattern in patterns:
+        killed = lines(work, pattern)
+        assert alone[pattern].keys() == killed.keys() and killed, pattern
+        same(alone[pattern], killed, pattern)
