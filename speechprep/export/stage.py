@@ -39,7 +39,8 @@ import json
 import logging
 import shutil
 import tarfile
-from collections.abc import Iterable
+import tempfile
+from array import array
 from pathlib import Path
 from typing import Any
 
@@ -108,26 +109,93 @@ def features_of(item: dict) -> dict[str, np.ndarray]:
     return out
 
 
-def manifest_lines(manifests: Iterable[str]) -> dict[str, dict]:
-    """Every line of the dataset's manifests, by id."""
-    lines = {}
-    for m in manifests:
-        for line in read_jsonl(m):
-            lines[line["id"]] = line
-    return lines
+class _Places:
+    """Where each segment of the shards' feature indexes stands: its shard and position, in
+    arrays of 16 bytes an id (an 8-byte digest of the id, sorted), not a dict of the ids; a
+    digest two ids share (or an id two shards share) is looked up by the id itself."""
+
+    def __init__(self, indexes: list[str]):
+        keys, shards, positions = array("Q"), array("I"), array("I")
+        for k, index in enumerate(indexes):
+            for p, f in enumerate(read_jsonl(index)):
+                keys.append(_id_key(f["id"]))
+                shards.append(k)
+                positions.append(p)
+        key = np.frombuffer(keys, np.uint64) if keys else np.zeros(0, np.uint64)
+        order = np.argsort(key, kind="stable")
+        self.keys = key[order]
+        self.shards = np.frombuffer(shards, np.uint32)[order] if shards else np.zeros(0, np.uint32)
+        self.positions = np.frombuffer(positions, np.uint32)[order] if positions else np.zeros(0, np.uint32)
+        shared = set(self.keys[1:][self.keys[1:] == self.keys[:-1]].tolist())
+        self.shared: dict[str, list[tuple[int, int]]] = {}
+        if shared:
+            for k, index in enumerate(indexes):
+                for p, f in enumerate(read_jsonl(index)):
+                    if _id_key(f["id"]) in shared:
+                        self.shared.setdefault(f["id"], []).append((k, p))
+        self.shared_keys = shared
+
+    def of(self, id_: str) -> list[tuple[int, int]]:
+        """The (shard, position) of every index line of ``id_``: none when no shard holds it."""
+        key = _id_key(id_)
+        if key in self.shared_keys:
+            return self.shared.get(id_, [])
+        i = int(np.searchsorted(self.keys, np.uint64(key)))
+        if i < len(self.keys) and int(self.keys[i]) == key:
+            return [(int(self.shards[i]), int(self.positions[i]))]
+        return []
 
 
-def run_lines(manifests: list[str], features_indexes: list[str], out: list[str], columns_out: str) -> dict[str, Any]:
+def _id_key(id_: str) -> int:
+    return int.from_bytes(hashlib.blake2b(id_.encode("utf-8", "surrogatepass"), digest_size=8).digest(), "little")
+
+
+def run_lines(
+    manifests: list[str], features_indexes: list[str], out: list[str], columns_out: str, buckets: int = 256
+) -> dict[str, Any]:
     """Per shard (one ``out`` per ``features_indexes``), the manifest lines of its segments
-    in the shard's order; ``columns_out``: every line's Parquet column type
-    (:func:`.layouts.column_types`), so that every shard has the dataset's schema."""
+    in the shard's order (a later line of an id wins); ``columns_out``: every line's Parquet
+    column type (:func:`.layouts.column_types`), so that every shard has the dataset's schema.
+
+    Bounded memory at any size: the lines go, as read, into up to ``buckets`` files of a
+    temporary folder (by shard), and each bucket is then cut into its shards' files; what
+    stays in memory is 16 bytes an id (:class:`_Places`) and one bucket's lines."""
     if len(out) != len(features_indexes):
         raise UsageError(f"{len(out)} shard files named for {len(features_indexes)} shards")
-    lines = manifest_lines(manifests)
+    places = _Places(features_indexes)
+    n = max(1, min(buckets, len(out)))
     counts = {}
-    for index, path in zip(features_indexes, out, strict=True):
-        counts[Path(path).stem] = write_jsonl(path, (lines[f["id"]] for f in read_jsonl(index) if f["id"] in lines))
-    write_json(columns_out, column_types(lines.values()))
+    Path(columns_out).parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=Path(columns_out).parent, prefix=".cut-") as tmp:
+        files = [open(Path(tmp) / f"{b}.tsv", "w", encoding="utf-8") for b in range(n)]  # noqa: SIM115
+
+        def routed():  # every manifest line, filed under each place its id has
+            for m in manifests:
+                with open(m, encoding="utf-8") as f:
+                    for text in f:
+                        if text.strip():
+                            line = json.loads(text)
+                            for shard, pos in places.of(line["id"]):
+                                files[shard % n].write(f"{shard}\t{pos}\t{text.strip()}\n")
+                            yield line
+
+        try:
+            columns = column_types(routed())
+        finally:
+            for f in files:
+                f.close()
+        for b in range(n):
+            held: dict[int, dict[int, str]] = {}  # shard -> position -> the line's text
+            with open(Path(tmp) / f"{b}.tsv", encoding="utf-8") as f:
+                for row in f:
+                    shard, pos, text = row.rstrip("\n").split("\t", 2)
+                    held.setdefault(int(shard), {})[int(pos)] = text
+            for k in range(b, len(out), n):
+                lines = held.pop(k, {})
+                with atomic_open(out[k]) as f:  # the manifests' lines as the TTS stage wrote them
+                    f.writelines(lines[p] + "\n" for p in sorted(lines))
+                counts[Path(out[k]).stem] = len(lines)
+    write_json(columns_out, columns)
     log.info("%d lines of %d shards", sum(counts.values()), len(counts))
     return counts
 

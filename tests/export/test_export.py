@@ -295,3 +295,35 @@ def test_a_grown_or_shrunk_dataset_rewrites_only_the_lines_of_its_changed_shards
     assert [k for k in grown if shrunk[k] != grown[k]] == ["shard-0002"]
     with pytest.raises(export.UsageError, match="2 shard files named for 3 shards"):
         export.run_lines(manifests, list(features.values()), [str(files[s]) for s in export_data.SHARDS[:2]], "c.json")
+
+
+def test_lines_are_cut_the_same_with_any_number_of_buckets(tmp_path):
+    """The lines go through temporary bucket files (bounded memory): one bucket for every
+    shard or several shards to a bucket give the same bytes; a later manifest line of an id
+    wins, a line no shard holds is left out, and an id two shards hold goes to both."""
+    from tests import export_data
+
+    by_shard = export_data.make_dataset(tmp_path)
+    tts = tmp_path / "tts"
+    manifests = [str(tts / "train_manifest.jsonl"), str(tts / "val_manifest.jsonl")]
+    later = {**by_shard["shard-0000"][1], "text": "said again"}
+    with open(manifests[1], "a", encoding="utf-8") as f:  # the id again, and an id of no shard
+        f.write(json.dumps(later) + "\n" + json.dumps({**later, "id": "nowhere"}) + "\n")
+    index = tts / "shard-0001.features.jsonl"
+    index.write_text(json.dumps({"id": later["id"]}) + "\n", encoding="utf-8")  # also in shard-0000
+    features = [str(tts / f"{s}.features.jsonl") for s in export_data.SHARDS]
+
+    def cut(buckets):
+        out = tmp_path / f"lines-{buckets}"
+        out.mkdir()
+        files = [str(out / f"{s}.jsonl") for s in export_data.SHARDS]
+        counts = export.run_lines(manifests, features, files, str(out / "columns.json"), buckets=buckets)
+        assert not [p for p in out.iterdir() if p.name.startswith(".cut-")]  # the buckets' folder is gone
+        return counts, {p.name: p.read_bytes() for p in sorted(out.iterdir())}
+
+    counts, one_each = cut(256)
+    assert cut(1) == cut(2) == (counts, one_each)
+    lines = {s: list(read_jsonl(tmp_path / "lines-256" / f"{s}.jsonl")) for s in export_data.SHARDS}
+    assert lines["shard-0000"] == [by_shard["shard-0000"][0], later, *by_shard["shard-0000"][2:]]
+    assert lines["shard-0001"] == [later] and lines["shard-0002"] == by_shard["shard-0002"]
+    assert counts == {s: len(x) for s, x in lines.items()}
