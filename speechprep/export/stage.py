@@ -172,11 +172,11 @@ def run_lines(
         def routed():  # every manifest line, filed under each place its id has
             for m in manifests:
                 with open(m, encoding="utf-8") as f:
-                    for text in f:
-                        if text.strip():
+                    for text in map(str.strip, f):
+                        if text:
                             line = json.loads(text)
                             for shard, pos in places.of(line["id"]):
-                                files[shard % n].write(f"{shard}\t{pos}\t{text.strip()}\n")
+                                files[shard % n].write(f"{shard}\t{pos}\t{text}\n")
                             yield line
 
         try:
