@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Run the test suite: each stage's unit tests inside that stage's own venv
-# (two suites at a time), then the shared pieces' and the workflow tests (real
-# snakemake runs, on SPEECHPREP_TEST_WORKERS pytest-xdist workers, default 2:
-# a run keeps about one of the two cores busy, the SLURM tests less) in the
-# driver venv. `make test-fast` passes -m "not slow".
+# Run the test suite: the workflow tests (real snakemake runs, on SPEECHPREP_TEST_WORKERS
+# pytest-xdist workers, default 2) in the driver venv, and meanwhile, at a lower CPU priority,
+# each stage's unit tests inside that stage's own venv (two suites at a time) and the shared
+# pieces' tests: the workflow tests leave part of the two cores idle (jobs that wait on the
+# scheduler, a run down to one job), which the unit tests fill. Their output follows the
+# workflow tests'. `make test-fast` passes -m "not slow".
 # Prints the ten slowest tests and one closing line "N passed, N failed" over all of them.
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -46,12 +47,18 @@ python3 tests/real_speech.py || { echo "cannot fetch the real-speech test data";
 PYTEST_ARGS_Q=""  # the options again, for the suites' subshells
 [ $# -eq 0 ] || PYTEST_ARGS_Q="$(printf '%q ' "$@")"
 export PYTEST_ARGS_Q
-# tests/<stage> runs in .venvs/<stage>, two suites at a time (the longest first);
-# tests/core (shared pieces) and tests/workflow (real snakemake runs) in the driver env
+# tests/<stage> runs in .venvs/<stage>, two suites at a time (the longest first), then
+# tests/core (shared pieces), all of it niced: in the background of tests/workflow (real
+# snakemake runs), which keep their share of the CPU (docs/benchmarks.md, "Test suite")
 stages=$(for d in tests/*/; do n="$(basename "$d")"; case "$n" in core|workflow|__pycache__) ;; *) echo "$n" ;; esac; done \
   | awk '{print ($1 == "asr" || $1 == "curate" ? 0 : 1), $1}' | sort | cut -d' ' -f2)
-printf '%s\n' $stages | xargs -P 2 -I{} bash -c 'eval "PYTEST_ARGS=($PYTEST_ARGS_Q)"; suite {}' || status=1
-run workflow tests/core || status=1
+(
+  rc=0
+  printf '%s\n' $stages | nice -n 10 xargs -P 2 -I{} bash -c 'eval "PYTEST_ARGS=($PYTEST_ARGS_Q)"; suite {}' || rc=1
+  nice -n 10 bash -c 'eval "PYTEST_ARGS=($PYTEST_ARGS_Q)"; run workflow tests/core' || rc=1
+  exit $rc
+) > "$reports/unit.log" 2>&1 &
+unit=$!
 workers="${SPEECHPREP_TEST_WORKERS:-2}"
 if [ "$workers" -gt 1 ]; then
   # a test file per worker at a time: its module fixtures (one run each) stay in one process;
@@ -60,6 +67,8 @@ if [ "$workers" -gt 1 ]; then
 else
   run workflow tests/workflow || status=1
 fi
+wait "$unit" || status=1
+cat "$reports/unit.log"
 python3 - "$reports" "$SECONDS" <<'PY'
 import glob, sys, xml.etree.ElementTree as ET
 t = f = e = s = 0

@@ -78,7 +78,7 @@ def mark_slow(items, fixtures: set[str]) -> None:
             item.add_marker(pytest.mark.slow)
 
 
-def kill_when_checkpointed(proc, checkpoint, n, timeout=300):
+def kill_when_checkpointed(proc, checkpoint, n, timeout=900):
     """SIGKILL ``proc``'s process group (start it with ``start_new_session=True``) once
     the job's resume file ``checkpoint`` holds ``n`` finished items (lines after its
     fingerprint line); returns how many it held when the kill landed (read again after

@@ -1,6 +1,7 @@
 """The ASR stage with a real NeMo model: batching, OOM, bad audio, watchdog, resume."""
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -175,12 +176,13 @@ def test_watchdog_fails_the_job_with_a_stack_dump(tmp_path):
         rej=str(tmp_path / "r.jsonl"),
         scratch=str(tmp_path / "s.jsonl"),
     )
-    t = time.monotonic()
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    # (the timeouts here and below only stop a hung test: `make test` runs these suites at a
+    # lower CPU priority beside the workflow tests, so their start-up can take minutes)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=900)
     assert proc.returncode == 124
-    assert time.monotonic() - t < 60
     log = proc.stderr
-    assert "WATCHDOG: no progress for" in log
+    stalled = re.search(r"WATCHDOG: no progress for (\d+) s \(limit 2 s\)", log)
+    assert stalled and int(stalled.group(1)) < 30, log[-3000:]  # fired soon after the limit, not at the hang's end
     assert segs[0]["id"] in log and "of 3 segments" in log
     assert "most recent call first" in log and "in hang" in log  # every thread's stack
     assert "job failed" in log
@@ -226,14 +228,14 @@ def test_killed_mid_shard_resumes_after_last_finished_batch(tmp_path, model_path
             calls=str(tmp_path / calls),
         )
 
-    subprocess.run([sys.executable, "-c", script("ref", 0, "ref.calls")], check=True, capture_output=True, timeout=300)
+    subprocess.run([sys.executable, "-c", script("ref", 0, "ref.calls")], check=True, capture_output=True, timeout=900)
     proc = subprocess.Popen(
         [sys.executable, "-c", script("run", 0.5, "killed.calls")],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
     )
-    deadline = time.monotonic() + 240
+    deadline = time.monotonic() + 900
     done = 0
     while time.monotonic() < deadline and proc.poll() is None:
         if scratch.exists():
@@ -248,7 +250,7 @@ def test_killed_mid_shard_resumes_after_last_finished_batch(tmp_path, model_path
     assert 4 <= done < len(segs) and not (tmp_path / "run.jsonl").exists()
 
     rerun = subprocess.run(
-        [sys.executable, "-c", script("run", 0, "rerun.calls")], capture_output=True, text=True, timeout=300
+        [sys.executable, "-c", script("run", 0, "rerun.calls")], capture_output=True, text=True, timeout=900
     )
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     assert f"{done} already done or screened out" in rerun.stderr and f"{len(segs) - done} to process" in rerun.stderr

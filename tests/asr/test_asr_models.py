@@ -63,7 +63,7 @@ def cli(tmp_path, segs, **kw):
         capture_output=True,
         text=True,
         encoding="utf-8",
-        timeout=300,
+        timeout=900,
     )
 
 

@@ -186,20 +186,36 @@ def demo(tmp_path_factory, demo_copy):
     return work, (work / "snakemake.out").read_text(encoding="utf-8")
 
 
-# The files in the order the workers take them (the others after these, by name): the SLURM
-# tests (most of their time is the scheduler's), the file whose first test builds the demo run,
-# then those with tests that do not need it (run ahead of their file's demo tests).
-FIRST = ("test_slurm.py", "test_asr_workflow.py", "test_config.py", "test_vad_workflow.py", "test_diarize_workflow.py")
+# The files in the order the workers take them (any other after these, by name). First the SLURM
+# tests (their first half needs no demo run) and the file whose first test builds the demo run;
+# then the longest first, so that the last file to start is a short one: a worker took the TTS
+# file (332 s) last, alone for 4 min 45 s, when the files went by name (the test times of a
+# run at 3f2367e; `make test` prints the ten slowest).
+ORDER = (
+    "test_slurm.py",  # 1,082 s
+    "test_asr_workflow.py",  # 325 s: the demo run
+    "test_export_workflow.py",  # 557 s
+    "test_growth.py",  # 386 s
+    "test_tts_workflow.py",  # 332 s
+    "test_reruns.py",  # 322 s
+    "test_plan.py",  # 179 s
+    "test_vad_workflow.py",  # 124 s
+    "test_curate_workflow.py",  # 101 s
+    "test_transcribed_workflow.py",  # 76 s
+    "test_report.py",  # 52 s
+    "test_config.py",  # 26 s
+    "test_diarize_workflow.py",  # 22 s
+)
 
 
 def pytest_collection_modifyitems(items):
     """Order the tests for ``make test``'s workers (pytest-xdist, one file per worker at a time,
-    in this order): while one worker builds the demo run, the others run what does not wait
+    in this order): while one worker builds the demo run, the other runs what does not wait
     for it; inside a file, the tests that do not need the demo run first."""
 
     def rank(item):
         name = item.path.name
-        first = FIRST.index(name) if name in FIRST else len(FIRST)
+        first = ORDER.index(name) if name in ORDER else len(ORDER)
         return (first, name, "demo" in item.fixturenames)  # (the closure: slurm_demo needs demo)
 
     items.sort(key=rank)
