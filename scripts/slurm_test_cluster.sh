@@ -11,7 +11,7 @@
 # (JobCompType=jobcomp/filetxt). The node advertises one "gpu" GRES (no device
 # behind it) so that GPU rules' --gres=gpu:1 requests are scheduled as on a
 # real cluster; their code runs on the CPU. /etc/slurm/slurm.conf is written
-# too: the job-step plugin drops SLURM_CONF before its inner srun.
+# too (and removed by stop): the job-step plugin drops SLURM_CONF before its inner srun.
 #
 # Memory is enforced as on a real cluster: a job over its --mem is killed.
 # The first mode that kills a probe job (srun --mem=64 of a 300 MB process)
@@ -52,6 +52,13 @@ stop() {
       fi
       rm -f "$DIR/$d.pid"
     fi
+  done
+  # and its /etc/slurm files: left behind, they send every `scontrol` on the machine to
+  # a controller that is gone, which answers after 9 s (the SLURM executor plugin runs
+  # `scontrol show config` when Snakemake starts, whatever the executor); without
+  # them it fails at once
+  for f in /etc/slurm/*.conf; do
+    if [ -f "$f" ] && grep -qxF "$MARK" "$f"; then rm -f "$f"; fi
   done
 }
 

@@ -54,6 +54,10 @@ def cluster(tmp_path_factory):
         os.environ.pop("SLURM_CONF", None)
     else:
         os.environ["SLURM_CONF"] = old
+    # none of its config is left in /etc/slurm: every `scontrol` (the SLURM executor plugin runs
+    # one when any Snakemake starts) would wait 9 s for the controller that is gone
+    ours = [p for p in Path("/etc/slurm").glob("*.conf") if "written by speechprep" in p.read_text(encoding="utf-8")]
+    assert not ours, ours
 
 
 def slurm_snakemake(workdir, *args, check=True, popen=False, profile=REPO / "profiles" / "slurm"):
