@@ -138,6 +138,10 @@ compile_env() {  # compile_env VENV: the bytecode of every module in its site-pa
   site="$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
   # a few packages ship files that are not Python 3.11 (templates, test data): not an error
   "$venv/bin/python" -m compileall -q -j 0 "$site" > "$venv/.speechprep-bytecode.log" 2>&1 || true
+  # librosa's numba kernels too, before any job can compile them beside another (speechprep/core/kernels.py)
+  if "$venv/bin/python" -c 'import importlib.util as u, sys; sys.exit(u.find_spec("librosa") is None)'; then
+    (cd "$ROOT" && "$venv/bin/python" -m speechprep.core.kernels) || return 1
+  fi
   touch "$venv/.speechprep-bytecode"
 }
 

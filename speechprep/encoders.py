@@ -25,6 +25,7 @@ from typing import Protocol
 
 import numpy as np
 
+from .core import kernels
 from .errors import UsageError
 from .io.audio import SAMPLE_RATE, AudioError
 from .io.modelfiles import sha256_cached
@@ -57,6 +58,7 @@ class ResemblyzerEncoder:
         return _package_file("resemblyzer", "pretrained.pt")
 
     def __init__(self, device: str, threads: int):
+        kernels.librosa()  # its mel spectrogram is librosa's
         from resemblyzer import VoiceEncoder
 
         self.model = VoiceEncoder(device, verbose=False, weights_fpath=self.model_file()).eval()

@@ -60,6 +60,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..core import kernels
+
 log = logging.getLogger("speechprep.curate")
 
 SAMPLE_RATE = 16000
@@ -180,7 +182,7 @@ def _sessions(personalized: bool) -> dict:
 @functools.cache
 def _mel_tables() -> tuple[np.ndarray, np.ndarray]:
     """librosa's periodic Hann window (float64) and mel filters (float32) of the P.808 spectrogram."""
-    import librosa
+    librosa = kernels.librosa()
 
     return (
         librosa.filters.get_window("hann", FRAME + 1, fftbins=True),
@@ -289,7 +291,7 @@ class Dnsmos:
         one STFT of the frames they span (one period of them when that is shorter); each
         window's first and last frame (centred on its edges, so partly its zero padding)
         from its own samples."""
-        import librosa
+        librosa = kernels.librosa()
 
         a = starts[0] * SAMPLE_RATE
         n = (starts[-1] - starts[0]) * FRAMES_PER_S + WINDOW_FRAMES

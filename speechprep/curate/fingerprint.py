@@ -33,6 +33,8 @@ import hashlib
 
 import numpy as np
 
+from ..core import kernels
+
 VERSION = 1  # bump when a change here changes the rows (stored rows are only comparable within one)
 SAMPLE_RATE = 16000
 N_FFT = 512  # 32 ms
@@ -84,7 +86,7 @@ def _signs(label: str, rows: int, cols: int) -> np.ndarray:
 
 @functools.cache
 def _tables() -> dict[str, np.ndarray]:
-    import librosa
+    librosa = kernels.librosa()
 
     mel = lambda n: librosa.filters.mel(sr=SAMPLE_RATE, n_fft=N_FFT, n_mels=n, fmin=FMIN_HZ, fmax=FMAX_HZ).T
     return {
@@ -120,7 +122,7 @@ def _onsets(logmel: np.ndarray, top: float) -> np.ndarray:
 
 def _pitch(x: np.ndarray, n: int, loud: np.ndarray) -> np.ndarray:
     """Quantised F0 per frame (1..255 in 20-cent steps from 50 Hz; 0 where ``loud`` is false)."""
-    import librosa
+    librosa = kernels.librosa()
 
     x = np.pad(np.asarray(x, np.float32), (0, 1024))
     f0 = librosa.yin(x, fmin=F0_MIN_HZ, fmax=F0_MAX_HZ, sr=SAMPLE_RATE, frame_length=1024, hop_length=HOP, center=False)

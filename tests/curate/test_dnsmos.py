@@ -5,6 +5,7 @@ import pytest
 from conftest import asr_lines, whole_clips
 from speechmos import dnsmos as reference
 
+from speechprep.core import kernels
 from speechprep.curate.dnsmos import Dnsmos, windows
 from speechprep.demo import damage
 from speechprep.io.audio import read_segment
@@ -129,7 +130,7 @@ def test_threads_do_not_change_scores(scorer, telephone_clips):
 def test_repeated_frames_and_spectrogram():
     """Frames ``period_frames`` apart of a repeated clip hold the same samples; the P.808
     spectrogram is librosa's, to the bit, at any length."""
-    import librosa
+    librosa = kernels.librosa()
 
     from speechprep.curate import dnsmos as D
 
