@@ -8,7 +8,8 @@ parameters object from ``--params`` (what the rule selected from the config:
 (:mod:`speechprep.errors`) into its exit code and one clear line: 2 for a
 setting, input or model file that cannot work, 3 for the wrong environment, 4
 for a model that fails systematically (124 comes from the watchdog). The other
-flags name the job's files (and ``--threads``, the rule's threads).
+flags name the job's files (and ``--threads``, the rule's threads); an argument
+``@FILE`` stands for FILE's lines, one argument a line (a rule's lists come so).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Any
 
 from .core import logs
 from .core.envspec import require_stage_env
-from .core.jobs import Job
+from .core.jobs import ARGS_FILE_PREFIX, Job
 from .errors import SpeechprepError
 from .jobs import JOBS
 
@@ -70,6 +71,19 @@ def parser() -> argparse.ArgumentParser:
     return ap
 
 
+def expand_listed(argv: list[str]) -> list[str]:
+    """``argv`` with each ``@FILE`` replaced by FILE's lines, one argument a line (UTF-8):
+    how a rule passes a list (speechprep.core.jobs.listed)."""
+    out = []
+    for a in argv:
+        if a.startswith(ARGS_FILE_PREFIX):
+            with open(a[len(ARGS_FILE_PREFIX) :], encoding="utf-8") as f:
+                out += f.read().splitlines()
+        else:
+            out.append(a)
+    return out
+
+
 def _shard_label(argv: list[str]) -> str:
     """The shard a job's log lines name: the one its arguments name, ``-`` for none or several
     (a merge of every shard)."""
@@ -95,6 +109,7 @@ def main(argv: list[str] | None = None) -> int:
 
         logs.setup("probe")
         return probe(rest[1:], lead[1] if lead else None)
+    argv = expand_listed(argv)
     a = parser().parse_args(argv)
     name = f"{a.stage} {a.job}"
     spec = JOBS[name]

@@ -44,6 +44,17 @@ class Memory:
     host_mb_per_s: float = HOST_MB_PER_S
 
 
+# a job's argument that starts with this names a file of its arguments, one a line (UTF-8)
+ARGS_FILE_PREFIX = "@"
+
+
+def listed(words: str) -> str:
+    """Shell words (already quoted) as one argument naming a file that lists them, one a
+    line: bash's process substitution of its builtin printf, which runs no program, so
+    the list meets no limit on a program's arguments. :mod:`speechprep.cli` reads it back."""
+    return f"{ARGS_FILE_PREFIX}<(printf '%s\\n' {words})"
+
+
 # every declared job by name ("<stage> <job>"), filled as the stages' jobs modules are imported
 DECLARED: dict[str, Job] = {}
 ROLES = ("inputs", "outputs", "options")
@@ -65,13 +76,17 @@ class Flag:
         return self.kind in ("?", "*")
 
     def shell(self) -> str:
-        """The flag in a rule's shell line."""
+        """The flag in a rule's shell line. A list (``+``) goes to the job as a file of its
+        items (:func:`listed`), not as arguments: a run-wide job reads a path per shard,
+        and tens of thousands of them would pass the system's limit on a command's
+        arguments (``getconf ARG_MAX``, 2 MB here)."""
         if self.name == "threads":
             return "--threads {threads}"
         if self.optional:
             return f"{{params.{self.key}}}"
         section = {"inputs": "input", "outputs": "output", "options": "params"}[self.role]
-        return f"--{self.name} {{{section}.{self.key}:q}}"
+        value = f"{{{section}.{self.key}:q}}"
+        return f"--{self.name} " + (listed(value) if self.kind == "+" else value)
 
 
 @dataclass(frozen=True)

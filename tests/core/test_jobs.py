@@ -2,13 +2,16 @@
 the test runner read that declaration (speechprep.core.jobs)."""
 
 import ast
+import os
 import re
+import shlex
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from speechprep.core.jobs import DECLARED, Job, job
+from speechprep.core.jobs import DECLARED, Flag, Job, job
 from speechprep.jobs import JOBS
 from speechprep.workflow import probe
 
@@ -131,6 +134,30 @@ def test_the_declaration_gives_the_files_the_shell_line_and_refuses_a_second_one
         Job("x y", "vad", print, None, "a", "a")
     with pytest.raises(ValueError, match="declared twice"):
         job("vad run", "vad")(print)
+
+
+def test_a_list_past_the_systems_argument_limit_reaches_the_job_whole(tmp_path):
+    """A run-wide job's list of shard paths (``name+``) goes through bash as a file of its
+    items: more of them than a program's arguments may hold still arrive, each whole (a
+    space, a quote, UTF-8), in order. The same words as arguments are refused by the system.
+    (Snakemake runs a shell line this long from a script file, as here.)"""
+    n = os.sysconf("SC_ARG_MAX") // 40  # the paths alone are 1.5 times the limit
+    paths = [f"/data/ünï 'corpus'/results/ds/vad/shard-{i:06d}.stats.jsonl" for i in range(n)]
+    words = " ".join(shlex.quote(p) for p in paths)
+    read = "import sys; from speechprep.cli import expand_listed as e; a = e(sys.argv[1:]); print(len(a), a[1], a[-1])"
+    prog = f"{shlex.quote(sys.executable)} -c {shlex.quote(read)}"
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+
+    def run(line: str) -> subprocess.CompletedProcess:
+        script = tmp_path / "script.sh"
+        script.write_text(line + "\n", encoding="utf-8")
+        return subprocess.run(["bash", script], capture_output=True, text=True, encoding="utf-8", env=env)
+
+    out = run(f"{prog} " + Flag("stats", "+", "inputs").shell().replace("{input.stats:q}", words))
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout == f"{n + 1} {paths[0]} {paths[-1]}\n"
+    refused = run(f"{prog} --stats {words}")
+    assert refused.returncode != 0 and "Argument list too long" in refused.stderr
 
 
 def test_the_test_runner_takes_each_stages_env_from_the_declarations():
