@@ -138,11 +138,18 @@ compile_env() {  # compile_env VENV: the bytecode of every module in its site-pa
   site="$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
   # a few packages ship files that are not Python 3.11 (templates, test data): not an error
   "$venv/bin/python" -m compileall -q -j 0 "$site" > "$venv/.speechprep-bytecode.log" 2>&1 || true
-  # librosa's numba kernels too, before any job can compile them beside another (speechprep/core/kernels.py)
-  if "$venv/bin/python" -c 'import importlib.util as u, sys; sys.exit(u.find_spec("librosa") is None)'; then
-    (cd "$ROOT" && "$venv/bin/python" -m speechprep.core.kernels) || return 1
-  fi
   touch "$venv/.speechprep-bytecode"
+}
+
+# librosa's numba kernels, compiled into their on-disk cache before any job can compile
+# them beside another job (that can write a cache that crashes later jobs: speechprep/core/kernels.py)
+warm_kernels() {  # warm_kernels VENV: once, in an env that has librosa
+  local venv="$1"
+  [ -f "$venv/.speechprep-kernels" ] && return 0
+  if "$venv/bin/python" -c 'import importlib.util as u, sys; sys.exit(u.find_spec("librosa") is None)'; then
+    "$venv/bin/python" -m speechprep.core.kernels || return 1
+  fi
+  touch "$venv/.speechprep-kernels"
 }
 
 build_env() {  # build_env STAGE STAMP: (re)build .venvs/STAGE from envs/STAGE.yaml; output goes to its log
@@ -178,6 +185,7 @@ build_env() {  # build_env STAGE STAMP: (re)build .venvs/STAGE from envs/STAGE.y
   (cd "$ROOT" && "$venv/bin/python" -c "import sys; from speechprep.core.envspec import check_stage_env as c; p = c('$spec'); print(*p, sep='\n', file=sys.stderr); sys.exit(1 if p else 0)") \
     || { echo "setup: ERROR: env '$stage' does not satisfy envs/$stage.yaml after install"; return 1; }
   compile_env "$venv"
+  warm_kernels "$venv"
   echo "$stamp" > "$venv/.speechprep-stamp"
 }
 
@@ -243,6 +251,7 @@ for stage in "${stages[@]}"; do
     uv_install -q --no-deps --editable="$ROOT"
   fi
   [ -f "$venv/.speechprep-bytecode" ] || { say "  compiling the bytecode of env '$stage'"; compile_env "$venv"; }
+  [ -f "$venv/.speechprep-kernels" ] || warm_kernels "$venv" || die "env '$stage': librosa's numba kernels did not compile"
   # A wheel that installs a top-level `tests` package (nemo-text-processing's does)
   # would shadow this repository's tests/ (tests.support) in the env: remove its files.
   "$venv/bin/python" - <<'PY'
