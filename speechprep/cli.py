@@ -8,8 +8,9 @@ parameters object from ``--params`` (what the rule selected from the config:
 (:mod:`speechprep.errors`) into its exit code and one clear line: 2 for a
 setting, input or model file that cannot work, 3 for the wrong environment, 4
 for a model that fails systematically (124 comes from the watchdog). The other
-flags name the job's files (and ``--threads``, the rule's threads); an argument
-``@FILE`` stands for FILE's lines, one argument a line (a rule's lists come so).
+flags name the job's files (and ``--threads``, the rule's threads); a list
+flag's value ``@FILE`` stands for FILE's items (a rule's lists come so:
+:func:`speechprep.core.jobs.listed`).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import Any
 
 from .core import logs
 from .core.envspec import require_stage_env
-from .core.jobs import ARGS_FILE_PREFIX, Job
+from .core.jobs import ARGS_FILE_PREFIX, Job, read_listed
 from .errors import SpeechprepError
 from .jobs import JOBS
 
@@ -71,14 +72,14 @@ def parser() -> argparse.ArgumentParser:
     return ap
 
 
-def expand_listed(argv: list[str]) -> list[str]:
-    """``argv`` with each ``@FILE`` replaced by FILE's lines, one argument a line (UTF-8):
-    how a rule passes a list (speechprep.core.jobs.listed)."""
-    out = []
-    for a in argv:
-        if a.startswith(ARGS_FILE_PREFIX):
-            with open(a[len(ARGS_FILE_PREFIX) :], encoding="utf-8") as f:
-                out += f.read().splitlines()
+def expand_listed(argv: list[str], spec: Job | None) -> list[str]:
+    """``argv`` with each list flag's ``@FILE`` value replaced by the file's items: how a rule
+    passes a list (speechprep.core.jobs.listed). ``spec``: the job (None: nothing to expand)."""
+    lists = {f"--{f.name}" for f in spec.flags if f.kind in ("+", "*")} if spec else set()
+    out: list[str] = []
+    for i, a in enumerate(argv):
+        if i and argv[i - 1] in lists and a.startswith(ARGS_FILE_PREFIX):
+            out += read_listed(a[len(ARGS_FILE_PREFIX) :])
         else:
             out.append(a)
     return out
@@ -109,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
 
         logs.setup("probe")
         return probe(rest[1:], lead[1] if lead else None)
-    argv = expand_listed(argv)
+    argv = expand_listed(argv, JOBS.get(" ".join(rest[:2])))
     a = parser().parse_args(argv)
     name = f"{a.stage} {a.job}"
     spec = JOBS[name]

@@ -44,15 +44,22 @@ class Memory:
     host_mb_per_s: float = HOST_MB_PER_S
 
 
-# a job's argument that starts with this names a file of its arguments, one a line (UTF-8)
+# a list flag's value that starts with this names a file of its items (:func:`listed`)
 ARGS_FILE_PREFIX = "@"
 
 
 def listed(words: str) -> str:
-    """Shell words (already quoted) as one argument naming a file that lists them, one a
-    line: bash's process substitution of its builtin printf, which runs no program, so
-    the list meets no limit on a program's arguments. :mod:`speechprep.cli` reads it back."""
-    return f"{ARGS_FILE_PREFIX}<(printf '%s\\n' {words})"
+    """Shell words (already quoted) as one argument naming a file of them, each ended by a NUL
+    byte (a path may hold any other): bash's process substitution of its builtin printf,
+    which runs no program, so the list meets no limit on a program's arguments."""
+    return f"{ARGS_FILE_PREFIX}<(printf '%s\\0' {words})"
+
+
+def read_listed(path: str) -> list[str]:
+    """The items of a :func:`listed` file (UTF-8; bytes that are not, as Python reads them
+    in arguments). No items reads as none, not as one empty path."""
+    with open(path, encoding="utf-8", errors="surrogateescape", newline="") as f:
+        return [x for x in f.read().split("\0") if x]
 
 
 # every declared job by name ("<stage> <job>"), filled as the stages' jobs modules are imported

@@ -8,6 +8,7 @@ import contextlib
 import shlex
 from pathlib import Path
 
+from ..core.jobs import listed
 from ..jobs import JOBS
 from .resources import memory_mb, shard_content
 
@@ -53,8 +54,10 @@ def audio_minutes(base: float, per_audio_hour: float, of: str):
 
 
 def flag_list(flag: str, paths) -> str:
-    """``--flag path ...`` for a shell line, or nothing for no paths."""
-    return f"--{flag} " + " ".join(shlex.quote(str(x)) for x in paths) if paths else ""
+    """``--flag path`` for a shell line, ``--flag`` and a file of the paths for several (a
+    list per shard or dataset: :func:`speechprep.core.jobs.listed`), nothing for none."""
+    words = " ".join(shlex.quote(str(x)) for x in paths)
+    return f"--{flag} " + (listed(words) if len(paths) > 1 else words) if paths else ""
 
 
 # MB a probe job asks for per item of its synthetic inputs: twice the largest measured

@@ -2,6 +2,8 @@
 the test runner read that declaration (speechprep.core.jobs)."""
 
 import ast
+import hashlib
+import json
 import os
 import re
 import shlex
@@ -11,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from speechprep.cli import expand_listed
 from speechprep.core.jobs import DECLARED, Flag, Job, job
 from speechprep.jobs import JOBS
 from speechprep.workflow import probe
@@ -139,12 +142,17 @@ def test_the_declaration_gives_the_files_the_shell_line_and_refuses_a_second_one
 def test_a_list_past_the_systems_argument_limit_reaches_the_job_whole(tmp_path):
     """A run-wide job's list of shard paths (``name+``) goes through bash as a file of its
     items: more of them than a program's arguments may hold still arrive, each whole (a
-    space, a quote, UTF-8), in order. The same words as arguments are refused by the system.
-    (Snakemake runs a shell line this long from a script file, as here.)"""
+    space, quotes, a newline, UTF-8), in order. The same words as arguments are refused by
+    the system. (Snakemake runs a shell line this long from a script file, as here.)"""
     n = os.sysconf("SC_ARG_MAX") // 40  # the paths alone are 1.5 times the limit
     paths = [f"/data/ünï 'corpus'/results/ds/vad/shard-{i:06d}.stats.jsonl" for i in range(n)]
+    paths[7] = "/data/a\nnewline/and\rreturn.jsonl"
     words = " ".join(shlex.quote(p) for p in paths)
-    read = "import sys; from speechprep.cli import expand_listed as e; a = e(sys.argv[1:]); print(len(a), a[1], a[-1])"
+    read = (
+        "import hashlib, json, sys; from speechprep.cli import expand_listed; from speechprep.jobs import JOBS; "
+        "a = expand_listed(sys.argv[1:], JOBS['vad merge']); "
+        "print(len(a), hashlib.sha256(json.dumps(a).encode()).hexdigest())"
+    )
     prog = f"{shlex.quote(sys.executable)} -c {shlex.quote(read)}"
     env = {**os.environ, "PYTHONPATH": str(REPO)}
 
@@ -153,11 +161,28 @@ def test_a_list_past_the_systems_argument_limit_reaches_the_job_whole(tmp_path):
         script.write_text(line + "\n", encoding="utf-8")
         return subprocess.run(["bash", script], capture_output=True, text=True, encoding="utf-8", env=env)
 
-    out = run(f"{prog} " + Flag("stats", "+", "inputs").shell().replace("{input.stats:q}", words))
+    flags = [Flag(name, "+", "inputs").shell().replace(f"{{input.{name}:q}}", words) for name in ("stats", "rejects")]
+    out = run(f"{prog} " + " ".join(flags))
     assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout == f"{n + 1} {paths[0]} {paths[-1]}\n"
+    want = ["--stats", *paths, "--rejects", *paths]
+    assert out.stdout == f"{len(want)} {hashlib.sha256(json.dumps(want).encode()).hexdigest()}\n"
     refused = run(f"{prog} --stats {words}")
     assert refused.returncode != 0 and "Argument list too long" in refused.stderr
+
+
+def test_only_a_list_flags_value_is_read_as_a_list_and_no_items_are_none(tmp_path):
+    empty, single = tmp_path / "empty", tmp_path / "single"
+    empty.write_bytes(b"\0")  # printf's output for no words
+    single.write_bytes("a b/ü.jsonl\0".encode())
+    spec = JOBS["vad merge"]
+    assert expand_listed(["--stats", f"@{single}", "--csv", f"@{single}"], spec) == [
+        "--stats",
+        "a b/ü.jsonl",
+        "--csv",
+        f"@{single}",  # not a list flag: a path that starts with "@"
+    ]
+    assert expand_listed(["--stats", f"@{empty}", "--csv", "x"], spec) == ["--stats", "--csv", "x"]
+    assert expand_listed(["--stats", f"@{single}"], None) == ["--stats", f"@{single}"]
 
 
 def test_the_test_runner_takes_each_stages_env_from_the_declarations():
