@@ -3,6 +3,9 @@
 from snakemake.utils import min_version, validate
 
 min_version("9.0")
+# the jobs' shell lines use bash (a list flag's file: speechprep.core.jobs.listed); this
+# says so where bash is missing, instead of a syntax error from sh in the first list job
+shell.executable("bash")
 
 
 configfile: "config/config.yaml"
