@@ -6,14 +6,15 @@ those modules are first imported (``librosa.core`` itself loads them lazily), an
 them on disk (``cache=True``, in the package's ``__pycache__``). Two processes that compile
 the same gufunc at once can leave a cache pair that does not match (numba issue 10128, open
 in numba 0.68): the next process that loads it dies of a segmentation fault. That is a fresh
-environment whose first measure jobs start together, or a test run beside a run. So
+environment whose first jobs that reach librosa start together (NeMo's preprocessor takes
+its mel filters from librosa), or a test run beside a run. So
 :func:`librosa` imports those modules holding an exclusive lock where numba writes the cache:
 the first process compiles and writes, the others wait and then load. ``scripts/setup.sh``
 calls it once in every env that has librosa, so the cache is written before any job starts
 (a node with another CPU compiles its own entries: numba keys them by the CPU).
 
-Every speechprep import of librosa goes through here (``speechprep.encoders``' Resemblyzer
-reaches librosa too, and calls it first). Where the lock cannot be taken (a file system
+speechprep's own jobs do not import librosa (:mod:`speechprep.core.spectral` computes what
+they took from it); a speechprep import of librosa would go through here. Where the lock cannot be taken (a file system
 without ``flock``, a cache dir that cannot be written) the modules are imported without it,
 with a warning.
 """

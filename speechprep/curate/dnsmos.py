@@ -12,7 +12,7 @@ this module reproduces for each clip:
   outputs are mapped by speechmos's own polynomials
   (``DNSMOS.get_polyfit_val``, called here);
 * P.808: a 120-band log-mel spectrogram of the window less its last 160
-  samples (librosa, n_fft 321, hop 160, ``power_to_db(ref=max)``, then
+  samples (librosa's, n_fft 321, hop 160, ``power_to_db(ref=max)``, then
   ``(x + 40) / 40``) goes into ``model_v8.onnx``;
 * the clip's scores are the means over its windows (identical windows of a
   repeated clip are computed once: :func:`distinct_windows`).
@@ -39,7 +39,7 @@ with ``onnx`` at load time (no model file is changed or added):
 
 The P.808 spectrogram is likewise one STFT of the span (or of one period of it): a
 window takes its frames from it, and its first and last frame (which reach into its
-padding) from its own samples (:func:`_mel`: librosa's, to the bit). The results
+padding) from its own samples (:func:`_mel`: librosa's, in numpy). The results
 equal the per-window models to float rounding (tests: within 1e-4 of
 ``speechmos.dnsmos.run`` on real short clips; 4.3e-6 at most from the per-window
 batches of the version before, on 586 real telephone prompts).
@@ -52,7 +52,6 @@ one) more CPU on the same convolutions, waiting for each other (docs/benchmarks.
 
 from __future__ import annotations
 
-import functools
 import importlib.util
 import logging
 from concurrent.futures import ThreadPoolExecutor
@@ -60,7 +59,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..core import kernels
+from ..core import spectral
 
 log = logging.getLogger("speechprep.curate")
 
@@ -179,27 +178,10 @@ def _sessions(personalized: bool) -> dict:
     return {k: ort.InferenceSession(v, **opts) for k, v in parts.items()}
 
 
-@functools.cache
-def _mel_tables() -> tuple[np.ndarray, np.ndarray]:
-    """librosa's periodic Hann window (float64) and mel filters (float32) of the P.808 spectrogram."""
-    librosa = kernels.librosa()
-
-    return (
-        librosa.filters.get_window("hann", FRAME + 1, fftbins=True),
-        librosa.filters.mel(sr=SAMPLE_RATE, n_fft=FRAME + 1, n_mels=120),
-    )
-
-
 def _mel(y: np.ndarray) -> np.ndarray:
-    """speechmos's P.808 mel power spectrogram (120 bands x frames) of ``y``: what
-    ``librosa.feature.melspectrogram(y, n_fft=321, hop_length=160, n_mels=120)`` computes
-    (centred frames, zero padding, the window in float64, the STFT kept in complex64),
-    with the window and filters made once instead of on every call."""
-    window, basis = _mel_tables()
-    padded = np.pad(np.asarray(y, dtype=np.float32), FRAME // 2)
-    frames = np.lib.stride_tricks.sliding_window_view(padded, FRAME + 1)[::HOP]
-    power = np.abs(np.fft.rfft(frames * window, axis=1).astype(np.complex64)) ** 2
-    return basis @ power.T
+    """speechmos's P.808 mel power spectrogram (120 bands x frames) of ``y``:
+    ``librosa.feature.melspectrogram(y, n_fft=321, hop_length=160, n_mels=120)``."""
+    return spectral.melspectrogram(y, SAMPLE_RATE, FRAME + 1, HOP, 120)
 
 
 def _periodic(block: np.ndarray, n: int, first: int, period: int, axis: int) -> np.ndarray:
@@ -291,8 +273,6 @@ class Dnsmos:
         one STFT of the frames they span (one period of them when that is shorter); each
         window's first and last frame (centred on its edges, so partly its zero padding)
         from its own samples."""
-        librosa = kernels.librosa()
-
         a = starts[0] * SAMPLE_RATE
         n = (starts[-1] - starts[0]) * FRAMES_PER_S + WINDOW_FRAMES
         m = min(n, period + 3)  # frame 0 and the last see the slice's ends: 1 .. period + 1 are one period
@@ -304,7 +284,7 @@ class Dnsmos:
             mel = whole[:, o : o + WINDOW_FRAMES].copy()
             mel[:, 0] = _mel(seg[: 2 * HOP])[:, 0]
             mel[:, -1] = _mel(seg[-3 * HOP :])[:, -1]
-            feats.append(((librosa.power_to_db(mel, ref=np.max) + 40) / 40).T)
+            feats.append(((spectral.power_to_db(mel) + 40) / 40).T)
         return np.stack(feats).astype(np.float32)
 
     # -- clips ----------------------------------------------------------------------------

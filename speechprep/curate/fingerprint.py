@@ -1,7 +1,7 @@
 """An acoustic fingerprint of a segment for finding copies of one recording that went
 through codecs (GSM, G.722, Opus, MP3), a resample to 8 kHz, a gain change or a
-different cut: numpy (+ librosa's mel filters and YIN), on the band an 8 kHz copy
-keeps (150-3700 Hz). One fixed-size row per segment (:data:`DTYPE`), computed in the
+different cut: numpy (librosa's mel filters and YIN, from :mod:`speechprep.core.spectral`),
+on the band an 8 kHz copy keeps (150-3700 Hz). One fixed-size row per segment (:data:`DTYPE`), computed in the
 measure job from the decoded 16 kHz audio and stored per shard (``<s>.fingerprint.npy``):
 
 * **anchors** (for finding candidate pairs among millions): the segment's strongest
@@ -33,7 +33,7 @@ import hashlib
 
 import numpy as np
 
-from ..core import kernels
+from ..core import spectral
 
 VERSION = 1  # bump when a change here changes the rows (stored rows are only comparable within one)
 SAMPLE_RATE = 16000
@@ -86,9 +86,7 @@ def _signs(label: str, rows: int, cols: int) -> np.ndarray:
 
 @functools.cache
 def _tables() -> dict[str, np.ndarray]:
-    librosa = kernels.librosa()
-
-    mel = lambda n: librosa.filters.mel(sr=SAMPLE_RATE, n_fft=N_FFT, n_mels=n, fmin=FMIN_HZ, fmax=FMAX_HZ).T
+    mel = lambda n: spectral.mel_filters(SAMPLE_RATE, N_FFT, n, FMIN_HZ, FMAX_HZ).T
     return {
         "window": np.hanning(N_FFT).astype(np.float32),
         "mel": np.ascontiguousarray(mel(N_MELS), np.float32),
@@ -122,10 +120,8 @@ def _onsets(logmel: np.ndarray, top: float) -> np.ndarray:
 
 def _pitch(x: np.ndarray, n: int, loud: np.ndarray) -> np.ndarray:
     """Quantised F0 per frame (1..255 in 20-cent steps from 50 Hz; 0 where ``loud`` is false)."""
-    librosa = kernels.librosa()
-
     x = np.pad(np.asarray(x, np.float32), (0, 1024))
-    f0 = librosa.yin(x, fmin=F0_MIN_HZ, fmax=F0_MAX_HZ, sr=SAMPLE_RATE, frame_length=1024, hop_length=HOP, center=False)
+    f0 = spectral.yin(x, F0_MIN_HZ, F0_MAX_HZ, SAMPLE_RATE, 1024, HOP)
     f0 = np.pad(f0, (0, max(0, n - len(f0))), constant_values=F0_BASE_HZ)[:n]
     q = np.clip(np.round(np.log2(f0 / F0_BASE_HZ) * 1200 / F0_STEP_CENTS), 0, 254) + 1
     return np.where(loud, q, 0).astype(np.uint8)

@@ -85,9 +85,9 @@ def _gains(x: np.ndarray, starts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def segment_mels(x: np.ndarray, hop_frames: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(mels (n, 160, 40) float32, start frames, rms)`` of the windows of one stretch of audio."""
-    from resemblyzer import audio
+    from ..encoders import resemblyzer_mel
 
-    mel = audio.wav_to_mel_spectrogram(x)
+    mel = resemblyzer_mel(x)
     starts = window_starts(len(x), hop_frames)
     if len(mel) < WINDOW_FRAMES:
         mel = np.pad(mel, ((0, WINDOW_FRAMES - len(mel)), (0, 0)))

@@ -1,0 +1,127 @@
+"""librosa's spectral pieces in numpy: the same numbers, without importing librosa.
+
+What the measures and speaker encoders read from librosa: the periodic Hann window,
+Slaney mel filters, the centred mel power spectrogram, ``power_to_db`` and YIN. Calling
+librosa for them imports ``scipy.signal`` and numba and loads librosa's compiled kernels:
+about 3 CPU-seconds in every job that does it, before its first segment (a curation,
+diarization or TTS job on a small shard spends more on that than on its audio). These
+functions follow librosa 0.11's own steps with the same numpy and ``scipy.fft`` calls
+(librosa's FFT library), in the same order
+(tests/curate/test_spectral.py holds them to librosa's results on real speech).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import scipy.fft
+
+
+@functools.cache
+def hann(n: int) -> np.ndarray:
+    """The periodic Hann window of ``n`` samples (float64): ``scipy.signal.get_window("hann",
+    n, fftbins=True)``, as scipy computes it (a symmetric window of ``n + 1``, its last
+    sample dropped)."""
+    fac = np.linspace(-np.pi, np.pi, n + 1, dtype=np.float64)
+    w = np.zeros(n + 1, dtype=np.float64)
+    for k, a in enumerate((0.5, 0.5)):
+        w += np.float64(a) * np.cos(k * fac)
+    w = w[:n]
+    w.flags.writeable = False
+    return w
+
+
+def _hz_to_mel(f: np.ndarray) -> np.ndarray:
+    """Slaney's mel scale: linear below 1 kHz, logarithmic above."""
+    f_sp, min_log_hz = 200.0 / 3, 1000.0
+    min_log_mel, logstep = min_log_hz / f_sp, np.log(6.4) / 27.0
+    f = np.asanyarray(f, dtype=np.float64)
+    mels = (f - 0.0) / f_sp
+    log_t = f >= min_log_hz
+    mels[log_t] = min_log_mel + np.log(f[log_t] / min_log_hz) / logstep
+    return mels
+
+
+def _mel_to_hz(mels: np.ndarray) -> np.ndarray:
+    f_sp, min_log_hz = 200.0 / 3, 1000.0
+    min_log_mel, logstep = min_log_hz / f_sp, np.log(6.4) / 27.0
+    freqs = 0.0 + f_sp * mels
+    log_t = mels >= min_log_mel
+    freqs[log_t] = min_log_hz * np.exp(logstep * (mels[log_t] - min_log_mel))
+    return freqs
+
+
+@functools.cache
+def mel_filters(sr: int, n_fft: int, n_mels: int, fmin: float = 0.0, fmax: float | None = None) -> np.ndarray:
+    """Slaney-normalised triangular mel filters (n_mels x (1 + n_fft // 2), float32):
+    ``librosa.filters.mel(sr=sr, n_fft=n_fft, n_mels=n_mels, fmin=fmin, fmax=fmax)``."""
+    fmax = float(sr) / 2 if fmax is None else fmax
+    weights = np.zeros((n_mels, int(1 + n_fft // 2)), dtype=np.float32)
+    fftfreqs = np.fft.rfftfreq(n=n_fft, d=1.0 / sr)
+    lo, hi = _hz_to_mel(np.array([fmin])), _hz_to_mel(np.array([fmax]))
+    mel_f = _mel_to_hz(np.linspace(lo[0], hi[0], n_mels + 2))
+    fdiff = np.diff(mel_f)
+    ramps = np.subtract.outer(mel_f, fftfreqs)
+    for i in range(n_mels):
+        lower = -ramps[i] / fdiff[i]
+        upper = ramps[i + 2] / fdiff[i + 1]
+        weights[i] = np.maximum(0, np.minimum(lower, upper))
+    weights *= (2.0 / (mel_f[2 : n_mels + 2] - mel_f[:n_mels]))[:, np.newaxis]
+    weights.flags.writeable = False
+    return weights
+
+
+def melspectrogram(y: np.ndarray, sr: int, n_fft: int, hop: int, n_mels: int) -> np.ndarray:
+    """The mel power spectrogram (n_mels x frames, float32) of ``y``:
+    ``librosa.feature.melspectrogram(y=y, sr=sr, n_fft=n_fft, hop_length=hop, n_mels=n_mels)``
+    (centred frames, zero padding, the window in float64, the STFT kept in complex64)."""
+    padded = np.pad(np.asarray(y, dtype=np.float32), n_fft // 2)
+    frames = np.lib.stride_tricks.sliding_window_view(padded, n_fft)[::hop]
+    power = np.abs(scipy.fft.rfft(frames * hann(n_fft), axis=1).astype(np.complex64)) ** 2
+    return mel_filters(sr, n_fft, n_mels) @ power.T
+
+
+def power_to_db(s: np.ndarray, amin: float = 1e-10, top_db: float = 80.0) -> np.ndarray:
+    """``librosa.power_to_db(s, ref=np.max, amin=amin, top_db=top_db)``."""
+    s = np.asarray(s)
+    log_spec = 10.0 * np.log10(np.maximum(amin, s))
+    log_spec -= 10.0 * np.log10(np.maximum(amin, np.max(s)))
+    return np.maximum(log_spec, log_spec.max() - top_db)
+
+
+def yin(y: np.ndarray, fmin: float, fmax: float, sr: int, frame_length: int, hop: int) -> np.ndarray:
+    """F0 per frame (Hz): ``librosa.yin(y, fmin=fmin, fmax=fmax, sr=sr,
+    frame_length=frame_length, hop_length=hop, center=False)`` (trough threshold 0.1)."""
+    y = np.asarray(y)
+    frames = np.lib.stride_tricks.sliding_window_view(y, frame_length)[::hop].T  # (frame_length, n)
+    min_period = int(np.floor(sr / fmax))
+    max_period = min(int(np.ceil(sr / fmin)), frame_length - 1)
+    # the cumulative mean normalised difference (librosa's autocorrelate: an FFT of 2 n - 1)
+    n_pad = scipy.fft.next_fast_len(2 * frame_length - 1, real=True)
+    spec = scipy.fft.rfft(frames, n=n_pad, axis=0)
+    acf = scipy.fft.irfft(spec.real**2 + spec.imag**2, n=n_pad, axis=0)[: max_period + 1]
+    d = np.square(frames)
+    np.cumsum(d, out=d, axis=0)
+    d[0, :] = 0
+    d[1 : max_period + 1, :] = 2 * (acf[0:1, :] - acf[1 : max_period + 1, :]) - d[:max_period, :]
+    numerator = d[min_period : max_period + 1, :]
+    cumulative_mean = np.cumsum(d[1 : max_period + 1, :], axis=0) / np.arange(1, max_period + 1)[:, None]
+    denominator = cumulative_mean[min_period - 1 : max_period, :]
+    cmnd = numerator / (denominator + np.finfo(denominator.dtype).tiny)
+    # parabolic interpolation: 0 at the ends and where the optimum lies beyond a neighbour
+    shifts = np.zeros_like(cmnd)
+    left, mid, right = cmnd[:-2], cmnd[1:-1], cmnd[2:]
+    a = right + left - 2 * mid
+    b = (right - left) / 2
+    with np.errstate(divide="ignore", invalid="ignore"):
+        shifts[1:-1] = np.where(np.abs(b) >= np.abs(a), 0, -b / a)
+    # the first trough under the threshold, else the global minimum
+    trough = np.zeros(cmnd.shape, dtype=bool)
+    trough[1:-1] = (mid < left) & (mid <= right)
+    trough[0] = cmnd[0] < cmnd[1]
+    trough[-1] = cmnd[-1] < cmnd[-2]
+    under = trough & (cmnd < 0.1)
+    period = np.where(under.any(axis=0), np.argmax(under, axis=0), np.argmin(cmnd, axis=0))
+    period = min_period + period + np.take_along_axis(shifts, period[None, :], axis=0)[0]
+    return sr / period
