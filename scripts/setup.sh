@@ -143,12 +143,10 @@ compile_env() {  # compile_env VENV: the bytecode of every module in its site-pa
 
 # librosa's numba kernels, compiled into their on-disk cache before any job can compile
 # them beside another job (that can write a cache that crashes later jobs: speechprep/core/kernels.py)
-warm_kernels() {  # warm_kernels VENV: once, in an env that has librosa
+warm_kernels() {  # warm_kernels VENV: once (nothing to do in an env without librosa)
   local venv="$1"
   [ -f "$venv/.speechprep-kernels" ] && return 0
-  if "$venv/bin/python" -c 'import importlib.util as u, sys; sys.exit(u.find_spec("librosa") is None)'; then
-    "$venv/bin/python" -m speechprep.core.kernels || return 1
-  fi
+  "$venv/bin/python" -m speechprep.core.kernels || return 1
   touch "$venv/.speechprep-kernels"
 }
 

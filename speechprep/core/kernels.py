@@ -77,5 +77,6 @@ def librosa() -> ModuleType:
     return importlib.import_module("librosa")
 
 
-if __name__ == "__main__":  # scripts/setup.sh: compile and cache them once
-    librosa()
+if __name__ == "__main__":  # scripts/setup.sh: compile and cache them once, in an env with librosa
+    if importlib.util.find_spec("librosa") is not None:
+        librosa()
