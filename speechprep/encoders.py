@@ -47,7 +47,7 @@ def _package_file(package: str, *parts: str) -> Path:
 def resemblyzer_mel(wav: np.ndarray) -> np.ndarray:
     """Resemblyzer's ``audio.wav_to_mel_spectrogram`` (frames x 40 mel power bands, float32;
     25 ms windows every 10 ms), without the librosa import it costs there."""
-    return spectral.melspectrogram(wav, SAMPLE_RATE, 400, 160, 40).T
+    return spectral.melspectrogram(wav, SAMPLE_RATE, 400, 160, 40).astype(np.float32).T
 
 
 class ResemblyzerEncoder:

@@ -73,12 +73,16 @@ def mel_filters(sr: int, n_fft: int, n_mels: int, fmin: float = 0.0, fmax: float
 
 
 def melspectrogram(y: np.ndarray, sr: int, n_fft: int, hop: int, n_mels: int) -> np.ndarray:
-    """The mel power spectrogram (n_mels x frames, float32) of ``y``:
+    """The mel power spectrogram (n_mels x frames) of ``y``:
     ``librosa.feature.melspectrogram(y=y, sr=sr, n_fft=n_fft, hop_length=hop, n_mels=n_mels)``
-    (centred frames, zero padding, the window in float64, the STFT kept in complex64)."""
-    padded = np.pad(np.asarray(y, dtype=np.float32), n_fft // 2)
+    (centred frames, zero padding, the window in float64, the STFT kept in complex64 for
+    float32 audio, complex128 for float64; float32 out for float32 audio)."""
+    y = np.asarray(y)
+    y = y if y.dtype in (np.float32, np.float64) else y.astype(np.float32)
+    padded = np.pad(y, n_fft // 2)
     frames = np.lib.stride_tricks.sliding_window_view(padded, n_fft)[::hop]
-    power = np.abs(scipy.fft.rfft(frames * hann(n_fft), axis=1).astype(np.complex64)) ** 2
+    stft = scipy.fft.rfft(frames * hann(n_fft), axis=1).astype(np.complex64 if y.dtype == np.float32 else np.complex128)
+    power = np.abs(stft) ** 2
     return mel_filters(sr, n_fft, n_mels) @ power.T
 
 
