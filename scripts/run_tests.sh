@@ -21,11 +21,12 @@ run() {  # run ENV TESTDIR [pytest options]: 1 when its tests failed
   # 5: no tests collected in that directory
   if [ $rc -ne 0 ] && [ $rc -ne 5 ]; then return 1; fi
 }
-suite() {  # suite STAGE: a stage's unit tests, its output printed at once when they end
+suite() {  # suite STAGE: a stage's unit tests (core: the shared pieces'), its output printed at once when they end
   local name="$1" env
   # the env the stage's jobs are declared with (speechprep/<stage>/jobs.py), else the stage's name
   env="$(awk -v s="$name" '$1 == s {print $2}' <<< "$STAGE_ENVS")"
   env="${env:-$name}"
+  [ "$name" != core ] || env=workflow
   if [ ! -d ".venvs/$env" ]; then
     echo "no .venvs/$env for tests/$name: run scripts/setup.sh"
     return 1
@@ -47,16 +48,15 @@ python3 tests/real_speech.py || { echo "cannot fetch the real-speech test data";
 PYTEST_ARGS_Q=""  # the options again, for the suites' subshells
 [ $# -eq 0 ] || PYTEST_ARGS_Q="$(printf '%q ' "$@")"
 export PYTEST_ARGS_Q
-# tests/<stage> runs in .venvs/<stage>, two suites at a time (the longest first), then
-# tests/core (shared pieces), all of it niced: in the background of tests/workflow (real
-# snakemake runs), which keep their share of the CPU (docs/benchmarks.md, "Test suite")
-stages=$(for d in tests/*/; do n="$(basename "$d")"; case "$n" in core|workflow|__pycache__) ;; *) echo "$n" ;; esac; done \
-  | awk '{print ($1 == "asr" || $1 == "curate" ? 0 : 1), $1}' | sort | cut -d' ' -f2)
+# tests/<stage> runs in .venvs/<stage> and tests/core (shared pieces) in .venvs/workflow, two
+# suites at a time, the longest first (asr and curate, about 30 min each beside the workflow
+# tests; then s2s, tts, diarize and core, 0.7-2 min each), so that the last two end together;
+# all of it niced: in the background of tests/workflow (real snakemake runs), which keep their
+# share of the CPU (docs/benchmarks.md, "Test suite")
+stages=$(for d in tests/*/; do n="$(basename "$d")"; case "$n" in workflow|__pycache__) ;; *) echo "$n" ;; esac; done \
+  | awk '{r = index(" asr curate s2s tts diarize core ", " " $1 " "); print (r ? r : 99), $1}' | sort -n | cut -d' ' -f2)
 (
-  rc=0
-  printf '%s\n' $stages | nice -n 10 xargs -P 2 -I{} bash -c 'eval "PYTEST_ARGS=($PYTEST_ARGS_Q)"; suite {}' || rc=1
-  nice -n 10 bash -c 'eval "PYTEST_ARGS=($PYTEST_ARGS_Q)"; run workflow tests/core' || rc=1
-  exit $rc
+  printf '%s\n' $stages | nice -n 10 xargs -P 2 -I{} bash -c 'eval "PYTEST_ARGS=($PYTEST_ARGS_Q)"; suite {}'
 ) > "$reports/unit.log" 2>&1 &
 unit=$!
 workers="${SPEECHPREP_TEST_WORKERS:-2}"
