@@ -50,7 +50,8 @@ PYTEST_ARGS_Q=""  # the options again, for the suites' subshells
 export PYTEST_ARGS_Q
 # tests/<stage> runs in .venvs/<stage> and tests/core (shared pieces) in .venvs/workflow, two
 # suites at a time, the longest first (asr and curate, about 30 min each beside the workflow
-# tests; then s2s, tts, diarize and core, 0.7-2 min each), so that the last two end together;
+# tests; then s2s, tts, diarize and core, 0.7-2 min each; then the rest, under 40 s each), so
+# that the last two end together;
 # all of it niced: in the background of tests/workflow (real snakemake runs), which keep their
 # share of the CPU (docs/benchmarks.md, "Test suite")
 stages=$(for d in tests/*/; do n="$(basename "$d")"; case "$n" in workflow|__pycache__) ;; *) echo "$n" ;; esac; done \

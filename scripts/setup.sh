@@ -146,7 +146,7 @@ compile_env() {  # compile_env VENV: the bytecode of every module in its site-pa
 warm_kernels() {  # warm_kernels VENV: once (nothing to do in an env without librosa)
   local venv="$1"
   [ -f "$venv/.speechprep-kernels" ] && return 0
-  "$venv/bin/python" -m speechprep.core.kernels || return 1
+  (cd "$ROOT" && "$venv/bin/python" -m speechprep.core.kernels) || return 1  # from the root: not every env installs speechprep
   touch "$venv/.speechprep-kernels"
 }
 

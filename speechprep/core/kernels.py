@@ -13,8 +13,11 @@ the first process compiles and writes, the others wait and then load. ``scripts/
 calls it once in every env that has librosa, so the cache is written before any job starts
 (a node with another CPU compiles its own entries: numba keys them by the CPU).
 
-speechprep's own jobs do not import librosa (:mod:`speechprep.core.spectral` computes what
-they took from it); a speechprep import of librosa would go through here. Where the lock cannot be taken (a file system
+speechprep's jobs do not import librosa (:mod:`speechprep.core.spectral` computes what they
+took from it; only the diarization benchmark's per-window baseline still calls Resemblyzer's
+own mel); NeMo does, in the ASR jobs, without this lock: setup's warm-up covers them on
+the CPU it ran on, and a node with another CPU compiles its entries at its first ASR jobs,
+unlocked. Where the lock cannot be taken (a file system
 without ``flock``, a cache dir that cannot be written) the modules are imported without it,
 with a warning.
 """

@@ -2,12 +2,12 @@
 
 What the measures and speaker encoders read from librosa: the periodic Hann window,
 Slaney mel filters, the centred mel power spectrogram, ``power_to_db`` and YIN. Calling
-librosa for them imports ``scipy.signal`` and numba and loads librosa's compiled kernels:
-about 3 CPU-seconds in every job that does it, before its first segment (a curation,
-diarization or TTS job on a small shard spends more on that than on its audio). These
+librosa for them imports numba, its compiled kernels and ``scipy.signal``: 1.4-2.1
+CPU-seconds in every measure, diarization and TTS features job, before its first segment
+(docs/benchmarks.md, "Corpus growth"). These
 functions follow librosa 0.11's own steps with the same numpy and ``scipy.fft`` calls
-(librosa's FFT library), in the same order
-(tests/curate/test_spectral.py holds them to librosa's results on real speech).
+(librosa's FFT library), in the same order (tests/curate/test_spectral.py holds them to
+librosa's results on real speech).
 """
 
 from __future__ import annotations
@@ -32,23 +32,23 @@ def hann(n: int) -> np.ndarray:
     return w
 
 
+# Slaney's mel scale: linear below 1 kHz (200/3 Hz a mel), logarithmic above
+_F_SP, _MIN_LOG_HZ = 200.0 / 3, 1000.0
+_MIN_LOG_MEL, _LOGSTEP = _MIN_LOG_HZ / _F_SP, np.log(6.4) / 27.0
+
+
 def _hz_to_mel(f: np.ndarray) -> np.ndarray:
-    """Slaney's mel scale: linear below 1 kHz, logarithmic above."""
-    f_sp, min_log_hz = 200.0 / 3, 1000.0
-    min_log_mel, logstep = min_log_hz / f_sp, np.log(6.4) / 27.0
     f = np.asanyarray(f, dtype=np.float64)
-    mels = (f - 0.0) / f_sp
-    log_t = f >= min_log_hz
-    mels[log_t] = min_log_mel + np.log(f[log_t] / min_log_hz) / logstep
+    mels = (f - 0.0) / _F_SP
+    log_t = f >= _MIN_LOG_HZ
+    mels[log_t] = _MIN_LOG_MEL + np.log(f[log_t] / _MIN_LOG_HZ) / _LOGSTEP
     return mels
 
 
 def _mel_to_hz(mels: np.ndarray) -> np.ndarray:
-    f_sp, min_log_hz = 200.0 / 3, 1000.0
-    min_log_mel, logstep = min_log_hz / f_sp, np.log(6.4) / 27.0
-    freqs = 0.0 + f_sp * mels
-    log_t = mels >= min_log_mel
-    freqs[log_t] = min_log_hz * np.exp(logstep * (mels[log_t] - min_log_mel))
+    freqs = 0.0 + _F_SP * mels
+    log_t = mels >= _MIN_LOG_MEL
+    freqs[log_t] = _MIN_LOG_HZ * np.exp(_LOGSTEP * (mels[log_t] - _MIN_LOG_MEL))
     return freqs
 
 
@@ -78,6 +78,8 @@ def melspectrogram(y: np.ndarray, sr: int, n_fft: int, hop: int, n_mels: int) ->
     (centred frames, zero padding, the window in float64, the STFT kept in complex64 for
     float32 audio, complex128 for float64; float32 out for float32 audio)."""
     y = np.asarray(y)
+    if y.ndim != 1:
+        raise ValueError(f"a mel spectrogram of mono audio, not of shape {y.shape}")
     y = y if y.dtype in (np.float32, np.float64) else y.astype(np.float32)
     padded = np.pad(y, n_fft // 2)
     frames = np.lib.stride_tricks.sliding_window_view(padded, n_fft)[::hop]
