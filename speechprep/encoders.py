@@ -46,8 +46,11 @@ def _package_file(package: str, *parts: str) -> Path:
 
 def resemblyzer_mel(wav: np.ndarray) -> np.ndarray:
     """Resemblyzer's ``audio.wav_to_mel_spectrogram`` (frames x 40 mel power bands, float32;
-    25 ms windows every 10 ms), without the librosa import it costs there."""
-    return spectral.melspectrogram(wav, SAMPLE_RATE, 400, 160, 40).astype(np.float32).T
+    25 ms windows every 10 ms, its ``hparams``), without the librosa import it costs there."""
+    from resemblyzer import hparams as h
+
+    n_fft, hop = h.sampling_rate * h.mel_window_length // 1000, h.sampling_rate * h.mel_window_step // 1000
+    return spectral.melspectrogram(wav, h.sampling_rate, n_fft, hop, h.mel_n_channels).astype(np.float32).T
 
 
 class ResemblyzerEncoder:

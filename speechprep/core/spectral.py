@@ -4,10 +4,9 @@ What the measures and speaker encoders read from librosa: the periodic Hann wind
 Slaney mel filters, the centred mel power spectrogram, ``power_to_db`` and YIN. Calling
 librosa for them imports numba, its compiled kernels and ``scipy.signal``: 1.4-2.1
 CPU-seconds in every measure, diarization and TTS features job, before its first segment
-(docs/benchmarks.md, "Corpus growth"). These
-functions follow librosa 0.11's own steps with the same numpy and ``scipy.fft`` calls
-(librosa's FFT library), in the same order (tests/curate/test_spectral.py holds them to
-librosa's results on real speech).
+(docs/benchmarks.md, "Corpus growth"). These functions follow librosa 0.11's own steps
+with the same numpy and ``scipy.fft`` calls (librosa's FFT library), in the same order
+(tests/curate/test_spectral.py holds them to librosa's results on real speech).
 """
 
 from __future__ import annotations
@@ -17,19 +16,27 @@ import functools
 import numpy as np
 import scipy.fft
 
+HANN = (0.5, 0.5)
+BLACKMAN_HARRIS = (0.35875, 0.48829, 0.14128, 0.01168)
+
 
 @functools.cache
-def hann(n: int) -> np.ndarray:
-    """The periodic Hann window of ``n`` samples (float64): ``scipy.signal.get_window("hann",
-    n, fftbins=True)``, as scipy computes it (a symmetric window of ``n + 1``, its last
-    sample dropped)."""
+def cosine_window(n: int, coeffs: tuple[float, ...]) -> np.ndarray:
+    """A periodic generalised cosine window of ``n`` samples (float64), as
+    ``scipy.signal.get_window(name, n, fftbins=True)`` computes it (a symmetric window of
+    ``n + 1``, its last sample dropped): :data:`HANN`, :data:`BLACKMAN_HARRIS`."""
     fac = np.linspace(-np.pi, np.pi, n + 1, dtype=np.float64)
     w = np.zeros(n + 1, dtype=np.float64)
-    for k, a in enumerate((0.5, 0.5)):
+    for k, a in enumerate(coeffs):
         w += np.float64(a) * np.cos(k * fac)
     w = w[:n]
     w.flags.writeable = False
     return w
+
+
+def hann(n: int) -> np.ndarray:
+    """The periodic Hann window: ``scipy.signal.get_window("hann", n, fftbins=True)``."""
+    return cosine_window(n, HANN)
 
 
 # Slaney's mel scale: linear below 1 kHz (200/3 Hz a mel), logarithmic above

@@ -1,8 +1,9 @@
 """An acoustic fingerprint of a segment for finding copies of one recording that went
 through codecs (GSM, G.722, Opus, MP3), a resample to 8 kHz, a gain change or a
 different cut: numpy (librosa's mel filters and YIN, from :mod:`speechprep.core.spectral`),
-on the band an 8 kHz copy keeps (150-3700 Hz). One fixed-size row per segment (:data:`DTYPE`), computed in the
-measure job from the decoded 16 kHz audio and stored per shard (``<s>.fingerprint.npy``):
+on the band an 8 kHz copy keeps (150-3700 Hz). One fixed-size row per segment
+(:data:`DTYPE`), computed in the measure job from the decoded 16 kHz audio and stored per
+shard (``<s>.fingerprint.npy``):
 
 * **anchors** (for finding candidate pairs among millions): the segment's strongest
   onsets (local maxima of the spectral flux, up to :data:`ANCHORS`), each described by

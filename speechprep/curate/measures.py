@@ -15,6 +15,7 @@ import math
 
 import numpy as np
 
+from ..core import spectral
 from ..io.audio import bandwidth_hz as bandwidth_hz  # one measure, shared with diarization
 from ..io.audio import to_int16
 
@@ -81,11 +82,8 @@ def band_frame_power(x: np.ndarray, rate: int, band: tuple[float, float]) -> np.
     )
 
 
-@functools.lru_cache(maxsize=1)
 def _bh_window() -> np.ndarray:
-    from scipy.signal import get_window
-
-    return get_window("blackmanharris", _SNR_FFT)
+    return spectral.cosine_window(_SNR_FFT, spectral.BLACKMAN_HARRIS)
 
 
 def snr_db(x: np.ndarray, noise: list[np.ndarray], rate: int, band: tuple[float, float]) -> float | None:
