@@ -18,6 +18,12 @@ _HASH_CHARS = 16
 _UNSAFE = frozenset("/\0")
 
 
+def id_digest(id_: str) -> int:
+    """An id's 8-byte BLAKE2b digest as an integer (big-endian; a lone surrogate encoded as
+    is): ingest's stable shard of an id, export's sorted index of ids."""
+    return int.from_bytes(hashlib.blake2b(id_.encode("utf-8", "surrogatepass"), digest_size=8).digest(), "big")
+
+
 def file_stem(id_: str) -> str:
     """A file-name stem for ``id_``: the id itself when it is short enough and holds
     nothing a file name cannot (``/``, NUL, a lone surrogate; not ``.``/``..``),

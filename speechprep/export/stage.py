@@ -46,7 +46,7 @@ from typing import Any
 
 import numpy as np
 
-from ..core.names import file_stem
+from ..core.names import file_stem, id_digest
 from ..core.shardjob import Accepted, Rejected, ShardJob
 from ..errors import UsageError, describe
 from ..io.audio import AudioError, read_segment
@@ -118,7 +118,7 @@ class _Places:
         keys, shards, positions = array("Q"), array("I"), array("I")
         for k, index in enumerate(indexes):
             for p, f in enumerate(read_jsonl(index)):
-                keys.append(_id_key(f["id"]))
+                keys.append(id_digest(f["id"]))
                 shards.append(k)
                 positions.append(p)
         key = np.frombuffer(keys, np.uint64) if keys else np.zeros(0, np.uint64)
@@ -131,23 +131,19 @@ class _Places:
         if shared:
             for k, index in enumerate(indexes):
                 for p, f in enumerate(read_jsonl(index)):
-                    if _id_key(f["id"]) in shared:
+                    if id_digest(f["id"]) in shared:
                         self.shared.setdefault(f["id"], []).append((k, p))
         self.shared_keys = shared
 
     def of(self, id_: str) -> list[tuple[int, int]]:
         """The (shard, position) of every index line of ``id_``: none when no shard holds it."""
-        key = _id_key(id_)
+        key = id_digest(id_)
         if key in self.shared_keys:
             return self.shared.get(id_, [])
         i = int(np.searchsorted(self.keys, np.uint64(key)))
         if i < len(self.keys) and int(self.keys[i]) == key:
             return [(int(self.shards[i]), int(self.positions[i]))]
         return []
-
-
-def _id_key(id_: str) -> int:
-    return int.from_bytes(hashlib.blake2b(id_.encode("utf-8", "surrogatepass"), digest_size=8).digest(), "little")
 
 
 def run_lines(

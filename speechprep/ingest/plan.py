@@ -22,12 +22,12 @@ Standard library only.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..core.names import id_digest
 from ..errors import UsageError
 from ..io.jsonio import write_text_if_changed
 
@@ -43,8 +43,7 @@ SHARD_PATTERN = r"shard-\d{4}\d*"  # every shard_name: four digits, more from sh
 
 def shard_index(id_: str, n: int) -> int:
     """Stable shard of ``id_`` among ``n`` (independent of every other id)."""
-    h = hashlib.blake2b(id_.encode("utf-8"), digest_size=8).digest()
-    return int.from_bytes(h, "big") % n
+    return id_digest(id_) % n
 
 
 def shard_count(entries: list[dict], shards: int | None, shard_hours: float | None) -> int:
