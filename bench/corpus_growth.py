@@ -27,13 +27,24 @@ which a removal from the same shard moves); ``--without-store`` deletes the jobs
 (``<stage>/.partial/<shard>.reuse``) before it, for what the same removal costs when
 every job of a touched shard computes all its items again. ``--work`` runs in that
 (new) directory and keeps it, to look at what the runs left.
+
+``--scratch`` (after the growths, before a removal) runs the grown corpus again from
+scratch in ``<work>/scratch`` and compares the added files' lines with that run's, field by
+field: the feature arrays by their content (their paths name a shard, which differs), the
+export members by their name inside the tar (the tar and the Parquet row name a shard),
+paths under either run's folder relative to it. A grown corpus keeps, on purpose, what a
+from-scratch run decides again from every segment (docs/configuration.md, "Shards, resume,
+reruns"): the speaker ids and their distances, the tokenizer (``text_ids``) and the caption
+bins (``description``); these are counted apart.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -151,6 +162,7 @@ def main() -> None:
     ap.add_argument("--join", type=int, default=1, help="prompts of one voice in each file")
     ap.add_argument("--voices", default="allison_en,june_fr", help="tests/real_speech.py TELEPHONE_VOICES")
     ap.add_argument("--work", type=Path, help="run in this new directory and keep it")
+    ap.add_argument("--scratch", action="store_true", help="compare the added files with a from-scratch run")
     a = ap.parse_args()
     if not (MODELS / "demo_asr.nemo").exists():
         raise SystemExit("build the demo models first: make demo")
@@ -173,6 +185,8 @@ def main() -> None:
         for add in a.add:
             grow(work, paths[at : at + add], first)
             at += add
+        if a.scratch:
+            scratch(work, [p.stem for p in paths[a.files : at]])
         if a.remove:
             remove(work, a, first, lines_of(work))
 
@@ -220,6 +234,75 @@ def remove(work: Path, a: argparse.Namespace, first: float, before: dict[str, st
     print(f"their CPU-s by rule: {dict(by_rule.most_common())}; jobs that loaded a model: {loaded}")
     print(f"other lines byte-identical: {kept} of {len(others)}; but for their row in a shard file: {placed}")
     print(f"lines of the removed files left: {len(left)}")
+
+
+KEPT_ON_GROWTH = ("speaker", "speaker_distance", "text_ids", "text_ids_len", "description")
+
+
+def scratch(work: Path, added: list[str]) -> None:
+    """Run the grown corpus from scratch in ``work/scratch``; compare the ``added`` files'
+    lines with it, field by field (:func:`comparable`), and print each segment whose lines
+    differ in a field a grown corpus does not keep on purpose."""
+    fresh = work / "scratch"
+    shutil.copytree(work / "corpus", fresh / "corpus")
+    cfg = json.loads((work / "config.yaml").read_text(encoding="utf-8"))
+    cfg["datasets"]["calls"]["audio_dir"] = str(fresh / "corpus")
+    (fresh / "config.yaml").write_text(json.dumps(cfg), encoding="utf-8")
+    t = time.time()
+    snakemake(fresh, "--cores", "2")
+    print(f"from scratch over the grown corpus: {time.time() - t:.0f} s", flush=True)
+    grown, again = by_id(work, added), by_id(fresh, added)
+    kept, differs = Counter(), {}
+    for key in sorted(grown.keys() | again.keys()):
+        if key not in grown or key not in again:
+            differs.setdefault(key[1], set()).add(f"{key[0]} (only {'grown' if key in grown else 'from scratch'})")
+            continue
+        a, b = comparable(grown[key], work), comparable(again[key], fresh)
+        for f in sorted(a.keys() | b.keys()):
+            if a.get(f) == b.get(f):
+                continue
+            if f in KEPT_ON_GROWTH:
+                kept[f] += 1
+            else:
+                differs.setdefault(key[1], set()).add(f)
+                print(f"differs: {key} {f}\n  grown        {a.get(f)}\n  from scratch {b.get(f)}")
+    segments = {k[1] for k in grown.keys() | again.keys()}
+    print(f"added files: {len(segments)} segments, {len(grown)} lines; kept from before on purpose: {dict(kept)}")
+    same = len(segments) - len(differs)
+    print(f"segments equal to a from-scratch run in every other field: {same} of {len(segments)}")
+    for seg, fields in sorted(differs.items()):
+        print(f"  {seg}: {', '.join(sorted(fields))}", flush=True)
+
+
+def by_id(work: Path, files: list[str]) -> dict[tuple[str, str], str]:
+    """The lines of :func:`lines_of` of the segments of ``files``, by kind of line and id
+    (the shard's name left out)."""
+    out = {}
+    for key, line in lines_of(work).items():
+        where, seg = key.split(":", 1)
+        if any(seg.startswith(f"{f}_") for f in files):
+            out[(re.sub(r"shard-\d+", "shard", where), seg)] = line
+    return out
+
+
+def comparable(line: str, work: Path) -> dict:
+    """A line's fields as a run elsewhere would give them: a path to a NumPy array (a
+    segment's own file, or a row of a shard's) as its content's sha256; an export member as
+    its name inside the tar (none for a Parquet row); other paths under ``work`` relative."""
+    import numpy as np
+
+    d = json.loads(line)
+    if "embedding_file" in d:
+        row = np.load(d.pop("embedding_file"))[d.pop("embedding_row")]
+        d["embedding"] = hashlib.sha256(row.tobytes()).hexdigest()
+    if "member" in d:
+        d["member"] = None if ".parquet:" in d["member"] else d["member"].split(":", 1)[1]
+    for k, v in d.items():
+        if isinstance(v, str) and v.endswith(".npy") and Path(v).is_file():
+            d[k] = hashlib.sha256(np.load(v).tobytes()).hexdigest()
+        elif isinstance(v, str) and v.startswith(f"{work}/"):
+            d[k] = v[len(str(work)) + 1 :]
+    return d
 
 
 def unplaced(line: str) -> dict:
