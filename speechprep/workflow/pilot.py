@@ -111,12 +111,7 @@ def corpus(ds: dict, extensions: list[str]) -> list[Item]:
 def draw(items: list[Item], fraction: float, seed: int) -> tuple[list[Item], list[Item]]:
     """A sample of about ``fraction`` of the items' audio, the same share of each of
     ``STRATA`` strata of length (files short to long), at least one item; as two halves
-    (alternate draws), the first drawn first. Same items, same seed: same sample.
-
-    The longest item is always drawn (the first of its stratum): a job's peak memory follows
-    the longest file it reads (VAD's decode block, a model's batch padded to its longest
-    segment), and a sample that misses it cannot tell that peak (a 73 s prompt among 1-4 s
-    ones raised the VAD job's peak by a quarter)."""
+    (alternate draws), the first drawn first. Same items, same seed: same sample."""
     rng = random.Random(seed)
     ordered = sorted(items, key=lambda x: (x.seconds, x.key))
     size = max(1, math.ceil(len(ordered) / STRATA))
@@ -125,8 +120,6 @@ def draw(items: list[Item], fraction: float, seed: int) -> tuple[list[Item], lis
     for s in range(0, len(ordered), size):
         stratum = ordered[s : s + size]
         rng.shuffle(stratum)
-        if s + size >= len(ordered):
-            stratum.insert(0, stratum.pop(stratum.index(ordered[-1])))
         goal, got = fraction * sum(x.seconds for x in stratum), 0.0
         for x in stratum:
             if got >= goal:
