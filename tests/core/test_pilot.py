@@ -6,7 +6,7 @@ import pytest
 
 from speechprep.core import logs
 from speechprep.workflow import pilot
-from speechprep.workflow.pilot import Item, corpus_shards, draw, job_cost, jobs_of_logs
+from speechprep.workflow.pilot import Item, corpus_shards, draw, job_cost, jobs_of_logs, longest_files
 
 
 def items(n=400):
@@ -30,6 +30,20 @@ def test_the_sample_takes_the_share_of_every_stratum_of_length():
     assert abs(len(first) - len(second)) <= 4
     assert draw(corpus, 0.1, seed=0) == (first, second)
     assert draw(corpus, 0.1, seed=1) != (first, second)
+
+
+def test_the_plan_says_when_the_sample_missed_the_longest_file():
+    # one long recording among short prompts: the file that sets a VAD job's peak memory
+    corpus = [
+        *(Item(f"p{k:03d}", 1.0 + k % 4, rel=f"p{k:03d}.wav") for k in range(300)),
+        Item("long", 73.0, rel="l.wav"),
+    ]
+    first, second = draw(corpus, 0.1, seed=0)
+    assert "long" not in {x.key for x in first + second}
+    longest, notes = longest_files({"calls": corpus}, {"calls": first + second})
+    assert longest == {"calls": [4.0, 73.0]}
+    assert len(notes) == 1 and "73.0 s" in notes[0] and "4.0 s" in notes[0]
+    assert longest_files({"calls": corpus}, {"calls": corpus}) == ({"calls": [73.0, 73.0]}, [])
 
 
 def test_a_tiny_corpus_still_gives_a_file():
