@@ -302,6 +302,9 @@ class Corpus:
     # a probed rule's peak memory on synthetic inputs (speechprep.workflow.probe), by (rule,
     # dataset or None): {"items": the corpus's, "points": [(items, MB), (items, MB)]}
     probes: dict[tuple, dict] = field(default_factory=dict)
+    # a rule's peak memory on a shard of the dataset's longest file where the sample missed
+    # it, by (rule, dataset): MB (:func:`run_longest`)
+    longest: dict[tuple, float] = field(default_factory=dict)
 
 
 def corpus_shards(ds: dict, cfg: dict, hours: float) -> int:
@@ -341,6 +344,10 @@ def _shard_rule(jobs: list[tuple[tuple, dict]], m: Measured, c: Corpus) -> dict:
     for ds in sorted({k[1] for k, _ in jobs}):
         out["jobs"] += sum(1 for k, _ in jobs if k[1] == ds) / max(1, m.shards[ds]) * c.shards[ds]
     out["rss_mb"] = max(((j["bench"] or {}).get("rss_mb", 0.0) for _, j in jobs), default=0.0)
+    for ds in sorted({k[1] for k, _ in jobs}):
+        if (jobs[0][0][0], ds) in c.longest:  # the job on the longest file, which the sample missed
+            out["rss_mb"] = max(out["rss_mb"], c.longest[(jobs[0][0][0], ds)])
+            out["fits"][f"{ds}.rss_mb.longest"] = c.longest[(jobs[0][0][0], ds)]
     return out
 
 
@@ -662,16 +669,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     plan = plan_of(a, work, cfg, (items, halves, fraction), run)
     whole = {d: h[0] + h[1] for d, h in halves.items()}
-    longest, notes = longest_files(items, whole)
     plan["sample"] = {
         "fraction": fraction,
         "seed": a.seed,
         "files": {d: [len(whole[d]), len(items[d])] for d in whole},
-        "longest_s": longest,
+        "longest_s": longest_files(items, whole),
     }
     _print(plan)
-    for line in notes:
-        print(line)
     for k, spec in enumerate(a.alternative, 1):
         change = setting(spec)
         override = work / SCRATCH / f"alternative-{k}.json"
@@ -685,23 +689,16 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def longest_files(items: dict[str, list[Item]], sample: dict[str, list[Item]]) -> tuple[dict, list[str]]:
-    """Per dataset, the longest file of the sample and of the corpus (s), and a note for each
-    dataset whose longest file the sample missed: a job's peak memory follows the longest file
-    it reads (a VAD worker's decode block, up to ``vad.block_seconds``), so the pilot's peak is
-    then a lower bound. (Drawing that file always made it a fifth of a 10 % sample of 1-4 s
-    prompts, and the output bytes were predicted 13 % low: docs/benchmarks.md.)"""
-    longest, notes = {}, []
-    for d, chosen in sample.items():
-        got = max((x.seconds for x in chosen), default=0.0)
-        top = max((x.seconds for x in items[d]), default=0.0)
-        longest[d] = [round(got, 3), round(top, 3)]
-        if top > got:
-            notes.append(
-                f"{d}: the corpus's longest file ({top:.1f} s) is longer than the sample's ({got:.1f} s): "
-                "jobs whose memory follows it (VAD's decode block) may peak above the plan"
-            )
-    return longest, notes
+def longest_files(items: dict[str, list[Item]], sample: dict[str, list[Item]]) -> dict[str, list[float]]:
+    """Per dataset, the longest file of the sample and of the corpus (s): where the sample
+    missed it, :func:`run_longest` measures the jobs whose memory follows it."""
+    return {
+        d: [
+            round(max((x.seconds for x in chosen), default=0.0), 3),
+            round(max((x.seconds for x in items[d]), default=0.0), 3),
+        ]
+        for d, chosen in sample.items()
+    }
 
 
 def plan_of(a: argparse.Namespace, work: Path, cfg: dict, sample: tuple, run: tuple, name: str = "pilot") -> dict:
@@ -719,6 +716,7 @@ def plan_of(a: argparse.Namespace, work: Path, cfg: dict, sample: tuple, run: tu
         c.scale.update({d: v * grow for d, v in c.scale.items()})
     c.shards.update({d: corpus_shards(cfg["datasets"][d], cfg, m.hours[d] * c.scale[d]) for d in whole})
     c.probes.update(run_probes(a.probe_max, work / SCRATCH / name, run, m, c, {d: len(whole[d]) for d in whole}))
+    c.longest.update(run_longest(work / SCRATCH / name, run, cfg, items, whole))
     prices = (a.price_cpu_h or 0.0, a.price_gpu_h or 0.0) if a.price_cpu_h or a.price_gpu_h else None
     pilot = work / SCRATCH / name
     edges = rule_graph(pilot, [*run[0], str(pilot / "pilot.json")], run[1])
@@ -742,6 +740,45 @@ def run_probes(most: int, pilot: Path, run: tuple, m: Measured, c: Corpus, files
         configfiles, options = run
         run_snakemake(pilot, [*configfiles, str(pilot / "pilot.json")], [*options, *targets])
     return {key: {"items": n, "points": read(pilot, *key, at)} for key, (n, at) in wanted.items()}
+
+
+LONGEST_RULES = ("vad",)  # shard rules whose memory follows the longest file (a VAD worker's decode block)
+
+
+def run_longest(
+    pilot: Path, run: tuple, cfg: dict, items: dict[str, list[Item]], sample: dict[str, list[Item]]
+) -> dict:
+    """:attr:`Corpus.longest`: for each dataset whose sample missed its longest file, the
+    :data:`LONGEST_RULES` jobs on a shard of that file alone (a dataset ``<name>_longest`` of
+    the pilot's run, its outputs targeted; run as the pilot ran), their peak memory. Drawing
+    that file into the sample instead made it a fifth of a 10 % sample of short prompts, and
+    the outputs were predicted 13 % low (docs/benchmarks.md)."""
+    rules = [r for r in LONGEST_RULES if r in cfg.get("stages", ())]
+    extra, targets, names = {}, [], {}
+    for d, chosen in sample.items():
+        top = max(items[d], key=lambda x: (x.seconds, x.key), default=None)
+        if not rules or top is None or top.seconds <= max((x.seconds for x in chosen), default=0.0):
+            continue
+        name = f"{d}_longest"
+        while name in cfg["datasets"]:
+            name += "_"
+        print(f"{d}: the sample missed the longest file ({top.seconds:.1f} s): {', '.join(rules)} on it alone")
+        entry = {
+            k: v for k, v in pilot_dataset(name, cfg["datasets"][d], [top], pilot, 1.0).items() if k != "shard_hours"
+        }
+        extra[name], names[name] = {**entry, "shards": 1}, d
+        targets += [f"results/{name}/{r}/shard-0000.segments.jsonl" for r in rules]
+    if not extra:
+        return {}
+    write_json(pilot / "longest.json", {"datasets": extra})
+    configfiles, options = run
+    run_snakemake(pilot, [*configfiles, str(pilot / "pilot.json"), str(pilot / "longest.json")], [*options, *targets])
+    out = {}
+    for key, job in jobs_of_logs(pilot / ".snakemake" / "log").items():
+        cost = job_cost(pilot, job) if key[0] in rules and key[1] in names else None
+        if cost:
+            out[(key[0], names[key[1]])] = cost["rss_mb"]
+    return out
 
 
 def setting(spec: str) -> dict:

@@ -32,7 +32,7 @@ def test_the_sample_takes_the_share_of_every_stratum_of_length():
     assert draw(corpus, 0.1, seed=1) != (first, second)
 
 
-def test_the_plan_says_when_the_sample_missed_the_longest_file():
+def test_the_sample_and_the_corpus_give_their_longest_file():
     # one long recording among short prompts: the file that sets a VAD job's peak memory
     corpus = [
         *(Item(f"p{k:03d}", 1.0 + k % 4, rel=f"p{k:03d}.wav") for k in range(300)),
@@ -40,10 +40,8 @@ def test_the_plan_says_when_the_sample_missed_the_longest_file():
     ]
     first, second = draw(corpus, 0.1, seed=0)
     assert "long" not in {x.key for x in first + second}
-    longest, notes = longest_files({"calls": corpus}, {"calls": first + second})
-    assert longest == {"calls": [4.0, 73.0]}
-    assert len(notes) == 1 and "73.0 s" in notes[0] and "4.0 s" in notes[0]
-    assert longest_files({"calls": corpus}, {"calls": corpus}) == ({"calls": [73.0, 73.0]}, [])
+    assert longest_files({"calls": corpus}, {"calls": first + second}) == {"calls": [4.0, 73.0]}
+    assert longest_files({"calls": corpus}, {"calls": corpus}) == {"calls": [73.0, 73.0]}
 
 
 def test_a_tiny_corpus_still_gives_a_file():
@@ -164,3 +162,27 @@ def test_a_run_wide_jobs_memory_grows_as_its_probe_says():
     r = rule_costs(m, first, c)["curate_speakers"]
     assert r["rss_mb"] == pytest.approx(1800.0 + 1100.0 / 9e5 * 1e6)
     assert r["fits"]["run.rss_mb.probe"]["points"] == points
+
+
+def test_a_shard_jobs_memory_is_its_run_on_the_longest_file_where_the_sample_missed_it():
+    from speechprep.workflow.pilot import Corpus, Measured, rule_costs
+
+    # the sample's two VAD shards peak at 170 and 176 MB; the corpus's 73 s prompt, alone: 240
+    jobs = {
+        ("vad", "a", f"shard-000{k}", ""): {
+            "bench": {"cpu_s": 3.0, "s": 2.0, "rss_mb": mb},
+            "threads": 2,
+            "mem_mb": 768,
+        }
+        for k, mb in enumerate((170.0, 176.0))
+    }
+    m = Measured(segments={"a": 100}, shards={"a": 2}, jobs=jobs)
+    m.shard_hours.update({("a", "shard-0000"): 0.05, ("a", "shard-0001"): 0.05})
+    c = Corpus(scale={"a": 10.0}, shards={"a": 20})
+    assert rule_costs(m, None, c)["vad"]["rss_mb"] == 176.0
+    c.longest[("vad", "a")] = 240.0
+    r = rule_costs(m, None, c)["vad"]
+    assert r["rss_mb"] == 240.0 and r["fits"]["a.rss_mb.longest"] == 240.0
+    assert r["jobs"] == 20 and r["cpu_s"] == pytest.approx(60.0)  # its cost is the sample's, scaled
+    c.longest[("vad", "a")] = 100.0  # a longest file that takes less than a shard of the sample
+    assert rule_costs(m, None, c)["vad"]["rss_mb"] == 176.0

@@ -79,3 +79,39 @@ def test_a_pilot_on_half_the_corpus_predicts_the_run(tmp_path):
     # second's jobs' CPU moves with the machine's load
     assert 0.7 < c["output_bytes"]["ratio"] < 1.4, c
     assert 0.4 < c["cpu_s"]["ratio"] < 2.5, c
+
+
+def test_the_vad_peak_counts_the_longest_file_the_sample_missed(tmp_path):
+    # 60 real telephone prompts (most 1-4 s, a few 10-25 s) and the same voice's 73 s prompt: a VAD worker's memory
+    # follows the longest file it decodes, and a 10 % sample of the audio mostly misses it
+    from speechprep.workflow import pilot
+    from tests import real_speech
+
+    prompts = real_speech.telephone_prompts("allison_en")
+    long = next(u.path for u in prompts if u.path.stem == "demo-instruct")
+    audio = tmp_path / "audio"
+    audio.mkdir()
+    short = [u.path for u in prompts if u.path.stem != "demo-instruct"][:60]
+    for path in [*short, long]:
+        (audio / path.name).symlink_to(path)
+    items = pilot.corpus({"audio_dir": str(audio)}, [".wav"])
+    seed = next(
+        s for s in range(50) if "demo-instruct.wav" not in {x.rel for h in pilot.draw(items, 0.1, s) for x in h}
+    )
+    work = tmp_path / "run"
+    write_config(work, {"tel": {"audio_dir": str(audio), "shard_hours": 0.01}}, stages=["vad"])
+    out = plan(work, "--sample", "0.1", "--seed", str(seed), "--out", str(tmp_path / "plan.json"))
+    p = json.loads((tmp_path / "plan.json").read_text(encoding="utf-8"))
+    sample_longest, corpus_longest = p["sample"]["longest_s"]["tel"]
+    assert sample_longest < 30 < 70 < corpus_longest
+    assert "the sample missed the longest file" in out
+    # the VAD job on that file alone, in the pilot's run: its peak is the plan's
+    alone = work / ".plan" / "pilot" / "results" / "tel_longest" / "vad" / "shard-0000.segments.jsonl"
+    assert {json.loads(x)["file_id"] for x in alone.read_text(encoding="utf-8").splitlines()} == {"demo-instruct"}
+    peak = p["rules"]["vad"]["fits"]["tel.rss_mb.longest"]
+    assert p["rules"]["vad"]["rss_mb"] == p["stages"]["vad"]["peak_rss_mb"] == peak
+    # and it is what the sample's own VAD jobs would not have shown (about 235 MB against 155)
+    run = work / ".plan" / "pilot"
+    jobs = [j for k, j in pilot.jobs_of_logs(run / ".snakemake" / "log").items() if k[:2] == ("vad", "tel")]
+    assert jobs and peak > 1.2 * max(pilot.job_cost(run, j)["rss_mb"] for j in jobs)
+    assert p["rules"]["vad"]["jobs"] == p["datasets"]["tel"]["shards"]  # the probe is no job of the corpus's
