@@ -131,14 +131,26 @@ def draw(items: list[Item], fraction: float, seed: int) -> tuple[list[Item], lis
     return first, second
 
 
+# the pilot's run directory's own entries (pilot_runs, pilot_dataset, run_longest)
+PILOT_OWN = ("results", ".snakemake", SCRATCH, "pilot.json", "longest.json", "sample.json", "step1.json", "step2.json")
+PILOT_OWN += ("pilot_audio", "pilot_manifests")
+
+
 def link_tree(work: Path, pilot: Path) -> None:
     """The pilot's run directory: a link to each of WORK's entries but its results and
-    Snakemake's state, so that a relative path in the config reads the same file."""
+    Snakemake's state, so that a relative path in the config reads the same file. An entry
+    an earlier pilot made itself before WORK had one (a cache the config names, such as the
+    grammars under ``resources/``, which a real run then made in WORK) gives way to the link."""
     pilot.mkdir(parents=True, exist_ok=True)
     for entry in work.iterdir():
-        if entry.name in ("results", ".snakemake", SCRATCH) or (pilot / entry.name).is_symlink():
+        here = pilot / entry.name
+        if entry.name in PILOT_OWN or here.is_symlink():
             continue
-        (pilot / entry.name).symlink_to(entry.resolve())
+        if here.is_dir():
+            shutil.rmtree(here)
+        elif here.exists():
+            here.unlink()
+        here.symlink_to(entry.resolve())
 
 
 def pilot_dataset(name: str, ds: dict, chosen: list[Item], pilot: Path, fraction: float) -> dict:

@@ -186,3 +186,19 @@ def test_a_shard_jobs_memory_is_its_run_on_the_longest_file_where_the_sample_mis
     assert r["jobs"] == 20 and r["cpu_s"] == pytest.approx(60.0)  # its cost is the sample's, scaled
     c.longest[("vad", "a")] = 100.0  # a longest file that takes less than a shard of the sample
     assert rule_costs(m, None, c)["vad"]["rss_mb"] == 176.0
+
+
+def test_the_pilot_links_what_the_work_dir_gained_since_an_earlier_pilot(tmp_path):
+    work, run = tmp_path / "work", tmp_path / "work" / ".plan" / "pilot"
+    (work / "corpus").mkdir(parents=True)
+    (work / "config.yaml").write_text("datasets: {}\n", encoding="utf-8")
+    pilot.link_tree(work, run)
+    assert (run / "corpus").resolve() == (work / "corpus").resolve() and not (run / ".plan").exists()
+    # the earlier pilot made its own grammar cache; then a real run made WORK's: WORK's wins
+    (run / "resources" / "text_normalization").mkdir(parents=True)
+    (work / "resources" / "text_normalization").mkdir(parents=True)
+    (work / "pilot.json").write_text("{}", encoding="utf-8")  # a name of the pilot's own: not linked
+    pilot.link_tree(work, run)
+    assert (run / "resources").is_symlink() and (run / "resources").resolve() == (work / "resources").resolve()
+    assert not (run / "pilot.json").exists()
+    pilot.link_tree(work, run)  # again: nothing to change
