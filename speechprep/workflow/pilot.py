@@ -133,7 +133,7 @@ def draw(items: list[Item], fraction: float, seed: int) -> tuple[list[Item], lis
 
 # the pilot's run directory's own entries (pilot_runs, pilot_dataset, run_longest)
 PILOT_OWN = ("results", ".snakemake", SCRATCH, "pilot.json", "longest.json", "sample.json", "step1.json", "step2.json")
-PILOT_OWN += ("pilot_audio", "pilot_manifests")
+PILOT_OWN += ("pilot_audio", "pilot_manifests", "reuse-aside")
 
 
 def link_tree(work: Path, pilot: Path) -> None:
@@ -582,8 +582,13 @@ def _cluster(a: argparse.Namespace) -> Cluster:
     )
 
 
-def _pilot_step(pilot: Path, cfg: dict, chosen: dict[str, list[Item]], fraction: float, run: tuple) -> Measured:
-    """Write the pilot's config for ``chosen`` and run the workflow on it."""
+def _pilot_step(
+    pilot: Path, cfg: dict, chosen: dict[str, list[Item]], fraction: float, run: tuple, aside: bool = False
+) -> Measured:
+    """Write the pilot's config for ``chosen`` and run the workflow on it. ``aside``: the jobs'
+    reuse stores are set aside while it runs, so a job it runs again costs what it costs in a
+    first run (it reuses nothing), and put back where it did not, for the output bytes a run
+    leaves (the stores are a tenth to a half of a stage's bytes)."""
     config = {
         "datasets": {d: pilot_dataset(d, cfg["datasets"][d], chosen[d], pilot, fraction) for d in chosen},
         "curate": {"speaker_recluster": True},  # each step clusters every segment: a first run's cost
@@ -591,8 +596,28 @@ def _pilot_step(pilot: Path, cfg: dict, chosen: dict[str, list[Item]], fraction:
     }
     write_json(pilot / "pilot.json", config)
     configfiles, options = run
+    results, kept = pilot / "results", pilot / "reuse-aside"
+    if aside:
+        shutil.rmtree(kept, ignore_errors=True)
+        _move_stores(results, kept)
     run_snakemake(pilot, [*configfiles, str(pilot / "pilot.json")], options)
+    if aside:
+        _move_stores(kept, results)
+        shutil.rmtree(kept)
     return measure(pilot, list(chosen))
+
+
+def _move_stores(src: Path, dest: Path) -> None:
+    """Every reuse store below ``src`` (``<ds>/<stage>/.partial*/<shard>.reuse``) to the same
+    place below ``dest``, but where ``dest`` has one (a job that ran again wrote its own):
+    that one is deleted."""
+    for store in sorted(src.glob("*/*/.partial*/*.reuse")):
+        there = dest / store.relative_to(src)
+        if there.exists():
+            shutil.rmtree(store)
+            continue
+        there.parent.mkdir(parents=True, exist_ok=True)
+        store.rename(there)
 
 
 def save_measured(path: Path, m: Measured) -> None:
@@ -645,17 +670,15 @@ def pilot_runs(
             first, m = (load_measured(p) for p in steps)
             return (first if first.jobs != m.jobs else None), m
         print("--reuse: the last pilot drew another sample or ran another config: running it again")
-    for stale in (pilot / x for x in ("results", ".snakemake", "pilot_audio", "pilot_manifests")):
+    for stale in (pilot / x for x in ("results", ".snakemake", "pilot_audio", "pilot_manifests", "reuse-aside")):
         shutil.rmtree(stale, ignore_errors=True)
     for stale in (pilot / "sample.json", *steps):
         stale.unlink(missing_ok=True)
     link_tree(work, pilot)
     first = _pilot_step(pilot, cfg, {d: h[0] for d, h in halves.items()}, fraction, run)
     save_measured(steps[0], first)
-    for store in (pilot / "results").glob("*/*/.partial*/*.reuse"):  # a job the second step reruns
-        shutil.rmtree(store)  # costs what it costs in a first run: it reuses nothing
     whole = {d: h[0] + h[1] for d, h in halves.items()}
-    m = _pilot_step(pilot, cfg, whole, fraction, run) if any(h[1] for h in halves.values()) else first
+    m = _pilot_step(pilot, cfg, whole, fraction, run, aside=True) if any(h[1] for h in halves.values()) else first
     save_measured(steps[1], m)
     write_json(pilot / "sample.json", key)
     return (first if m is not first else None), m

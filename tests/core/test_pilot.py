@@ -202,3 +202,19 @@ def test_the_pilot_links_what_the_work_dir_gained_since_an_earlier_pilot(tmp_pat
     assert (run / "resources").is_symlink() and (run / "resources").resolve() == (work / "resources").resolve()
     assert not (run / "pilot.json").exists()
     pilot.link_tree(work, run)  # again: nothing to change
+
+
+def test_reuse_stores_set_aside_come_back_where_no_job_wrote_its_own(tmp_path):
+    results, aside = tmp_path / "results", tmp_path / "reuse-aside"
+    for shard in ("shard-0000", "shard-0001"):
+        (results / "ds" / "asr" / ".partial" / f"{shard}.reuse").mkdir(parents=True)
+        (results / "ds" / "asr" / ".partial" / f"{shard}.reuse" / "items").write_text("first", encoding="utf-8")
+    pilot._move_stores(results, aside)
+    assert not list(results.glob("*/*/.partial*/*.reuse")) and len(list(aside.glob("*/*/.partial/*.reuse"))) == 2
+    # the second step runs shard-0001's job again, which writes a store of its own
+    (results / "ds" / "asr" / ".partial" / "shard-0001.reuse").mkdir(parents=True)
+    (results / "ds" / "asr" / ".partial" / "shard-0001.reuse" / "items").write_text("again", encoding="utf-8")
+    pilot._move_stores(aside, results)
+    read = lambda s: (results / "ds" / "asr" / ".partial" / f"{s}.reuse" / "items").read_text(encoding="utf-8")
+    assert (read("shard-0000"), read("shard-0001")) == ("first", "again")
+    assert not list(aside.glob("*/*/.partial*/*.reuse"))
