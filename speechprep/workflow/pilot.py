@@ -356,10 +356,12 @@ def _shard_rule(jobs: list[tuple[tuple, dict]], m: Measured, c: Corpus) -> dict:
     for ds in sorted({k[1] for k, _ in jobs}):
         out["jobs"] += sum(1 for k, _ in jobs if k[1] == ds) / max(1, m.shards[ds]) * c.shards[ds]
     out["rss_mb"] = max(((j["bench"] or {}).get("rss_mb", 0.0) for _, j in jobs), default=0.0)
+    rule = jobs[0][0][0]
     for ds in sorted({k[1] for k, _ in jobs}):
-        if (jobs[0][0][0], ds) in c.longest:  # the job on the longest file, which the sample missed
-            out["rss_mb"] = max(out["rss_mb"], c.longest[(jobs[0][0][0], ds)])
-            out["fits"][f"{ds}.rss_mb.longest"] = c.longest[(jobs[0][0][0], ds)]
+        alone = c.longest.get((rule, ds))  # the job on the longest file, which the sample missed
+        if alone is not None:
+            out["rss_mb"] = max(out["rss_mb"], alone)
+            out["fits"][f"{ds}.rss_mb.longest"] = alone
     return out
 
 
