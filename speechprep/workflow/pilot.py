@@ -672,10 +672,11 @@ def pilot_runs(
             first, m = (load_measured(p) for p in steps)
             return (first if first.jobs != m.jobs else None), m
         print("--reuse: the last pilot drew another sample or ran another config: running it again")
-    for stale in (pilot / x for x in ("results", ".snakemake", "pilot_audio", "pilot_manifests", "reuse-aside")):
-        shutil.rmtree(stale, ignore_errors=True)
-    for stale in (pilot / "sample.json", *steps):
-        stale.unlink(missing_ok=True)
+    for stale in (pilot / x for x in PILOT_OWN):  # the last pilot's, whatever it got to
+        if stale.is_dir() and not stale.is_symlink():
+            shutil.rmtree(stale)
+        else:
+            stale.unlink(missing_ok=True)
     link_tree(work, pilot)
     first = _pilot_step(pilot, cfg, {d: h[0] for d, h in halves.items()}, fraction, run)
     save_measured(steps[0], first)
