@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Run the test suite: the workflow tests (real snakemake runs, on SPEECHPREP_TEST_WORKERS
 # pytest-xdist workers, default 2) in the driver venv, and meanwhile, at a lower CPU priority,
-# each stage's unit tests inside that stage's own venv (three suites at a time) and the shared
+# each stage's unit tests inside that stage's own venv (two suites at a time) and the shared
 # pieces' tests: the workflow tests leave part of the two cores idle (jobs that wait on the
 # scheduler, a run down to one job), which the unit tests fill. Their output follows the
 # workflow tests'. `make test-fast` passes -m "not slow".
@@ -48,17 +48,16 @@ python3 tests/real_speech.py || { echo "cannot fetch the real-speech test data";
 PYTEST_ARGS_Q=""  # the options again, for the suites' subshells
 [ $# -eq 0 ] || PYTEST_ARGS_Q="$(printf '%q ' "$@")"
 export PYTEST_ARGS_Q
-# tests/<stage> runs in .venvs/<stage> and tests/core (shared pieces) in .venvs/workflow, three
+# tests/<stage> runs in .venvs/<stage> and tests/core (shared pieces) in .venvs/workflow, two
 # suites at a time, the longest first (asr and curate, about 30 min each beside the workflow
-# tests; then s2s, tts, diarize and core, 0.7-2 min each; then the rest, under 40 s each): the
-# short ones, mostly on one thread, run in the third slot beside the workflow tests, and what
-# is left once those end is the ASR and curation suites, which keep both cores busy (torch);
+# tests; then s2s, tts, diarize and core, 0.7-2 min each; then the rest, under 40 s each), so
+# that the last two end together;
 # all of it niced: in the background of tests/workflow (real snakemake runs), which keep their
 # share of the CPU (docs/benchmarks.md, "Test suite")
 stages=$(for d in tests/*/; do n="$(basename "$d")"; case "$n" in workflow|__pycache__) ;; *) echo "$n" ;; esac; done \
   | awk '{r = index(" asr curate s2s tts diarize core ", " " $1 " "); print (r ? r : 99), $1}' | sort -n | cut -d' ' -f2)
 (
-  printf '%s\n' $stages | nice -n 10 xargs -P 3 -I{} bash -c 'eval "PYTEST_ARGS=($PYTEST_ARGS_Q)"; suite {}'
+  printf '%s\n' $stages | nice -n 10 xargs -P 2 -I{} bash -c 'eval "PYTEST_ARGS=($PYTEST_ARGS_Q)"; suite {}'
 ) > "$reports/unit.log" 2>&1 &
 unit=$!
 workers="${SPEECHPREP_TEST_WORKERS:-2}"
