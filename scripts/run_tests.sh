@@ -38,6 +38,8 @@ suite() {  # suite STAGE: a stage's unit tests (core: the shared pieces'), its o
 }
 export -f run suite
 export reports
+# what the stage suites build once and share (tests/support.py: the English grammars)
+export SPEECHPREP_TEST_CACHE="$reports/cache"
 # "<stage> <env>" lines from the jobs' declarations (standard library only: any python3)
 STAGE_ENVS="$(python3 -m speechprep.jobs)" || { echo "cannot read the jobs' declarations"; exit 1; }
 export STAGE_ENVS

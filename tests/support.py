@@ -15,6 +15,28 @@ TRUTH = json.loads((DEMO / "truth.json").read_text(encoding="utf-8"))
 CONFIG_FILE = REPO / "config" / "config.yaml"
 
 
+def english_grammars(fallback: Path) -> tuple[Path, dict]:
+    """The English text-normalisation grammars, built as rule tts_grammars builds them, and
+    their ``grammars.json`` (the build's seconds among it). ``make test`` names a folder the
+    stage suites share (``SPEECHPREP_TEST_CACHE``): the first suite that needs them builds
+    them there under a lock and the others read them (a build is about 50 CPU-s); without
+    it they are built into ``fallback``."""
+    import fcntl
+
+    from speechprep.text import spoken
+
+    root = os.environ.get("SPEECHPREP_TEST_CACHE")
+    d = Path(root) / "text_normalization" / "en" if root else fallback
+    d.parent.mkdir(parents=True, exist_ok=True)
+    with open(d.parent / "en.lock", "w", encoding="utf-8") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        done = d.parent / "en.done"
+        if not done.exists():  # (a build that failed half-way is made again from scratch)
+            spoken.build_grammars("en", d)
+            done.touch()
+    return d, json.loads((d / spoken.INFO).read_text(encoding="utf-8"))
+
+
 def config() -> dict:
     """config/config.yaml: every default."""
     from speechprep.core.config import defaults

@@ -34,11 +34,9 @@ def nemo_model_file(tmp_path_factory):
 def grammars_en(tmp_path_factory):
     """The English text-normalisation grammars (speechprep.text.spoken), built once, as rule
     tts_grammars builds them; ``verify`` and long-form alignment read them in this env."""
-    from speechprep.text import spoken
+    from tests.support import english_grammars
 
-    d = tmp_path_factory.mktemp("text_normalization") / "en"
-    spoken.build_grammars("en", d)
-    return d
+    return english_grammars(tmp_path_factory.mktemp("text_normalization") / "en")[0]
 
 
 def pytest_collection_modifyitems(items):

@@ -1,7 +1,6 @@
 """Shared by the TTS tests: demo ASR lines, a shard's files, the real encoders, the
 English text-normalisation grammars (built once per session)."""
 
-import time
 import warnings
 from dataclasses import replace
 
@@ -80,11 +79,10 @@ def pytest_collection_modifyitems(items):
 @pytest.fixture(scope="session")
 def grammars(tmp_path_factory):
     """The English grammars, built once (nemo-text-processing compiles them: ~26 s here),
-    as rule tts_grammars builds resources/text_normalization/en; with the build's seconds."""
-    d = tmp_path_factory.mktemp("text_normalization") / "en"
-    t0 = time.perf_counter()
-    info = spoken.build_grammars("en", d)
-    return d, {**info, "measured_seconds": time.perf_counter() - t0}
+    as rule tts_grammars builds resources/text_normalization/en; with their grammars.json."""
+    from tests.support import english_grammars
+
+    return english_grammars(tmp_path_factory.mktemp("text_normalization") / "en")
 
 
 @pytest.fixture(scope="session")

@@ -128,8 +128,8 @@ def test_grammar_cache_is_loaded_not_rebuilt(grammars):
     n = spoken.SpokenNormalizer({"en": str(d)})
     n.normalizer("en")
     loaded = time.perf_counter() - t0
-    print(f"en grammars: built in {info['measured_seconds']:.1f} s, loaded from the cache in {loaded:.2f} s")
-    assert loaded < info["measured_seconds"] / 5
+    print(f"en grammars: built in {info['build_seconds']:.1f} s, loaded from the cache in {loaded:.2f} s")
+    assert loaded < info["build_seconds"] / 5
     assert {p.name: p.stat().st_mtime_ns for p in d.glob("*.far")} == fars  # not rewritten
     assert n("3 km", "en")[0] == "three kilometers"
 
