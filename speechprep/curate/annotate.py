@@ -42,7 +42,7 @@ class AnnotateStage(ModelStage):
     """The annotations of a shard's segments."""
 
     stage = STAGE
-    version = "1"
+    version = "2"  # 2: reverberation from four bands
     error_reason = "annotation_error"
     reject_fields = ("offset", "duration")
 

@@ -148,9 +148,11 @@ def pitch_measures(f0: np.ndarray, frame_s: float, min_voiced: int) -> dict[str,
 
 
 # -- reverberation: how fast the level can fall ---------------------------------------
-_REVERB_FRAME, _REVERB_HOP = 0.02, 0.01  # s: level frames of 20 ms, 10 ms apart
+_REVERB_FRAME, _REVERB_HOP = 0.02, 0.01  # s: level frames of 20 ms (Hann), 10 ms apart
+_REVERB_BANDS = np.geomspace(200.0, 4000.0, 5)  # Hz: four octave-wide bands, the telephone band's too
+_REVERB_BAND_RANGE_DB = 40.0  # a band whose loudest frame is 40 dB under the loudest band's holds no speech
 _REVERB_WINDOW = 0.15  # s: the level's slope is fitted over 150 ms
-_REVERB_RANGE_DB = 30.0  # only windows starting within 30 dB of the loudest frame (not the noise floor)
+_REVERB_RANGE_DB = 30.0  # only windows starting within 30 dB of their band's loudest frame (not the noise floor)
 _REVERB_FASTEST = 0.05  # the 5th percentile of the slopes: the fastest falls the room allows
 REVERB_MAX_S = 10.0
 
@@ -158,23 +160,34 @@ REVERB_MAX_S = 10.0
 def reverb_s(x: np.ndarray, rate: int) -> float | None:
     """A decay time (s) estimated from the segment alone: a room's reverberation keeps the
     level from falling faster than 60 dB per RT60 after each sound stops, while dry
-    speech falls as fast as the mouth closes. The level (dB) of 20 ms frames every 10 ms;
-    the least-squares slope of every 150 ms run of it that starts within 30 dB of the
-    loudest frame; ``-60 / slope`` at the 5th percentile of those slopes (the steepest
-    falls), clipped to 0..10 s. It ranks rooms rather than measuring RT60: dry read speech
-    reads about 0.2 s, the same speech in rooms of RT60 0.3/0.6/1.0 s about 0.4/0.55/0.75
-    (docs/stages.md, "Annotations"). ``None`` for a segment shorter than the window."""
+    speech falls as fast as the mouth closes. The level (dB) of 20 ms frames every 10 ms
+    in four octave-wide bands (200-4000 Hz: each band's falls are decays of their own,
+    so a short segment offers four times the falls of its broadband level); the
+    least-squares slope of every 150 ms run of a band's level that starts within 30 dB
+    of that band's loudest frame; ``-60 / slope`` at the 5th percentile of all those
+    slopes (the steepest falls), clipped to 0..10 s. It ranks rooms rather than measuring
+    RT60: dry read speech reads about 0.2 s, the same speech in rooms of RT60 0.3/0.6/1.0 s
+    about 0.3/0.5/0.7 (docs/stages.md, "Annotations"). ``None`` for a segment shorter
+    than the window."""
     frame, hop, width = int(_REVERB_FRAME * rate), int(_REVERB_HOP * rate), round(_REVERB_WINDOW / _REVERB_HOP)
     if len(x) < frame:
         return None
     frames = np.lib.stride_tricks.sliding_window_view(np.asarray(x, dtype=np.float64), frame)[::hop]
-    level = 10.0 * np.log10(np.einsum("ij,ij->i", frames, frames) / frame + 1e-12)
-    if len(level) < width:
+    if len(frames) < width:
         return None
+    power = np.abs(np.fft.rfft(frames * np.hanning(frame), axis=1)) ** 2
+    edges = np.searchsorted(np.fft.rfftfreq(frame, 1.0 / rate), _REVERB_BANDS)  # each band's first bin, the end
+    level = 10.0 * np.log10(np.add.reduceat(power[:, : edges[-1]], edges[:-1], axis=1) + 1e-12)  # frames x bands
+    top = level.max(axis=0)
     t = np.arange(width) * _REVERB_HOP
     t -= t.mean()
-    runs = np.lib.stride_tricks.sliding_window_view(level, width)
-    slopes = (runs @ t / (t @ t))[runs[:, 0] > level.max() - _REVERB_RANGE_DB]
+    slopes = []
+    for b in np.flatnonzero(top >= top.max() - _REVERB_BAND_RANGE_DB):
+        runs = np.lib.stride_tricks.sliding_window_view(level[:, b], width)
+        slopes.append(np.einsum("ij,j->i", runs, t / (t @ t))[runs[:, 0] > top[b] - _REVERB_RANGE_DB])
+    slopes = np.concatenate(slopes)
+    if not len(slopes):
+        return None
     steepest = float(np.quantile(slopes, _REVERB_FASTEST))
     return float(min(-60.0 / steepest, REVERB_MAX_S)) if steepest < 0 else REVERB_MAX_S
 

@@ -94,13 +94,19 @@ def room(rt60, rng):
     return h
 
 
-def test_reverb_ranks_a_dry_recording_below_rooms_of_rt60_03_06_10():
-    """Real recordings (the calibration voices) dry and in three rooms: the estimate
-    rises with RT60 on >= 90% of them."""
+@pytest.mark.parametrize("voices", ["calibration", "telephone"])
+def test_reverb_ranks_a_dry_recording_below_rooms_of_rt60_03_06_10(voices):
+    """Real recordings dry and in three rooms: the estimate rises with RT60 on >= 90% of
+    them, on the voices that chose the estimator's settings and on the telephone prompts
+    held apart from that choice (5 voices, 40 prompts each, 8 kHz, many under 1.5 s:
+    87% with the broadband level alone)."""
     rng = np.random.default_rng(0)
     rooms = [room(t, rng) for t in (0.3, 0.6, 1.0)]
-    utts = R.librivox() + R.cards() + R.alsa_voice()
-    utts += [u for lang in ("en", "fr", "de") for u in R.klettres(lang, "syllab" if lang != "fr" else "alpha")[:10]]
+    if voices == "calibration":
+        utts = R.librivox() + R.cards() + R.alsa_voice()
+        utts += [u for lang in ("en", "fr", "de") for u in R.klettres(lang, "syllab" if lang != "fr" else "alpha")[:10]]
+    else:
+        utts = [u for v in R.TELEPHONE_VOICES for u in R.telephone_prompts(v, 40)]
     ranked = 0
     for x in clips(utts):
         est = [M.reverb_s(y, SR) for y in [x, *(fftconvolve(x, h)[: len(x)] for h in rooms)]]
