@@ -65,6 +65,7 @@ from typing import Any
 import numpy as np
 
 from ..core.language import base_language
+from ..io.audio import grid_span
 from ..text.normalize import TextNormalizer
 from ..text.spoken import SpokenNormalizer
 from .compare import needs_grammars
@@ -386,14 +387,13 @@ def utterances(
             continue
         for n, piece in enumerate(pieces):
             a, b = piece[0].start, piece[-1].end
-            start = max(0.0, a * fs - p.start_pad)
-            end = min(lp.duration, b * fs + p.end_pad)
+            start, length = grid_span(a * fs - p.start_pad, b * fs + p.end_pad, (0.0, lp.duration))
             lines.append({
                 "id": uid if len(pieces) == 1 else f"{uid}_{n}",
                 "file_id": rec["id"],
                 "audio_filepath": rec["audio_filepath"],
-                "offset": round(start, 3),
-                "duration": round(end - start, 3),
+                "offset": start,
+                "duration": length,
                 "text": sent if len(pieces) == 1 else " ".join(u.text for u in piece),
                 "text_source": "given",
                 "align_score": _r(min(u.score for u in piece)),

@@ -42,7 +42,7 @@ from .params import AlignJobParams
 
 log = logging.getLogger("speechprep.asr")
 STAGE = "asr"
-VERSION = "1"
+VERSION = "2"  # 2: bounds on the 10 ms grid
 CARRIED = ("speaker", "language", "gender")  # a recording's fields its utterances keep
 
 

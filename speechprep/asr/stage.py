@@ -48,7 +48,7 @@ class AsrStage(ModelStage):
     transcriber (tests); otherwise the model of ``p.model`` is loaded when there is work."""
 
     stage = STAGE
-    version = "1"
+    version = "2"  # 2: trimmed bounds on the 10 ms grid
 
     def __init__(self, p: AsrParams, transcribe: Transcriber | None = None, sample_rate: int | None = None):
         super().__init__(p)

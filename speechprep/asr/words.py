@@ -16,6 +16,7 @@ import numpy as np
 
 from ..core.batching import is_oom
 from ..errors import describe
+from ..io.audio import grid_span
 from .model import multitask_prompt, repair_char_tdt_decoding
 
 log = logging.getLogger("speechprep.asr")
@@ -204,13 +205,15 @@ def on_source_clock(result: dict[str, Any], seg: dict[str, Any]) -> dict[str, An
 
 
 def trimmed(line: dict[str, Any], pad: float) -> dict[str, Any]:
-    """``line`` cut to ``[first word start - pad, last word end + pad]`` within its VAD bounds,
-    which are kept as ``vad_offset``/``vad_duration``; a line without words keeps its bounds."""
+    """``line`` cut to ``[first word start - pad, last word end + pad]`` within its VAD bounds
+    (on the 10 ms grid: :func:`~speechprep.io.audio.grid_span`), which are kept as
+    ``vad_offset``/``vad_duration``; a line without words keeps its bounds."""
     offset, duration = float(line.get("offset") or 0.0), float(line["duration"])
     out = {**line, "vad_offset": offset, "vad_duration": duration}
     if line.get("words"):
         start = max(offset, line["words"][0]["start"] - pad)
         end = min(offset + duration, line["words"][-1]["end"] + pad)
-        if end > start:
-            out["offset"], out["duration"] = round(start, 3), round(end - start, 3)
+        a, d = grid_span(start, end, (offset, offset + duration))
+        if d > 0:
+            out["offset"], out["duration"] = a, d
     return out

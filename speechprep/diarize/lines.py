@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..core.rejects import reject
+from ..io.audio import grid_span
 from .core import FileDiarization, SegmentDecision
 from .rttm import RttmTurn
 
@@ -31,7 +32,8 @@ def _piece_lines(line: dict[str, Any], d: SegmentDecision, named: bool) -> list[
     for k, p in enumerate(d.pieces):
         new = dict(line)  # a segment not cut keeps its bounds as VAD wrote them
         if d.cut:
-            new.update(offset=round(p.start, 4), duration=round(p.end - p.start, 4))
+            lo = float(line.get("offset") or 0.0)
+            new.update(zip(("offset", "duration"), grid_span(p.start, p.end, (lo, lo + float(line["duration"])))))
             new["id"] = f"{line['id']}_{k}"
             new["diarize_source"] = line["id"]
         if named:

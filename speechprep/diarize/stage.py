@@ -41,7 +41,7 @@ from .lines import STAGE, counts, segment_lines, speaker_lines, turn_lines
 from .params import DiarizeJobParams, DiarizeParams
 
 log = logging.getLogger("speechprep.diarize")
-VERSION = "1"
+VERSION = "2"  # 2: cuts on the 10 ms grid
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ Errors are :class:`AudioError` with a stable ``reason`` code (the rejects
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -192,6 +193,32 @@ def read_segment(
     if len(x) < min_duration * target_sr:
         raise AudioError("too_short", f"{len(x) / target_sr:.3f} s is below {setting} ({min_duration} s)")
     return x
+
+
+GRID_S = 0.01  # s: segment bounds are whole 10 ms frames (see grid_span)
+
+
+def grid_span(start: float, end: float, within: tuple[float, float] | None = None) -> tuple[float, float]:
+    """``(offset, duration)`` of ``[start, end]`` (s) with both bounds rounded to the nearest
+    whole 10 ms, never outside ``within`` (a file's or a segment's bounds: a bound that
+    rounds past one is that bound, whole 10 ms or not: a file's end, or the bounds of a
+    segment the pipeline did not cut). Every
+    stage that writes a segment's bounds (VAD, diarization's cuts, ASR's trim, alignment)
+    writes them so: a segment is a whole number of 10 ms frames, the hop of the models
+    that read it, and two segments that meet still meet. DNSMOS scores a short clip
+    repeated to 9 s; a clip of whole 160-sample hops repeats frame for frame, so its
+    frames are computed once per clip rather than once per 9 s (docs/benchmarks.md,
+    "Curation on short clips")."""
+    a, b = round(round(start / GRID_S) * GRID_S, 2), round(round(end / GRID_S) * GRID_S, 2)
+    if within is not None:
+        a, b = max(a, within[0]), min(b, within[1])
+    return a, round(b - a, 4)
+
+
+def grid_floor(t: float) -> float:
+    """The last whole 10 ms at or before ``t`` (s): where VAD ends a segment that reaches the
+    end of a file whose duration is not a whole 10 ms (its last partial 10 ms left out)."""
+    return round(math.floor(t / GRID_S + 1e-9) * GRID_S, 2)
 
 
 def bandwidth_hz(x: np.ndarray, rate: int, floor_db: float, n_fft: int = 512) -> float | None:

@@ -23,7 +23,7 @@ import numpy as np
 from ..core.rejects import count_reasons
 from ..core.shardjob import Accepted, Outcome, Rejected, ShardJob
 from ..errors import UsageError, WorkerKilled
-from ..io.audio import SAMPLE_RATE, AudioError, stream_mono, to_int16
+from ..io.audio import SAMPLE_RATE, AudioError, grid_floor, grid_span, stream_mono, to_int16
 from ..io.jsonio import atomic_open, read_jsonl, write_json
 from .narrowband import Centroids, narrowband, narrowband_flags
 from .params import VadParams
@@ -32,7 +32,7 @@ from .utterances import utterance_lines
 log = logging.getLogger("speechprep.vad")
 STAGE = "vad"
 # Bump when a change to this module changes results, so stale checkpoints are not reused.
-ALGORITHM_VERSION = "2"
+ALGORITHM_VERSION = "3"  # 3: bounds on the 10 ms grid
 STATS_FIELDS = (
     "id",
     "duration",
@@ -161,7 +161,9 @@ def make_segments(
     ``min_speech`` dropped, segments longer than ``max_segment`` cut at their
     longest internal silences (see :func:`_split`), then each end padded by
     ``pad`` (never beyond the file, never into a neighbour: neighbours meet half
-    way). ``notes`` collects what the log should say about unusual cuts.
+    way), both bounds on the 10 ms grid (:func:`~speechprep.io.audio.grid_span`; a segment
+    that reaches the file's end ends at its last whole 10 ms). ``notes`` collects what the
+    log should say about unusual cuts.
     """
     hop_s = p.hop_s
     segs: list[_Seg] = []
@@ -180,7 +182,9 @@ def make_segments(
     for i, s in enumerate(pieces):
         lo = 0.0 if i == 0 else (pieces[i - 1].end + s.start) / 2
         hi = duration if i == len(pieces) - 1 else (s.end + pieces[i + 1].start) / 2
-        out.append((max(lo, s.start - p.pad), min(hi, s.end + p.pad)))
+        a, d = grid_span(max(lo, s.start - p.pad), min(hi, s.end + p.pad), (0.0, grid_floor(duration)))
+        if d > 0:
+            out.append((a, round(a + d, 4)))
     return out
 
 

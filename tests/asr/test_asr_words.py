@@ -120,6 +120,9 @@ def test_trim_cuts_to_the_words_with_the_pad_within_the_vad_bounds():
     assert line["offset"] == 10.0 and "vad_offset" not in line  # the input is left alone
     out = asr.trimmed({**line, "words": line["words"][1:]}, 0.2)
     assert (out["offset"], out["duration"]) == (10.8, 1.0)
+    # bounds on the 10 ms grid: 10.334 - 0.1 and 11.517 + 0.1 to the nearest 10 ms
+    out = asr.trimmed({**line, "words": [{"word": "c", "start": 10.334, "end": 11.517}]}, 0.1)
+    assert (out["offset"], out["duration"]) == (10.23, 1.39)
     # no words (null or none said): the VAD bounds stay
     for words in (None, []):
         out = asr.trimmed({"offset": 1.0, "duration": 2.0, "words": words}, 0.1)

@@ -53,6 +53,21 @@ def test_padding_clamped_to_file_and_neighbours():
         assert b <= c
 
 
+def test_bounds_are_whole_10_ms_frames_and_neighbours_still_meet():
+    """Every bound on the 10 ms grid, so a segment read at 16 kHz is whole 160-sample hops
+    (DNSMOS computes one period of its repeated frames); the half-way point two padded
+    neighbours share is rounded once, so they still meet; a segment that reaches the
+    file's end (3.007 s) ends at its last whole 10 ms (3.0, not 3.01)."""
+    out = segs([(0.333, 1.017), (1.301, 2.2), (2.5, 3.007)], 3.007, min_silence=0.1, min_speech=0.05, pad=0.2)
+    assert len(out) == 3
+    for a, b in out:
+        assert round(a * 100) == pytest.approx(a * 100, abs=1e-9) and round(b * 100) == pytest.approx(b * 100, abs=1e-9)
+        assert round((b - a) * 16000) % 160 == 0
+    for (_, b), (c, _) in itertools.pairwise(out):
+        assert b == c
+    assert out[-1][1] == 3.0
+
+
 def test_long_segment_cut_at_longest_internal_silences():
     # 25 blocks of 2 s speech, short pauses (all merged by min_silence); the
     # 12th pause is the longest, the 5th and 20th the next longest
