@@ -72,6 +72,28 @@ def test_bandwidth_of_telephone_audio():
     assert 3500 <= M.bandwidth_hz(damage.band_limit(x), SR, 50) <= 4000
 
 
+def test_welch_in_numpy_equals_scipys():
+    """The bandwidth's Welch spectrum (numpy, so that a job need not import scipy.signal)
+    against scipy.signal.welch on real recordings of two sources and on noise of lengths
+    around whole frames: the same frequencies, the same density to float rounding, the
+    same bandwidth."""
+    from scipy import signal
+
+    from speechprep.io.audio import welch
+    from tests import real_speech as R
+
+    rng = np.random.default_rng(0)
+    utts = [u for v in list(R.TELEPHONE_VOICES)[:2] for u in R.telephone_prompts(v, 5)] + R.cards()
+    clips = [R.read(u.path, SR)[0].astype(np.float64) for u in utts]
+    clips += [rng.standard_normal(n) for n in (512, 513, 767, 768, 16000)]
+    for x in clips:
+        f, p = signal.welch(x, fs=SR, nperseg=512, noverlap=256, window="hann", detrend=False)
+        g, q = welch(x, SR, 512)
+        assert np.array_equal(f, g) and np.max(np.abs(p - q)) <= 1e-12 * p.max()
+        p = np.convolve(p, np.ones(5) / 5, mode="same")
+        assert M.bandwidth_hz(x, SR, 50) == f[np.flatnonzero(10 * np.log10(np.maximum(p, 1e-30) / p.max()) >= -50)[-1]]
+
+
 @pytest.mark.parametrize("snr", [0.0, 10.0, 30.0])
 def test_snr_of_a_tone_in_white_noise(snr):
     # a 1 kHz tone in white noise, the noise alone beside it: within 0.5 dB of the band SNR
