@@ -57,10 +57,11 @@ from pathlib import Path
 
 import numpy as np
 
-from speechprep.curate.decide import MEASURED as FIELDS
-from speechprep.demo.corpus import long_source_segments
-
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))  # tests.support, from any working directory
+
+from speechprep.curate.decide import MEASURED as FIELDS  # noqa: E402
+from speechprep.demo.corpus import long_source_segments  # noqa: E402
 
 
 def measure_params():
