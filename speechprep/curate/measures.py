@@ -16,7 +16,7 @@ import math
 import numpy as np
 
 from ..core import spectral
-from ..io.audio import bandwidth_hz as bandwidth_hz  # one measure, shared with diarization
+from ..core.spectral import bandwidth_hz as bandwidth_hz  # one measure, shared with diarization
 from ..io.audio import to_int16
 
 

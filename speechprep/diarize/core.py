@@ -22,7 +22,8 @@ from itertools import pairwise
 
 import numpy as np
 
-from ..io.audio import SAMPLE_RATE, bandwidth_hz
+from ..core.spectral import bandwidth_hz
+from ..io.audio import SAMPLE_RATE
 from . import cluster, turns
 from .embed import Windows, window_embeddings, windows_per_batch
 from .params import DiarizeParams

@@ -202,13 +202,12 @@ def grid_span(start: float, end: float, within: tuple[float, float] | None = Non
     """``(offset, duration)`` of ``[start, end]`` (s) with both bounds rounded to the nearest
     whole 10 ms, never outside ``within`` (a file's or a segment's bounds: a bound that
     rounds past one is that bound, whole 10 ms or not: a file's end, or the bounds of a
-    segment the pipeline did not cut). Every
-    stage that writes a segment's bounds (VAD, diarization's cuts, ASR's trim, alignment)
-    writes them so: a segment is a whole number of 10 ms frames, the hop of the models
-    that read it, and two segments that meet still meet. DNSMOS scores a short clip
-    repeated to 9 s; a clip of whole 160-sample hops repeats frame for frame, so its
-    frames are computed once per clip rather than once per 9 s (docs/benchmarks.md,
-    "Curation on short clips")."""
+    segment the pipeline did not cut). Every stage that writes a segment's bounds (VAD,
+    diarization's cuts, ASR's trim, alignment) writes them so: a segment is a whole
+    number of 10 ms frames, the hop of the models that read it, and two segments that
+    meet still meet. DNSMOS scores a short clip repeated to 9 s; a clip of whole
+    160-sample hops repeats frame for frame, so its frames are computed once per clip
+    rather than once per 9 s (docs/benchmarks.md, "Curation on short clips")."""
     a, b = round(round(start / GRID_S) * GRID_S, 2), round(round(end / GRID_S) * GRID_S, 2)
     if within is not None:
         a, b = max(a, within[0]), min(b, within[1])
@@ -219,33 +218,6 @@ def grid_floor(t: float) -> float:
     """The last whole 10 ms at or before ``t`` (s): where VAD ends a segment that reaches the
     end of a file whose duration is not a whole 10 ms (its last partial 10 ms left out)."""
     return round(math.floor(t / GRID_S + 1e-9) * GRID_S, 2)
-
-
-def welch(x: np.ndarray, rate: int, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """``scipy.signal.welch(x, rate, nperseg=n, noverlap=n // 2, window="hann", detrend=False)``
-    (one-sided density, the mean of the periodograms of the whole Hann frames, ``n`` even)
-    in numpy: importing ``scipy.signal`` takes about a second of each job that reads a
-    bandwidth (tests/curate/test_measures.py compares the two)."""
-    w = 0.5 - 0.5 * np.cos(2.0 * np.pi * np.arange(n) / n)  # scipy's periodic Hann
-    frames = np.lib.stride_tricks.sliding_window_view(x, n)[:: n // 2]
-    p = np.mean(np.abs(np.fft.rfft(frames * w, axis=1)) ** 2, axis=0) / (rate * (w * w).sum())
-    p[1:-1] *= 2.0
-    return np.fft.rfftfreq(n, 1.0 / rate), p
-
-
-def bandwidth_hz(x: np.ndarray, rate: int, floor_db: float, n_fft: int = 512) -> float | None:
-    """Effective bandwidth: the highest frequency whose long-term level (Welch
-    power spectrum, ``n_fft`` Hann frames, smoothed over 5 bins) is within
-    ``floor_db`` of the spectrum's peak. Audio band-limited at 4 kHz and
-    upsampled to 16 kHz (8 kHz telephone audio) reads about 4000 whatever its
-    sample rate. ``None`` for silence or less than one frame."""
-    if len(x) < n_fft or not np.any(x):
-        return None
-    f, p = welch(np.asarray(x, dtype=np.float64), rate, n_fft)
-    p = np.convolve(p, np.ones(5) / 5, mode="same")
-    level = 10.0 * np.log10(np.maximum(p, 1e-30) / p.max())
-    above = np.flatnonzero(level >= -floor_db)
-    return float(f[above[-1]])
 
 
 def to_int16(x: np.ndarray) -> np.ndarray:

@@ -79,7 +79,7 @@ def test_welch_in_numpy_equals_scipys():
     same bandwidth."""
     from scipy import signal
 
-    from speechprep.io.audio import welch
+    from speechprep.core.spectral import welch
     from tests import real_speech as R
 
     rng = np.random.default_rng(0)
