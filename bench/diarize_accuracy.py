@@ -12,7 +12,8 @@ alone. Prints: the share of change-holding VAD segments cut within 0.5 s of the
 change or dropped (and the pairs that missed), the share of overlapped seconds
 flagged or dropped, one-voice seconds flagged with them, DER (pyannote.metrics,
 collar 0.5 = +-0.25 s and 0.25) per trio, and the share of one-voice segments
-cut or dropped. ``--set`` overrides a parameter (``--set threshold=0.2``). ``--condition``
+cut or dropped, the share of their seconds dropped and the files whose turns name
+more than one speaker. ``--set`` overrides a parameter (``--set threshold=0.2``). ``--condition``
 picks the voices (tests/diarize/conversations.py ``CONDITIONS``): ``wideband`` and
 ``telephone`` (the same real voices through telephone codecs) are where the parameters
 are chosen; ``held-wideband`` (KLettres' other speakers) and ``held-telephone`` (five
@@ -90,10 +91,20 @@ def run(model, p, a) -> None:
             f"{S.der(conv, r, 0.5):.3f}, collar 0.25 {S.der(conv, r, 0.25):.3f}"
         )
     touched = segments = 0
+    dropped, seconds, several = 0.0, 0.0, []
     for k, name in enumerate(dict.fromkeys(first + second)):
-        t, n = S.touched(diarize(C.one_voice(name, a.seed * 1000 + 900 + k)))
+        r = diarize(C.one_voice(name, a.seed * 1000 + 900 + k))
+        t, n = S.touched(r)
         touched, segments = touched + t, segments + n
-    print(f"one voice: {touched}/{segments} segments cut or dropped = {touched / segments:.3f}")
+        lost, total, speakers = S.one_voice_kept(r)
+        dropped, seconds = dropped + lost, seconds + total
+        if speakers > 1:
+            several.append(f"{name} {speakers}")
+    print(
+        f"one voice: {touched}/{segments} segments cut or dropped = {touched / segments:.3f}; "
+        f"{dropped:.1f} of {seconds:.0f} s dropped = {dropped / seconds:.3f}; files with more than one "
+        f"speaker: {len(several)} of {len(dict.fromkeys(first + second))} {several}"
+    )
 
 
 def main() -> None:

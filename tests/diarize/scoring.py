@@ -50,6 +50,15 @@ def touched(result: FileDiarization) -> tuple[int, int]:
     return n, len(result.decisions)
 
 
+def one_voice_kept(result: FileDiarization) -> tuple[float, float, int]:
+    """``(seconds dropped, seconds of speech, speakers in the turns)`` of a one-voice file: what
+    its decisions drop (segments rejected, overlap pieces, trimmed bits) and how many speakers
+    its RTTM would name."""
+    total = sum(d.end - d.start for d in result.decisions)
+    kept = sum(p.end - p.start for d in result.decisions for p in d.pieces if not p.overlap)
+    return total - kept, total, len({t.speaker for t in result.turns()})
+
+
 def der(conv, result: FileDiarization, collar: float) -> float:
     """pyannote.metrics' diarization error rate (``collar``: seconds around each reference
     boundary left out, half on each side) over the whole file."""

@@ -91,12 +91,18 @@ def test_five_minutes_of_three_real_voices(model, params, tmp_path):
 
 def test_one_voice_is_left_alone(model, params):
     touched = segments = 0
+    several = []
     for k, name in enumerate(C.REAL + C.ESPEAK):
         result = diarize(model, params, C.one_voice(name, seed=300 + k))
         t, n = scoring.touched(result)
         touched, segments = touched + t, segments + n
+        dropped, speech, speakers = scoring.one_voice_kept(result)
+        assert dropped <= 0.02 * speech, (name, dropped, speech)
+        if speakers != 1:  # the RTTM would name more than one speaker in a file of one voice
+            several.append((name, speakers))
     assert segments >= 50
     assert touched / segments <= 0.02, (touched, segments)
+    assert not several, several
 
 
 def test_every_segment_ends_in_one_place(overlaps, turn_changes):
