@@ -7,8 +7,8 @@ A corpus grown once: the record of ``N`` ids an earlier run searched is read, th
 grown run's ids (those ``N`` and 2 % more, in ``--shards`` shards; ids like a manifest's:
 a speaker folder and an utterance name, 30 characters) are added and it is written
 again, as the job does
-after its search (:class:`speechprep.curate.dupsearch.Seen`: sorted 16-byte digests and
-each id's run),
+after its search (:class:`speechprep.curate.dupsearch.Seen`: sorted 16-byte digests, each
+id's run and its MinHash and fingerprint rows' 8-byte digests),
 against the record as text (a set of the ids' text, saved as a NumPy text array, as the
 job kept it before). Each way runs in its own process: its wall, peak RSS above the
 process's start (``ru_maxrss``, with the ids' table the job holds anyway) and the file's

@@ -35,6 +35,7 @@ import logging
 import mmap
 import os
 import tempfile
+import zipfile
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -77,6 +78,11 @@ class Table:
     def id(self, i: int) -> str:
         k = int(self.shard_of(i))
         return self.ids[k][i - self.offsets[k]].decode("utf-8")
+
+    @functools.cached_property
+    def id_digests(self) -> np.ndarray:
+        """Each row's id as :class:`Seen` keeps it (computed once: 10^7 ids take seconds)."""
+        return np.concatenate([Seen.of(x.tolist()) for x in self.ids] or [np.zeros(0, Seen.DTYPE)])
 
 
 def _num(v) -> float:
@@ -270,12 +276,15 @@ def lsh_bands(
     sketch_fn: SketchFn | None = None,
     sketch_max: int = 64,
     prepare: Callable[[np.ndarray], np.ndarray] | None = None,
+    digests: np.ndarray | None = None,
 ) -> Iterator[tuple[np.ndarray, int]]:
     """Per band, the candidate pairs (sorted codes ``i * N + j``) of the ``include``d rows and how
     many runs were capped. One pass over the rows writes every band's items to a file in ``tmp``
     (key and row packed in 8 bytes when keys have at most :data:`PACKED_KEY_BITS` bits; with
     ``sketch_fn``, each item's sketch beside it; ``prepare`` turns each block of rows into what
-    both read); each band is then read, sorted and paired alone, so memory holds one band's items."""
+    both read); each band is then read, sorted and paired alone, so memory holds one band's items.
+    ``digests`` (uint64, one per row), given: the same pass writes each included row's
+    :func:`row_digests` there, before the first band is yielded."""
     n = len(include)
     packed = key_bits <= PACKED_KEY_BITS and n < (1 << OWNER_BITS)
     dtype = _item_dtype(packed, sketch_fn is not None)
@@ -286,8 +295,10 @@ def lsh_bands(
             inc = include[start : start + len(block)]
             if not inc.any():
                 continue
-            block = block[inc] if prepare is None else prepare(block[inc])
             owners = (np.flatnonzero(inc) + start).astype(np.uint64)
+            if digests is not None:
+                digests[owners.astype(np.int64)] = row_digests(block[inc])
+            block = block[inc] if prepare is None else prepare(block[inc])
             for b, f in enumerate(files):
                 keys, valid = key_fn(block, b)
                 own = np.broadcast_to(owners[:, None], valid.shape)[valid]
@@ -318,6 +329,22 @@ def _mix(h: np.ndarray) -> np.ndarray:
     h = h ^ (h >> np.uint64(33))
     h = h * np.uint64(0xFF51AFD7ED558CCD)
     return h ^ (h >> np.uint64(33))
+
+
+def row_digests(block: np.ndarray) -> np.ndarray:
+    """A 64-bit digest of each row's bytes (never 0: 0 stands for no digest): each 8-byte word
+    times an odd constant of its position, XORed together (a change of any one word changes
+    it), then mixed. Tells a row that changed from one that did not; not a cryptographic hash.
+    0.009 CPU-s per 10,000 fingerprint rows (2.6 KB each)."""
+    raw = np.ascontiguousarray(block).view(np.uint8).reshape(len(block), -1)
+    w = raw.shape[1] // 8
+    tail = np.zeros((len(raw), 8), np.uint8)  # the last bytes of a row not a whole word
+    tail[:, : raw.shape[1] - w * 8] = raw[:, w * 8 :]
+    pos = np.arange(1, w + 2, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15) | np.uint64(1)
+    h = np.bitwise_xor.reduce(raw[:, : w * 8].view("<u8") * pos[:w], axis=1) ^ (tail.view("<u8")[:, 0] * pos[w])
+    h = _mix(h ^ np.uint64(raw.shape[1]))
+    h[h == 0] = 1
+    return h
 
 
 def minhash_keys(r: int) -> KeyFn:
@@ -441,30 +468,58 @@ class Found:
     similarity: float
 
 
-def _lsh_verified(rows: Rows, use: np.ndarray, lsh: dict, score, thr, m: Match, tmp):
+@dataclass
+class Verified:
+    """What the LSH searches verified, kept so that a run over a grown corpus verifies only the
+    pairs that touch a new or changed row: per row, the digest (:func:`row_digests`) of its unit
+    MinHash row and of its fingerprint row when they were searched (0: not searched), and the
+    pairs found by each (codes ``i * n + j``, ``i < j``)."""
+
+    sig: np.ndarray  # uint64 per row
+    fp: np.ndarray  # uint64 per row
+    unit: np.ndarray  # int64 codes
+    acoustic: np.ndarray  # int64 codes
+
+    @classmethod
+    def empty(cls, n: int) -> Verified:
+        return cls(np.zeros(n, np.uint64), np.zeros(n, np.uint64), np.zeros(0, np.int64), np.zeros(0, np.int64))
+
+
+def _lsh_verified(rows: Rows, use: np.ndarray, lsh: dict, score, thr, m: Match, tmp, digest0, pairs0):
     """Pairs found by the LSH (:func:`lsh_bands` with ``lsh``) and verified, band by band
-    (nothing but one band's candidates and the verified pairs held); and how many candidates
-    were verified (a pair again in each band it shares, unless verified a duplicate already)."""
-    n, found, tried, capped = len(use), np.zeros(0, np.int64), 0, 0
-    for cand, c in lsh_bands(rows, use, max_run=m.max_run, tmp=tmp, **lsh):
-        cand = cand[~np.isin(cand, found)]
+    (nothing but one band's candidates and the verified pairs held); how many candidates were
+    verified (a pair again in each band it shares, unless verified a duplicate already); and the
+    rows' digests. A row whose digest equals ``digest0`` (an earlier run's) is unchanged: a pair
+    of two unchanged rows is not verified again, and is a pair when ``pairs0`` holds it."""
+    n, tried, capped = len(use), 0, 0
+    digests = np.zeros(n, np.uint64)
+    found, old = None, None
+    for cand, c in lsh_bands(rows, use, max_run=m.max_run, tmp=tmp, digests=digests, **lsh):
+        if old is None:  # the pass that wrote the band files has filled ``digests``
+            old = use & (digests == digest0) & (digest0 != 0)
+            found = pairs0[old[pairs0 // n] & old[pairs0 % n]]
+        cand = cand[~np.isin(cand, found) & ~(old[cand // n] & old[cand % n])]
         ok, _ = verify(rows, cand, n, score, thr)
         tried, capped, found = tried + len(cand), capped + c, np.union1d(found, ok)
     if capped:
         log.info("duplicates: %d band runs longer than %d were paired as chains", capped, m.max_run)
-    return found, tried
+    kept = 0 if old is None else int((old[found // n] & old[found % n]).sum())
+    return (np.zeros(0, np.int64) if found is None else found), tried, kept, digests
 
 
-def _candidate_edges(table: Table, sigs: Rows | None, fps: Rows | None, m: Match, rep: np.ndarray, tmp: str):
-    n, out, counts = len(table), [], {}
+def _candidate_edges(
+    table: Table, sigs: Rows | None, fps: Rows | None, m: Match, rep: np.ndarray, tmp: str, before: Verified
+) -> tuple[np.ndarray, dict, Verified]:
+    n, counts, now = len(table), {}, Verified.empty(len(table))
     use = rep & table.has_sig
     if sigs is not None and use.any():
         num_perm = sigs(np.flatnonzero(use)[:1]).shape[1]
         bands, r = minhash_bands(m.jaccard, num_perm)
         lsh = dict(key_fn=minhash_keys(r), key_bits=64, bands=bands)
-        near, tried = _lsh_verified(sigs, use, lsh, jaccard_rows, m.jaccard, m, tmp)
-        out.append(near)
-        counts.update(unit_candidates_verified=tried, unit_pairs=len(near))
+        now.unit, tried, kept, now.sig = _lsh_verified(
+            sigs, use, lsh, jaccard_rows, m.jaccard, m, tmp, before.sig, before.unit
+        )
+        counts.update(unit_candidates_verified=tried, unit_pairs=len(now.unit), unit_pairs_kept=kept)
     use = rep & table.has_fp
     if fps is not None and use.any():
         lsh = dict(
@@ -475,11 +530,12 @@ def _candidate_edges(table: Table, sigs: Rows | None, fps: Rows | None, m: Match
             sketch_max=m.fp_sketch_max,
             prepare=FP.anchor_table,
         )
-        acoustic, tried = _lsh_verified(fps, use, lsh, fingerprint_rows, m.acoustic, m, tmp)
-        out.append(acoustic)
-        counts.update(acoustic_candidates_verified=tried, acoustic_pairs=len(acoustic))
-    codes = np.concatenate(out) if out else np.zeros(0, np.int64)
-    return np.stack([codes // n, codes % n]), counts
+        now.acoustic, tried, kept, now.fp = _lsh_verified(
+            fps, use, lsh, fingerprint_rows, m.acoustic, m, tmp, before.fp, before.acoustic
+        )
+        counts.update(acoustic_candidates_verified=tried, acoustic_pairs=len(now.acoustic), acoustic_pairs_kept=kept)
+    codes = np.concatenate([now.unit, now.acoustic])
+    return np.stack([codes // n, codes % n]), counts, now
 
 
 def _groups(n: int, edges: np.ndarray) -> list[np.ndarray]:
@@ -501,22 +557,33 @@ def _groups(n: int, edges: np.ndarray) -> list[np.ndarray]:
 class Seen:
     """The ids earlier runs searched, each with the run that first searched it: sorted 16-byte
     BLAKE2b digests (``S16``: 16 bytes an id at 10^7 segments, where a set of the ids as text
-    took about 170 bytes and a NumPy text array 4 bytes a character) and a run number beside
-    each (written as one structured array; a record of digests alone, or of the ids' text,
-    is read as run 1)."""
+    took about 170 bytes and a NumPy text array 4 bytes a character), a run number beside
+    each, and the digests of its unit MinHash and fingerprint rows when last searched (0: not
+    searched; :class:`Verified`), written as one structured array. A record of ids and runs
+    alone has no row digests; one of digests alone, or of the ids' text, is read as run 1."""
 
     DTYPE = np.dtype("S16")
     RECORD = np.dtype([("id", "S16"), ("run", "<u4")])
+    ROWS = np.dtype([("id", "S16"), ("run", "<u4"), ("sig", "<u8"), ("fp", "<u8")])
 
-    def __init__(self, digests: np.ndarray | None = None, runs: np.ndarray | None = None):
+    def __init__(
+        self,
+        digests: np.ndarray | None = None,
+        runs: np.ndarray | None = None,
+        sig: np.ndarray | None = None,
+        fp: np.ndarray | None = None,
+    ):
         d = digests if digests is not None else np.zeros(0, self.DTYPE)
         r = runs if runs is not None else np.ones(len(d), np.uint32)
+        sig = sig if sig is not None else np.zeros(len(d), np.uint64)
+        fp = fp if fp is not None else np.zeros(len(d), np.uint64)
         if not (d[1:] > d[:-1]).all():  # as written: already so
             o = np.argsort(d, kind="stable")
-            d, r = d[o], r[o]
+            d, r, sig, fp = d[o], r[o], sig[o], fp[o]
             first = np.concatenate([[True], d[1:] != d[:-1]]) if len(d) else np.zeros(0, bool)
-            d, r = d[first], r[first]
+            d, r, sig, fp = d[first], r[first], sig[first], fp[first]
         self.digests, self.runs = d, r.astype(np.uint32)
+        self.sig, self.fp = sig.astype(np.uint64), fp.astype(np.uint64)
 
     @staticmethod
     def digest(id_: bytes) -> bytes:
@@ -534,6 +601,8 @@ class Seen:
         a = load_npy(path, ndim=1)
         if a is None:
             return cls()
+        if a.dtype == cls.ROWS:
+            return cls(np.ascontiguousarray(a["id"]), a["run"], a["sig"], a["fp"])
         if a.dtype == cls.RECORD:
             return cls(np.ascontiguousarray(a["id"]), a["run"])
         if a.dtype == cls.DTYPE:
@@ -557,26 +626,58 @@ class Seen:
         """The number of the run searching now."""
         return int(self.runs.max()) + 1 if len(self.runs) else 1
 
-    def save_with(self, path: str, table: Table) -> None:
-        """The record with every id of ``table`` it lacks added as this run's, at ``path``."""
+    def rows_of(self, table: Table) -> tuple[np.ndarray, np.ndarray]:
+        """The table's id digests sorted, each once, and the row each stands for."""
+        ids = table.id_digests
+        order = np.argsort(ids)  # unique ids: any sort gives one order
+        ours = ids[order]
+        first = np.concatenate([[True], ours[1:] != ours[:-1]]) if len(ours) else np.zeros(0, bool)
+        return (ours, order) if first.all() else (ours[first], order[first])  # ids are unique: no copy
+
+    def verified(self, table: Table, pairs: dict[str, np.ndarray]) -> Verified:
+        """What the search that wrote this record verified, on ``table``'s rows: each row's
+        digests, and ``pairs`` (``unit``, ``acoustic``: (k, 2) id digests) between rows it holds."""
+        n = len(table)
+        ours, rows = self.rows_of(table)
+        out = Verified.empty(n)
+        at = np.minimum(np.searchsorted(self.digests, ours), max(len(self.digests) - 1, 0))
+        hit = self.digests[at] == ours if len(self.digests) else np.zeros(len(ours), bool)
+        out.sig[rows[hit]], out.fp[rows[hit]] = self.sig[at[hit]], self.fp[at[hit]]
+        for kind in ("unit", "acoustic"):
+            p = pairs[kind]
+            k = np.minimum(np.searchsorted(ours, p.reshape(-1)), max(len(ours) - 1, 0)).reshape(-1, 2)
+            ok = (ours[k] == p).all(axis=1) if len(ours) else np.zeros(len(p), bool)
+            i, j = rows[k[ok, 0]], rows[k[ok, 1]]
+            setattr(out, kind, np.unique(np.minimum(i, j) * n + np.maximum(i, j)))
+        return out
+
+    def save_with(self, path: str, table: Table, now: Verified | None = None) -> None:
+        """The record with every id of ``table`` it lacks added as this run's, at ``path``; each
+        row's digests from ``now`` (an id no longer in the table: none)."""
         from ..io.npyio import save_npy
 
-        ours = self.sorted_unique(np.concatenate([self.of(ids.tolist()) for ids in table.ids] or [self.digests[:0]]))
+        ours, rows = self.rows_of(table)
         at = np.searchsorted(self.digests, ours)
         known = np.zeros(len(ours), bool)
         inside = at < len(self.digests)
         known[inside] = self.digests[at[inside]] == ours[inside]
-        out = np.empty(len(self.digests) + int((~known).sum()), self.RECORD)
+        out = np.zeros(len(self.digests) + int((~known).sum()), self.ROWS)
         out["id"] = np.insert(self.digests, at[~known], ours[~known])  # a merge: no sort of the whole
         out["run"] = np.insert(self.runs, at[~known], self.this_run)
+        if now is not None:  # where each of ours is in the merge: its place, after the new ones before it
+            new = ~known
+            pos = at + np.cumsum(new) - new
+            out["sig"][pos], out["fp"][pos] = now.sig[rows], now.fp[rows]
         save_npy(path, out)
 
-    @staticmethod
-    def sorted_unique(a: np.ndarray) -> np.ndarray:
-        """``a`` sorted in place, each digest once (``np.unique`` holds about five times the
-        array's bytes for this dtype)."""
-        a.sort()
-        return a[np.concatenate([[True], a[1:] != a[:-1]])] if len(a) else a
+    def save_pairs(self, path: str, table: Table, now: Verified, tag: str) -> None:
+        """``now``'s pairs as id digests, with ``tag`` (what they were verified with), at ``path``."""
+        from ..io.npyio import save_npz
+
+        n, ids = len(table), table.id_digests
+        pairs = {"unit": now.unit, "acoustic": now.acoustic}
+        pairs = {k: np.stack([ids[c // n], ids[c % n]], axis=1) for k, c in pairs.items()}
+        save_npz(path, tag=np.array(tag), **pairs)
 
 
 def _keeper(table: Table, group: np.ndarray) -> int:
@@ -657,18 +758,26 @@ def _describe(
 
 
 def search(
-    table: Table, sigs: Rows | None, fps: Rows | None, m: Match, tmp: str, seen: Seen | None = None
-) -> tuple[list[Found], dict]:
-    """Every segment that copies a kept one (sorted by index), and counts for the log;
-    ``seen``: the ids earlier runs searched (what they decided stays, :func:`_keepers`)."""
+    table: Table,
+    sigs: Rows | None,
+    fps: Rows | None,
+    m: Match,
+    tmp: str,
+    seen: Seen | None = None,
+    before: Verified | None = None,
+) -> tuple[list[Found], dict, Verified]:
+    """Every segment that copies a kept one (sorted by index), counts for the log, and what this
+    search verified; ``seen``: the ids earlier runs searched (what they decided stays,
+    :func:`_keepers`); ``before``: what an earlier search verified, on this table's rows (pairs of
+    rows unchanged since are not verified again)."""
     n = len(table)
     exact, rep = exact_edges(table.sha)
-    near, counts = _candidate_edges(table, sigs, fps, m, rep, tmp)
+    near, counts, now = _candidate_edges(table, sigs, fps, m, rep, tmp, before or Verified.empty(n))
     edges = np.concatenate([exact, near], axis=1)
     groups = _groups(n, edges)
     found = sorted(_describe(table, sigs, fps, m, *_keepers(table, edges, groups, seen or Seen())), key=lambda f: f.i)
     counts = {"segments": n, "exact_copies": int(exact.shape[1]), **counts, "groups": len(groups)}
-    return found, counts
+    return found, counts, now
 
 
 def check_fingerprints(path: str, a: np.ndarray) -> None:
@@ -693,12 +802,36 @@ def match_of(p) -> Match:
     )
 
 
+VERIFIED_VERSION = 1  # bump when a change to verify() or the LSH changes what a pair is
+
+
+def pairs_path(seen_file: str) -> str:
+    """Where the pairs verified beside the record at ``seen_file`` are kept."""
+    return str(Path(seen_file).with_suffix("")) + "_pairs.npz"
+
+
+def load_pairs(path: str, tag: str) -> dict[str, np.ndarray] | None:
+    """The pairs kept at ``path`` when they were verified with ``tag``; else None (a missing,
+    torn or other file, or other parameters: every pair is verified again)."""
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            if str(z["tag"]) != tag:
+                return None
+            out = {k: np.asarray(z[k]) for k in ("unit", "acoustic")}
+    except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile):
+        return None
+    ok = all(a.dtype == Seen.DTYPE and a.ndim == 2 and a.shape[1] == 2 for a in out.values())
+    return out if ok else None
+
+
 def run_job(
     measures: list[str], minhash: list[str], fingerprints: list[str], out: list[str], m: Match, seen_file: str | None
 ) -> dict:
     """The duplicates job over files: per shard, one line per dropped copy in ``out``. The ids
     it searched are kept in ``seen_file`` (:class:`Seen`; NumPy, no pickle; not an output): in a
-    later run a copy of one of them never replaces it, so the first-ingested copy stays kept."""
+    later run a copy of one of them never replaces it, so the first-ingested copy stays kept.
+    The pairs it verified are kept beside it (:func:`pairs_path`): a later run verifies only
+    the candidate pairs that touch a row that is new or changed since (:class:`Verified`)."""
     from ..io.jsonio import write_jsonl
 
     if not len(measures) == len(minhash) == len(fingerprints) == len(out):
@@ -708,8 +841,10 @@ def run_job(
         raise UsageError("curate duplicates: a shard's MinHash and fingerprint arrays have different row counts")
     table = read_table(measures, sigs.lengths)
     seen = Seen.load(seen_file) if seen_file else Seen()
+    tag = f"{VERIFIED_VERSION} {FP.VERSION} {m}"
+    before = seen.verified(table, pairs) if seen_file and (pairs := load_pairs(pairs_path(seen_file), tag)) else None
     with tmpdir_near(out[0] if out else None) as tmp:
-        found, counts = search(table, sigs, fps, m, tmp, seen)
+        found, counts, now = search(table, sigs, fps, m, tmp, seen, before)
     per_shard: list[list[dict]] = [[] for _ in out]
     for f in found:
         per_shard[int(table.shard_of(f.i))].append(
@@ -717,8 +852,9 @@ def run_job(
         )
     for lines, path in zip(per_shard, out, strict=True):
         write_jsonl(path, lines)
-    if seen_file:
-        seen.save_with(seen_file, table)
+    if seen_file:  # the pairs first: a record whose pairs were not written is never read with them
+        seen.save_pairs(pairs_path(seen_file), table, now, tag)
+        seen.save_with(seen_file, table, now)
     kinds = {k: sum(f.kind == k for f in found) for k in ("exact", "acoustic", "near", "linked")}
     log.info("duplicates: %s; dropped: %s", counts, kinds)
     return {"segments": len(table), **kinds, "candidates": counts}
@@ -751,6 +887,6 @@ def find_duplicates(cands: list[Candidate], p) -> list[Duplicate]:
         np.array([c.fingerprint is not None for c in cands]),
     )
     with tmpdir_near(None) as tmp:
-        found, counts = search(table, Rows([sigs]), Rows([fps]), match_of(p), tmp)
+        found, counts, _ = search(table, Rows([sigs]), Rows([fps]), match_of(p), tmp)
     log.info("duplicates: %s", counts)
     return [Duplicate(cands[f.i].id, cands[f.keep].id, f.kind, f.similarity) for f in found]

@@ -200,9 +200,10 @@ def test_a_new_segment_tying_two_kept_ones_leaves_both_kept(tmp_path):
 
 
 def test_the_seen_record_holds_digests_and_reads_a_text_one(tmp_path):
-    """The record of searched ids is 20 bytes an id (its digest, sorted and unique, whatever
-    the ids' length, and the run that first searched it); a record an earlier version wrote
-    as the ids' text, or as their digests alone, is read as the same ids, searched by run 1."""
+    """The record of searched ids is 36 bytes an id (its digest, sorted and unique, whatever
+    the ids' length, the run that first searched it, and its rows' digests); a record an
+    earlier version wrote as ids and runs, as the ids' text, or as their digests alone, is read
+    as the same ids (the last two searched by run 1), with no row digests."""
     ids = [f"spk{i % 7:02d}/utt{i:05d}_ß" for i in range(50)]
     table = S.Table(
         [np.array([i.encode("utf-8") for i in ids[:30]]), np.array([i.encode("utf-8") for i in ids[30:]])],
@@ -212,14 +213,24 @@ def test_the_seen_record_holds_digests_and_reads_a_text_one(tmp_path):
     path = str(tmp_path / "seen.npy")
     S.Seen(np.zeros(0, S.Seen.DTYPE)).save_with(path, table)
     a = np.load(path, allow_pickle=False)
-    assert a.dtype == S.Seen.RECORD and len(a) == 50 and (np.sort(a["id"]) == a["id"]).all() and (a["run"] == 1).all()
+    assert a.dtype == S.Seen.ROWS and len(a) == 50 and (np.sort(a["id"]) == a["id"]).all() and (a["run"] == 1).all()
     seen = S.Seen.load(path)
     assert all(i in seen for i in ids) and "spk00/utt99999_ß" not in seen and len(seen) == 50
+    np.save(tmp_path / "runs.npy", a[["id", "run"]].astype(S.Seen.RECORD))  # ids and runs alone
+    assert S.Seen.load(str(tmp_path / "runs.npy")).run_of(ids[7]) == 1 and not S.Seen.load(path).sig.any()
     np.save(tmp_path / "text.npy", np.asarray(sorted(ids[:10]), dtype=str))
     old = S.Seen.load(str(tmp_path / "text.npy"))
     assert [i in old for i in ids] == [True] * 10 + [False] * 40
     old.save_with(path, table)  # the union, as digests; the ids it adds are the next run's
     assert [S.Seen.load(path).run_of(i) for i in ids] == [1] * 10 + [2] * 40
+    now = S.Verified.empty(50)
+    now.sig[:], now.fp[:] = np.arange(1, 51, dtype=np.uint64), np.arange(101, 151, dtype=np.uint64)
+    S.Seen(S.Seen.of(x.encode("utf-8") for x in ids[::3])).save_with(path, table, now)  # merged with 17
+    got = S.Seen.load(path)
+    assert got.verified(
+        table, {"unit": np.zeros((0, 2), "S16"), "acoustic": np.zeros((0, 2), "S16")}
+    ).sig.tolist() == list(range(1, 51))
+    assert got.fp[np.searchsorted(got.digests, S.Seen.of([ids[40].encode("utf-8")]))[0]] == 141
     np.save(tmp_path / "digests.npy", a["id"])  # a record of digests alone: run 1
     assert S.Seen.load(str(tmp_path / "digests.npy")).run_of(ids[3]) == 1
     np.save(tmp_path / "other.npy", np.array([b"ab", b"cd"]))  # not a record: empty, as a torn one
@@ -241,3 +252,57 @@ def test_inputs_that_do_not_belong_together_are_refused(tmp_path):
     write_jsonl(m, [line("a", x, fp), line("b", x, fp)])
     with pytest.raises(UsageError, match="2 lines but its arrays have 1 rows"):
         stage.run_duplicates([m], [mh], [out], p, [f])
+
+
+def test_a_grown_corpus_verifies_only_pairs_touching_new_rows(tmp_path):
+    """Corpus growth (#40): the pairs a run verified are kept beside its record, so the next run
+    verifies only candidates that touch a new or changed row, and decides exactly as a run that
+    verifies every pair again. Real recordings: a first shard holding a real GSM copy of one of
+    them; a second shard, added later, with a real MP3 copy of another. Then the first shard's
+    copy changes (its fingerprint becomes another recording's): its pairs are verified again."""
+    import shutil
+
+    utts = (R.librivox() + R.cards())[:5]
+    audio = {f"u{k}": R.read(u.path, 16000)[0] for k, u in enumerate(utts)}
+    audio["gsm"] = R.read(R.through_codec(utts[0].path, "gsm", tmp_path / "gsm.wav"), 16000)[0]
+    audio["mp3"] = R.read(R.through_codec(utts[1].path, "mp3", tmp_path / "mp3.wav", delay_s=0.2), 16000)[0]
+    fp = {k: FP.fingerprint(x) for k, x in audio.items()}
+    p = params("duplicates")
+
+    def corpus(root, shards):
+        root.mkdir()
+        return [shard_files(root, n, [line(k, audio[k], fp[k]) for k in ks], [fp[k] for k in ks]) for n, ks in shards]
+
+    def run(fs, seen):
+        r = stage.run_duplicates(*[[f[k] for f in fs] for k in (0, 1, 3)], p, [f[2] for f in fs], seen)
+        return r["candidates"], [list(read_jsonl(f[3])) for f in fs]
+
+    plan = [("shard-0000", ["u0", "u2", "u3", "gsm"]), ("shard-0001", ["u1", "u4", "mp3"])]
+    kept, full = corpus(tmp_path / "kept", plan), corpus(tmp_path / "full", plan)
+    for fs in (kept, full):
+        first, _ = run(fs[:1], str(fs[0][0]).replace("shard-0000.measures.jsonl", "seen.npy"))
+    assert first["acoustic_pairs"] == 1 and first["acoustic_candidates_verified"] >= 1
+    seen_kept, seen_full = (str(tmp_path / d / "seen.npy") for d in ("kept", "full"))
+
+    def grown(fs, seen, verify_all):
+        if verify_all:  # as if the pairs had never been kept: every candidate verified again
+            (tmp_path / "full" / "seen_pairs.npz").unlink()
+        return run(fs, seen)
+
+    (c_kept, out_kept), (c_full, out_full) = grown(kept, seen_kept, False), grown(full, seen_full, True)
+    assert out_kept == out_full
+    pairs = lambda out: {frozenset((d["id"], d["duplicate_of"])) for s in out for d in s}
+    assert pairs(out_kept) == {frozenset(("gsm", "u0")), frozenset(("mp3", "u1"))}
+    assert c_kept["acoustic_pairs_kept"] == 1 and c_full["acoustic_pairs_kept"] == 0
+    assert c_kept["acoustic_candidates_verified"] < c_full["acoustic_candidates_verified"]
+    again, _ = run(kept, seen_kept)
+    assert again["acoustic_candidates_verified"] == 0 and again["acoustic_pairs_kept"] == 2
+    # the GSM copy's row changes (its fingerprint now u2's): its pairs are verified again
+    for d in ("kept", "full"):
+        a = np.load(tmp_path / d / "shard-0000.fingerprint.npy")
+        a[3] = fp["u2"]
+        np.save(tmp_path / d / "shard-0000.fingerprint.npy", a)
+    shutil.copy(tmp_path / "kept" / "seen.npy", tmp_path / "full" / "seen.npy")
+    (c_kept, out_kept), (c_full, out_full) = grown(kept, seen_kept, False), grown(full, seen_full, True)
+    assert out_kept == out_full and c_kept["acoustic_pairs_kept"] == 1  # mp3 ~ u1 kept, gsm's verified
+    assert pairs(out_kept) == {frozenset(("mp3", "u1")), frozenset(("gsm", "u2"))}
