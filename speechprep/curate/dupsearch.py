@@ -471,40 +471,51 @@ class Found:
 @dataclass
 class Verified:
     """What the LSH searches verified, kept so that a run over a grown corpus verifies only the
-    pairs that touch a new or changed row: per row, the digest (:func:`row_digests`) of its unit
-    MinHash row and of its fingerprint row when they were searched (0: not searched), and the
-    pairs found by each (codes ``i * n + j``, ``i < j``)."""
+    candidate pairs that touch a new or changed row: per row, the digest (:func:`row_digests`)
+    of its unit MinHash row and of its fingerprint row when they were searched (0: not
+    searched); per search, every candidate pair it judged (codes ``i * n + j``, ``i < j``) and
+    which of them are pairs. A candidate of two unchanged rows is judged as before (the same
+    rows and parameters verify the same), whether the LSH drew it then or only now."""
 
     sig: np.ndarray  # uint64 per row
     fp: np.ndarray  # uint64 per row
-    unit: np.ndarray  # int64 codes
-    acoustic: np.ndarray  # int64 codes
+    unit_tried: np.ndarray  # int64 codes, sorted
+    unit: np.ndarray  # int64 codes of the pairs among them
+    acoustic_tried: np.ndarray
+    acoustic: np.ndarray
 
     @classmethod
     def empty(cls, n: int) -> Verified:
-        return cls(np.zeros(n, np.uint64), np.zeros(n, np.uint64), np.zeros(0, np.int64), np.zeros(0, np.int64))
+        z = lambda: np.zeros(0, np.int64)
+        return cls(np.zeros(n, np.uint64), np.zeros(n, np.uint64), z(), z(), z(), z())
 
 
-def _lsh_verified(rows: Rows, use: np.ndarray, lsh: dict, score, thr, m: Match, tmp, digest0, pairs0):
+def _lsh_verified(rows: Rows, use: np.ndarray, lsh: dict, score, thr, m: Match, tmp, digest0, tried0, pairs0):
     """Pairs found by the LSH (:func:`lsh_bands` with ``lsh``) and verified, band by band
     (nothing but one band's candidates and the verified pairs held); how many candidates were
-    verified (a pair again in each band it shares, unless verified a duplicate already); and the
-    rows' digests. A row whose digest equals ``digest0`` (an earlier run's) is unchanged: a pair
-    of two unchanged rows is not verified again, and is a pair when ``pairs0`` holds it."""
-    n, tried, capped = len(use), 0, 0
+    verified (a pair again in each band it shares, unless verified a duplicate already), how
+    many pairs were taken from ``pairs0``; every candidate judged; and the rows' digests. A row
+    whose digest equals ``digest0`` (an earlier run's) is unchanged: a candidate of two
+    unchanged rows that ``tried0`` holds is not verified again (a pair when ``pairs0`` holds it)."""
+    n, tried, capped, kept = len(use), 0, 0, 0
     digests = np.zeros(n, np.uint64)
-    found, old = None, None
+    found, judged, old, known, known_ok = np.zeros(0, np.int64), [], None, None, None
     for cand, c in lsh_bands(rows, use, max_run=m.max_run, tmp=tmp, digests=digests, **lsh):
         if old is None:  # the pass that wrote the band files has filled ``digests``
             old = use & (digests == digest0) & (digest0 != 0)
-            found = pairs0[old[pairs0 // n] & old[pairs0 % n]]
-        cand = cand[~np.isin(cand, found) & ~(old[cand // n] & old[cand % n])]
-        ok, _ = verify(rows, cand, n, score, thr)
-        tried, capped, found = tried + len(cand), capped + c, np.union1d(found, ok)
+            known = tried0[old[tried0 // n] & old[tried0 % n]]
+            known_ok = pairs0[np.isin(pairs0, known)]
+        judged.append(cand)
+        cand = cand[~np.isin(cand, found)]
+        again = old[cand // n] & old[cand % n] & np.isin(cand, known)
+        reused = cand[again][np.isin(cand[again], known_ok)]
+        ok, _ = verify(rows, cand[~again], n, score, thr)
+        tried, capped, kept = tried + int((~again).sum()), capped + c, kept + len(reused)
+        found = np.union1d(found, np.union1d(ok, reused))
     if capped:
         log.info("duplicates: %d band runs longer than %d were paired as chains", capped, m.max_run)
-    kept = 0 if old is None else int((old[found // n] & old[found % n]).sum())
-    return (np.zeros(0, np.int64) if found is None else found), tried, kept, digests
+    judged_all = np.unique(np.concatenate(judged)) if judged else np.zeros(0, np.int64)
+    return found, tried, kept, judged_all, digests
 
 
 def _candidate_edges(
@@ -516,8 +527,8 @@ def _candidate_edges(
         num_perm = sigs(np.flatnonzero(use)[:1]).shape[1]
         bands, r = minhash_bands(m.jaccard, num_perm)
         lsh = dict(key_fn=minhash_keys(r), key_bits=64, bands=bands)
-        now.unit, tried, kept, now.sig = _lsh_verified(
-            sigs, use, lsh, jaccard_rows, m.jaccard, m, tmp, before.sig, before.unit
+        now.unit, tried, kept, now.unit_tried, now.sig = _lsh_verified(
+            sigs, use, lsh, jaccard_rows, m.jaccard, m, tmp, before.sig, before.unit_tried, before.unit
         )
         counts.update(unit_candidates_verified=tried, unit_pairs=len(now.unit), unit_pairs_kept=kept)
     use = rep & table.has_fp
@@ -530,8 +541,8 @@ def _candidate_edges(
             sketch_max=m.fp_sketch_max,
             prepare=FP.anchor_table,
         )
-        now.acoustic, tried, kept, now.fp = _lsh_verified(
-            fps, use, lsh, fingerprint_rows, m.acoustic, m, tmp, before.fp, before.acoustic
+        now.acoustic, tried, kept, now.acoustic_tried, now.fp = _lsh_verified(
+            fps, use, lsh, fingerprint_rows, m.acoustic, m, tmp, before.fp, before.acoustic_tried, before.acoustic
         )
         counts.update(acoustic_candidates_verified=tried, acoustic_pairs=len(now.acoustic), acoustic_pairs_kept=kept)
     codes = np.concatenate([now.unit, now.acoustic])
@@ -577,6 +588,7 @@ class Seen:
         r = runs if runs is not None else np.ones(len(d), np.uint32)
         sig = sig if sig is not None else np.zeros(len(d), np.uint64)
         fp = fp if fp is not None else np.zeros(len(d), np.uint64)
+        self.source: str | None = None  # the digest of the record read (:meth:`record_digest`)
         if not (d[1:] > d[:-1]).all():  # as written: already so
             o = np.argsort(d, kind="stable")
             d, r, sig, fp = d[o], r[o], sig[o], fp[o]
@@ -602,7 +614,9 @@ class Seen:
         if a is None:
             return cls()
         if a.dtype == cls.ROWS:
-            return cls(np.ascontiguousarray(a["id"]), a["run"], a["sig"], a["fp"])
+            seen = cls(np.ascontiguousarray(a["id"]), a["run"], a["sig"], a["fp"])
+            seen.source = cls.record_digest(a)
+            return seen
         if a.dtype == cls.RECORD:
             return cls(np.ascontiguousarray(a["id"]), a["run"])
         if a.dtype == cls.DTYPE:
@@ -635,8 +649,9 @@ class Seen:
         return (ours, order) if first.all() else (ours[first], order[first])  # ids are unique: no copy
 
     def verified(self, table: Table, pairs: dict[str, np.ndarray]) -> Verified:
-        """What the search that wrote this record verified, on ``table``'s rows: each row's
-        digests, and ``pairs`` (``unit``, ``acoustic``: (k, 2) id digests) between rows it holds."""
+        """What the search that wrote this record judged, on ``table``'s rows: each row's digests,
+        and the candidates ``pairs`` holds (``<kind>_tried``: (k, 2) id digests, ``<kind>_ok``:
+        which are pairs) between rows it holds."""
         n = len(table)
         ours, rows = self.rows_of(table)
         out = Verified.empty(n)
@@ -644,18 +659,18 @@ class Seen:
         hit = self.digests[at] == ours if len(self.digests) else np.zeros(len(ours), bool)
         out.sig[rows[hit]], out.fp[rows[hit]] = self.sig[at[hit]], self.fp[at[hit]]
         for kind in ("unit", "acoustic"):
-            p = pairs[kind]
+            p, good = pairs[f"{kind}_tried"], pairs[f"{kind}_ok"]
             k = np.minimum(np.searchsorted(ours, p.reshape(-1)), max(len(ours) - 1, 0)).reshape(-1, 2)
             ok = (ours[k] == p).all(axis=1) if len(ours) else np.zeros(len(p), bool)
             i, j = rows[k[ok, 0]], rows[k[ok, 1]]
-            setattr(out, kind, np.unique(np.minimum(i, j) * n + np.maximum(i, j)))
+            codes = np.minimum(i, j) * n + np.maximum(i, j)
+            setattr(out, f"{kind}_tried", np.unique(codes))
+            setattr(out, kind, np.unique(codes[good[ok]]))
         return out
 
-    def save_with(self, path: str, table: Table, now: Verified | None = None) -> None:
-        """The record with every id of ``table`` it lacks added as this run's, at ``path``; each
-        row's digests from ``now`` (an id no longer in the table: none)."""
-        from ..io.npyio import save_npy
-
+    def record(self, table: Table, now: Verified | None = None) -> np.ndarray:
+        """The record with every id of ``table`` it lacks added as this run's; each row's digests
+        from ``now`` (an id no longer in the table: none)."""
         ours, rows = self.rows_of(table)
         at = np.searchsorted(self.digests, ours)
         known = np.zeros(len(ours), bool)
@@ -668,16 +683,29 @@ class Seen:
             new = ~known
             pos = at + np.cumsum(new) - new
             out["sig"][pos], out["fp"][pos] = now.sig[rows], now.fp[rows]
-        save_npy(path, out)
+        return out
 
-    def save_pairs(self, path: str, table: Table, now: Verified, tag: str) -> None:
-        """``now``'s pairs as id digests, with ``tag`` (what they were verified with), at ``path``."""
-        from ..io.npyio import save_npz
+    @staticmethod
+    def record_digest(record: np.ndarray) -> str:
+        return hashlib.blake2b(np.ascontiguousarray(record).tobytes(), digest_size=16).hexdigest()
 
-        n, ids = len(table), table.id_digests
-        pairs = {"unit": now.unit, "acoustic": now.acoustic}
-        pairs = {k: np.stack([ids[c // n], ids[c % n]], axis=1) for k, c in pairs.items()}
-        save_npz(path, tag=np.array(tag), **pairs)
+    def save_with(self, path: str, table: Table, now: Verified | None = None) -> None:
+        """:meth:`record` at ``path``."""
+        from ..io.npyio import save_npy
+
+        save_npy(path, self.record(table, now))
+
+
+def save_pairs(path: str, table: Table, now: Verified, tag: str, record: np.ndarray) -> None:
+    """Every candidate ``now`` judged, as id digests, which are pairs, ``tag`` (what they were
+    verified with) and the digest of ``record`` (the record written after them), at ``path``."""
+    from ..io.npyio import save_npz
+
+    n, ids, arrays = len(table), table.id_digests, {}
+    for kind, tried, found in (("unit", now.unit_tried, now.unit), ("acoustic", now.acoustic_tried, now.acoustic)):
+        arrays[f"{kind}_tried"] = np.stack([ids[tried // n], ids[tried % n]], axis=1)
+        arrays[f"{kind}_ok"] = np.isin(tried, found)
+    save_npz(path, tag=np.array(tag), record=np.array(Seen.record_digest(record)), **arrays)
 
 
 def _keeper(table: Table, group: np.ndarray) -> int:
@@ -810,18 +838,30 @@ def pairs_path(seen_file: str) -> str:
     return str(Path(seen_file).with_suffix("")) + "_pairs.npz"
 
 
-def load_pairs(path: str, tag: str) -> dict[str, np.ndarray] | None:
-    """The pairs kept at ``path`` when they were verified with ``tag``; else None (a missing,
-    torn or other file, or other parameters: every pair is verified again)."""
+PAIR_ARRAYS = ("unit_tried", "unit_ok", "acoustic_tried", "acoustic_ok")
+
+
+def load_pairs(path: str, tag: str, seen: Seen) -> dict[str, np.ndarray] | None:
+    """The candidates kept at ``path`` when they were judged with ``tag`` and written before
+    ``seen``'s record (its digest); else None (a missing, torn or other file, other parameters,
+    or a record of another run, as after a run killed between the two writes: every pair is
+    verified again)."""
+    if seen.source is None:
+        return None
     try:
         with np.load(path, allow_pickle=False) as z:
-            if str(z["tag"]) != tag:
+            if str(z["tag"]) != tag or str(z["record"]) != seen.source:
                 return None
-            out = {k: np.asarray(z[k]) for k in ("unit", "acoustic")}
+            out = {k: np.asarray(z[k]) for k in PAIR_ARRAYS}
     except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile):
         return None
-    ok = all(a.dtype == Seen.DTYPE and a.ndim == 2 and a.shape[1] == 2 for a in out.values())
-    return out if ok else None
+    for kind in ("unit", "acoustic"):
+        t, g = out[f"{kind}_tried"], out[f"{kind}_ok"]
+        if not (
+            t.dtype == Seen.DTYPE and t.ndim == 2 and t.shape[1] == 2 and g.dtype == bool and g.shape == t.shape[:1]
+        ):
+            return None
+    return out
 
 
 def run_job(
@@ -842,7 +882,8 @@ def run_job(
     table = read_table(measures, sigs.lengths)
     seen = Seen.load(seen_file) if seen_file else Seen()
     tag = f"{VERIFIED_VERSION} {FP.VERSION} {m}"
-    before = seen.verified(table, pairs) if seen_file and (pairs := load_pairs(pairs_path(seen_file), tag)) else None
+    pairs = load_pairs(pairs_path(seen_file), tag, seen) if seen_file else None
+    before = seen.verified(table, pairs) if pairs is not None else None
     with tmpdir_near(out[0] if out else None) as tmp:
         found, counts, now = search(table, sigs, fps, m, tmp, seen, before)
     per_shard: list[list[dict]] = [[] for _ in out]
@@ -852,9 +893,12 @@ def run_job(
         )
     for lines, path in zip(per_shard, out, strict=True):
         write_jsonl(path, lines)
-    if seen_file:  # the pairs first: a record whose pairs were not written is never read with them
-        seen.save_pairs(pairs_path(seen_file), table, now, tag)
-        seen.save_with(seen_file, table, now)
+    if seen_file:  # the pairs first, naming the record written after them: read only with that one
+        from ..io.npyio import save_npy
+
+        record = seen.record(table, now)
+        save_pairs(pairs_path(seen_file), table, now, tag, record)
+        save_npy(seen_file, record)
     kinds = {k: sum(f.kind == k for f in found) for k in ("exact", "acoustic", "near", "linked")}
     log.info("duplicates: %s; dropped: %s", counts, kinds)
     return {"segments": len(table), **kinds, "candidates": counts}

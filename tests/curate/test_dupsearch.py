@@ -227,9 +227,8 @@ def test_the_seen_record_holds_digests_and_reads_a_text_one(tmp_path):
     now.sig[:], now.fp[:] = np.arange(1, 51, dtype=np.uint64), np.arange(101, 151, dtype=np.uint64)
     S.Seen(S.Seen.of(x.encode("utf-8") for x in ids[::3])).save_with(path, table, now)  # merged with 17
     got = S.Seen.load(path)
-    assert got.verified(
-        table, {"unit": np.zeros((0, 2), "S16"), "acoustic": np.zeros((0, 2), "S16")}
-    ).sig.tolist() == list(range(1, 51))
+    empty = {k: np.zeros((0, 2), "S16") if k.endswith("tried") else np.zeros(0, bool) for k in S.PAIR_ARRAYS}
+    assert got.verified(table, empty).sig.tolist() == list(range(1, 51))
     assert got.fp[np.searchsorted(got.digests, S.Seen.of([ids[40].encode("utf-8")]))[0]] == 141
     np.save(tmp_path / "digests.npy", a["id"])  # a record of digests alone: run 1
     assert S.Seen.load(str(tmp_path / "digests.npy")).run_of(ids[3]) == 1
@@ -306,3 +305,58 @@ def test_a_grown_corpus_verifies_only_pairs_touching_new_rows(tmp_path):
     (c_kept, out_kept), (c_full, out_full) = grown(kept, seen_kept, False), grown(full, seen_full, True)
     assert out_kept == out_full and c_kept["acoustic_pairs_kept"] == 1  # mp3 ~ u1 kept, gsm's verified
     assert pairs(out_kept) == {frozenset(("mp3", "u1")), frozenset(("gsm", "u2"))}
+
+
+def test_kept_judgements_equal_verifying_every_pair_when_chains_or_runs_change(tmp_path):
+    """The kept candidates never decide what verifying every pair would not: with runs of equal
+    band keys paired as chains (``max_run`` 2), a pair of two unchanged rows that becomes a
+    candidate only because a row between them changed is verified; a kept pair that is no
+    longer a candidate is not a pair; and after a run killed between writing its pairs and its
+    record, the pairs are not read with the older record. Each time against the same state with
+    the pairs file deleted (every candidate verified)."""
+    import shutil
+
+    from speechprep.io import npyio
+
+    m = S.Match(jaccard=0.8, acoustic=0.5, fp_bits=24, fp_bands=42, fp_sketch_max=16, max_run=2)
+    rng = np.random.default_rng(0)
+    rand = lambda: rng.integers(0, 2**63, 64, dtype=np.uint64)  # 64 MinHash values: 5 bands of 11
+
+    def run(root, rows):
+        root.mkdir(exist_ok=True)
+        write_jsonl(root / "m.jsonl", [{"id": i, "minhash": True, "fingerprint": False} for i, _ in rows])
+        np.save(root / "s.npy", np.stack([r for _, r in rows]))
+        np.save(root / "f.npy", np.zeros(len(rows), FP.DTYPE))
+        S.run_job([str(root / "m.jsonl")], [str(root / "s.npy")], [str(root / "f.npy")], [str(root / "o.jsonl")], m,
+                  str(root / "seen.npy"))  # fmt: skip
+        return list(read_jsonl(root / "o.jsonl"))
+
+    def both(name, rows):
+        full = tmp_path / f"{name}_full"
+        shutil.copytree(tmp_path / name, full)
+        (full / "seen_pairs.npz").unlink()
+        got = run(tmp_path / name, rows)
+        assert got == run(full, rows), name
+        return got
+
+    a = rand()
+    run(tmp_path / "chain", [("a", a), ("x", a.copy()), ("b", a.copy())])  # a-x, x-b: a-b never a candidate
+    assert [d["id"] for d in both("chain", [("a", a), ("x", rand()), ("b", a.copy())])] == ["b"]
+
+    b, x = a.copy(), a.copy()
+    b[44:55], x[44:] = rand()[:11], rand()[:20]  # b: a's but in band 4 (J 0.83); x: bands 0-3 (J 0.69)
+    run(tmp_path / "gone", [("a", a), ("x", rand()), ("b", b)])  # a ~ b verified and kept
+    assert both("gone", [("a", a), ("x", x), ("b", b)]) == []  # x now between them in every shared band
+
+    c = rand()
+    run(tmp_path / "killed", [("a", a), ("b", a.copy()), ("c", c)])
+    save_npy = npyio.save_npy
+    try:  # the second run writes its pairs, then is killed before its record
+        npyio.save_npy = lambda p, arr: (
+            (_ for _ in ()).throw(KeyboardInterrupt) if str(p).endswith("seen.npy") else save_npy(p, arr)
+        )
+        with pytest.raises(KeyboardInterrupt):
+            run(tmp_path / "killed", [("c", c)])
+    finally:
+        npyio.save_npy = save_npy
+    assert [d["id"] for d in both("killed", [("a", a), ("b", a.copy()), ("c", c)])] == ["b"]
