@@ -17,8 +17,10 @@ same voices) are moved in and the same command runs again. Prints each run's job
 and their CPU seconds summed from the ``job used`` line each job's log ends with (every
 job, the run-wide steps, manifests and reports included; the larger of it and the job's
 benchmark file where it has one), the ratio to the first run, a dry run after it (jobs
-left: none), and how many of the old segments' lines (curation's decision, kept or
-rejected; the speaker assignment; the TTS manifest line) stayed byte-identical.
+left: none), how many of the old segments' lines (curation's decision, kept or
+rejected; the speaker assignment; the TTS manifest line) stayed byte-identical, and what a
+shard's jobs cost whatever its size: each per-shard rule's CPU seconds over every shard's
+job fitted as a fixed part and a part per audio hour, the fixed parts summed.
 ``--remove`` then deletes that many of the first run's files (one in every ``--files /
 --remove``, so they fall in different shards) and runs again: its CPU seconds, its jobs,
 how many jobs loaded a model (a log line ``loaded on``) and how many of the other
@@ -208,6 +210,20 @@ def grow(work: Path, new: list[Path], first: float) -> None:
     print(f"their CPU-s by rule: {dict(by_rule.most_common())}")
     print(f"dry run after it: {'nothing to do' if 'Nothing to be done' in left else left[-2000:]}")
     print(f"old lines byte-identical: {kept} of {len(before)}", flush=True)
+    shard_floor(work, first)
+
+
+def shard_floor(work: Path, first: float) -> None:
+    """Print what a new shard costs before its first second of audio: each per-shard rule's
+    jobs (the first run's shards and the new ones) fitted as the plan fits them, a fixed part
+    and a part per audio hour (:func:`speechprep.workflow.pilot.rule_costs`), the fixed
+    parts summed (the interpreter, the imports and the model's load of each job's process)."""
+    m = pilot.measure(work, ["calls"])
+    rules = pilot.rule_costs(m, None, pilot.Corpus(scale={"calls": 1.0}, shards=dict(m.shards)))
+    fixed = {r: v["fits"]["cpu_s"]["fixed"] for r, v in rules.items() if v["kind"] == "shard"}
+    total = sum(fixed.values())
+    parts = {r: round(x, 1) for r, x in sorted(fixed.items(), key=lambda kv: -kv[1]) if x >= 0.05}
+    print(f"a shard's jobs, fixed part: {total:.1f} CPU-s ({total / first:.1%} of the first run): {parts}", flush=True)
 
 
 def remove(work: Path, a: argparse.Namespace, first: float, before: dict[str, str]) -> None:
