@@ -84,6 +84,16 @@ class Table:
         """Each row's id as :class:`Seen` keeps it (computed once: 10^7 ids take seconds)."""
         return np.concatenate([Seen.of(x.tolist()) for x in self.ids] or [np.zeros(0, Seen.DTYPE)])
 
+    @functools.cached_property
+    def id_order(self) -> tuple[np.ndarray, np.ndarray]:
+        """The id digests sorted, each once, and the row each stands for (sorted once a run:
+        both the earlier judgements and the record written read it)."""
+        ids = self.id_digests
+        order = np.argsort(ids)  # unique ids: any sort gives one order
+        ours = ids[order]
+        first = np.concatenate([[True], ours[1:] != ours[:-1]]) if len(ours) else np.zeros(0, bool)
+        return (ours, order) if first.all() else (ours[first], order[first])  # ids are unique: no copy
+
 
 def _num(v) -> float:
     return float(v) if v is not None else np.nan
@@ -640,20 +650,12 @@ class Seen:
         """The number of the run searching now."""
         return int(self.runs.max()) + 1 if len(self.runs) else 1
 
-    def rows_of(self, table: Table) -> tuple[np.ndarray, np.ndarray]:
-        """The table's id digests sorted, each once, and the row each stands for."""
-        ids = table.id_digests
-        order = np.argsort(ids)  # unique ids: any sort gives one order
-        ours = ids[order]
-        first = np.concatenate([[True], ours[1:] != ours[:-1]]) if len(ours) else np.zeros(0, bool)
-        return (ours, order) if first.all() else (ours[first], order[first])  # ids are unique: no copy
-
     def verified(self, table: Table, pairs: dict[str, np.ndarray]) -> Verified:
         """What the search that wrote this record judged, on ``table``'s rows: each row's digests,
         and the candidates ``pairs`` holds (``<kind>_tried``: (k, 2) id digests, ``<kind>_ok``:
         which are pairs) between rows it holds."""
         n = len(table)
-        ours, rows = self.rows_of(table)
+        ours, rows = table.id_order
         out = Verified.empty(n)
         at = np.minimum(np.searchsorted(self.digests, ours), max(len(self.digests) - 1, 0))
         hit = self.digests[at] == ours if len(self.digests) else np.zeros(len(ours), bool)
@@ -671,7 +673,7 @@ class Seen:
     def record(self, table: Table, now: Verified | None = None) -> np.ndarray:
         """The record with every id of ``table`` it lacks added as this run's; each row's digests
         from ``now`` (an id no longer in the table: none)."""
-        ours, rows = self.rows_of(table)
+        ours, rows = table.id_order
         at = np.searchsorted(self.digests, ours)
         known = np.zeros(len(ours), bool)
         inside = at < len(self.digests)
