@@ -20,7 +20,7 @@ benchmark file where it has one), the ratio to the first run, a dry run after it
 left: none), how many of the old segments' lines (curation's decision, kept or
 rejected; the speaker assignment; the TTS manifest line) stayed byte-identical, and what a
 shard's jobs cost whatever its size: each per-shard rule's CPU seconds over every shard's
-job fitted as a fixed part and a part per audio hour, the fixed parts summed.
+job fitted as a fixed part and a part per audio hour, each part summed over the rules.
 ``--remove`` then deletes that many of the first run's files (one in every ``--files /
 --remove``, so they fall in different shards) and runs again: its CPU seconds, its jobs,
 how many jobs loaded a model (a log line ``loaded on``) and how many of the other
@@ -217,13 +217,15 @@ def shard_floor(work: Path, first: float) -> None:
     """Print what a new shard costs before its first second of audio: each per-shard rule's
     jobs (the first run's shards and the new ones) fitted as the plan fits them, a fixed part
     and a part per audio hour (:func:`speechprep.workflow.pilot.rule_costs`), the fixed
-    parts summed (the interpreter, the imports and the model's load of each job's process)."""
+    parts summed (the interpreter, the imports and the model's load of each job's process),
+    and the parts per audio hour."""
     m = pilot.measure(work, ["calls"])
     rules = pilot.rule_costs(m, None, pilot.Corpus(scale={"calls": 1.0}, shards=dict(m.shards)))
-    fixed = {r: v["fits"]["cpu_s"]["fixed"] for r, v in rules.items() if v["kind"] == "shard"}
+    fits = {r: v["fits"]["cpu_s"] for r, v in rules.items() if v["kind"] == "shard"}
+    fixed, hourly = ({r: round(f[k], 1) for r, f in fits.items()} for k in ("fixed", "per_audio_hour"))
     total = sum(fixed.values())
-    parts = {r: round(x, 1) for r, x in sorted(fixed.items(), key=lambda kv: -kv[1]) if x >= 0.05}
-    print(f"a shard's jobs, fixed part: {total:.1f} CPU-s ({total / first:.1%} of the first run): {parts}", flush=True)
+    print(f"a shard's jobs, fixed part: {total:.1f} CPU-s ({total / first:.1%} of the first run): {fixed}")
+    print(f"a shard's jobs, per audio hour: {sum(hourly.values()):.0f} CPU-s: {hourly}", flush=True)
 
 
 def remove(work: Path, a: argparse.Namespace, first: float, before: dict[str, str]) -> None:
