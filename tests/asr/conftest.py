@@ -7,13 +7,18 @@ from tests.support import DEMO
 
 
 @pytest.fixture(scope="session")
-def model_path(tmp_path_factory):
-    """A demo model trained briefly: good enough to transcribe, built from code here."""
+def built_model(tmp_path_factory):
+    """``(path, build info)``: a demo model on a shorter schedule (400 batches), built from code
+    here; its build guarantees every clean demo phrase exact, as the workflow's does."""
     from speechprep.demo.asr_model import build
 
     out = tmp_path_factory.mktemp("model") / "demo_asr.nemo"
-    build(DEMO / "truth.json", out, max_steps=400)
-    return out
+    return out, build(DEMO / "truth.json", out, steps=400)
+
+
+@pytest.fixture(scope="session")
+def model_path(built_model):
+    return built_model[0]
 
 
 @pytest.fixture(scope="session")
@@ -42,4 +47,4 @@ def grammars_en(tmp_path_factory):
 def pytest_collection_modifyitems(items):
     from tests.support import mark_slow
 
-    mark_slow(items, {"model_path", "loaded", "nemo_model_file", "grammars_en"})
+    mark_slow(items, {"built_model", "model_path", "loaded", "nemo_model_file", "grammars_en"})
