@@ -5,12 +5,11 @@ the prompt of a multitask (Canary) model; the character-TDT decoding repair."""
 from __future__ import annotations
 
 import os
-import tarfile
 from collections.abc import Callable
 
 from ..core.batching import is_oom
 from ..errors import ModelFileError, UsageError, describe
-from ..io.modelfiles import is_local_model, sha256_cached
+from ..io.modelfiles import check_nemo_file, is_local_model, sha256_cached
 
 
 def model_identity(spec: str, hash_cache: str | None = None) -> dict[str, str]:
@@ -21,32 +20,6 @@ def model_identity(spec: str, hash_cache: str | None = None) -> dict[str, str]:
             raise ModelFileError(f"asr.model: no such file {path!r}")
         return {"asr_model": path, "asr_model_sha256": sha256_cached(path, hash_cache)}
     return {"asr_model": spec}
-
-
-def check_nemo_file(path: str) -> None:
-    """Cheap checks before NeMo's restore: a complete tar archive with a ``model_config.yaml``."""
-
-    def invalid(reason: str) -> ModelFileError:
-        return ModelFileError(f"asr.model: {path} is not a valid .nemo file ({reason})")
-
-    if not os.path.isfile(path):
-        raise ModelFileError(f"asr.model: no such file {path!r}")
-    size = os.path.getsize(path)
-    if size == 0:
-        raise invalid("empty file, 0 bytes")
-    try:
-        tar = tarfile.open(path, "r:*")  # noqa: SIM115 (closed by the with below, once open worked)
-    except (tarfile.TarError, OSError, EOFError):
-        raise invalid(f"not a tar archive, {size} bytes") from None
-    try:
-        with tar:
-            names = [os.path.normpath(m.name) for m in tar.getmembers()]
-    except (tarfile.TarError, OSError, EOFError) as e:
-        raise invalid(f"the archive is truncated or damaged, {size} bytes: {describe(e)}") from None
-    if "model_config.yaml" not in names:
-        names = [n for n in names if n != "."]
-        listed = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
-        raise invalid(f"no model_config.yaml in the archive, which holds: {listed or 'nothing'}")
 
 
 def load_model(spec: str, device: str):

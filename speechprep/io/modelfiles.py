@@ -5,7 +5,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import tarfile
 from pathlib import Path
+
+from ..errors import ModelFileError, describe
 
 MODEL_SUFFIXES = (".nemo", ".pt", ".ckpt", ".model", ".joblib", ".pkl", ".json")
 
@@ -68,3 +71,30 @@ def tree_stamp(root: str | os.PathLike) -> str:
             st = path.stat()
             h.update(f"{path.relative_to(root).as_posix()}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
     return h.hexdigest()
+
+
+def check_nemo_file(path: str, setting: str = "asr.model") -> None:
+    """Cheap checks before NeMo's restore: a complete tar archive with a ``model_config.yaml``;
+    :class:`ModelFileError` naming ``setting`` (the config key that gave the file) otherwise."""
+
+    def invalid(reason: str) -> ModelFileError:
+        return ModelFileError(f"{setting}: {path} is not a valid .nemo file ({reason})")
+
+    if not os.path.isfile(path):
+        raise ModelFileError(f"{setting}: no such file {path!r}")
+    size = os.path.getsize(path)
+    if size == 0:
+        raise invalid("empty file, 0 bytes")
+    try:
+        tar = tarfile.open(path, "r:*")  # noqa: SIM115 (closed by the with below, once open worked)
+    except (tarfile.TarError, OSError, EOFError):
+        raise invalid(f"not a tar archive, {size} bytes") from None
+    try:
+        with tar:
+            names = [os.path.normpath(m.name) for m in tar.getmembers()]
+    except (tarfile.TarError, OSError, EOFError) as e:
+        raise invalid(f"the archive is truncated or damaged, {size} bytes: {describe(e)}") from None
+    if "model_config.yaml" not in names:
+        names = [n for n in names if n != "."]
+        listed = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+        raise invalid(f"no model_config.yaml in the archive, which holds: {listed or 'nothing'}")

@@ -6,8 +6,8 @@ from pathlib import Path
 from tests.support import REPO
 
 PACKAGE = REPO / "speechprep"
-# subpackages that are stages (or build a stage's demo models); shared pieces live in core/,
-# encoders.py and text/
+# subpackages that are stages (demo/ and models/ build models from code); shared pieces live in
+# core/, encoders/ and text/
 STAGES = {"ingest", "vad", "diarize", "asr", "s2s", "curate", "tts", "export", "report"}
 MAX_LINES = 60
 # the package's layers, lowest first: a module imports only from its own layer or those below
@@ -15,7 +15,7 @@ LAYERS = (
     {"errors"},  # typed errors
     {"io"},  # files read and written
     {"core", "text", "encoders"},  # the job runtime and what several stages share
-    STAGES | {"demo"},
+    STAGES | {"demo", "models"},
     {"jobs", "cli", "__main__", "workflow"},  # the declarations gathered, the command line, the Snakefile's side
 )
 

@@ -7,7 +7,12 @@ config spec (``tts.condition``, ``tts.emotion``):
 * ``resemblyzer``: Resemblyzer's pretrained ``VoiceEncoder`` (weights inside
   the wheel), ``embed_utterance`` batched across clips;
 * ``egemaps``: openSMILE eGeMAPSv02 functionals (88 values), clips in a thread pool;
-* ``torchscript:<path>``: a lab's own scripted module.
+* ``torchscript:<path>``: a lab's own scripted module;
+* a path ending ``.nemo``: a NeMo ``EncDecSpeakerLabelModel`` (TitaNet, ECAPA,
+  SpeakerNet) restored from the file, its own ``forward``
+  (:mod:`.nemo_speaker`; NeMo must be in the job's environment);
+* a path ending ``.onnx``: a WeSpeaker or 3D-Speaker ONNX speaker model with its
+  project's Kaldi fbank (:mod:`.onnx_speaker`).
 
 An encoder may return an :class:`~speechprep.io.audio.AudioError` in place of a
 vector for a clip it finds unusable (no speech in it).
@@ -25,16 +30,25 @@ from typing import Protocol
 
 import numpy as np
 
-from .core import spectral
-from .errors import UsageError
-from .io.audio import SAMPLE_RATE, AudioError
-from .io.modelfiles import sha256_cached
+from ..core import spectral
+from ..errors import UsageError
+from ..io.audio import SAMPLE_RATE, AudioError
+from ..io.modelfiles import sha256_cached
 
 log = logging.getLogger("speechprep.encoders")
 
 
 class Encoder(Protocol):
     def __call__(self, clips: list[np.ndarray]) -> list[np.ndarray | AudioError]: ...
+
+
+def unit_vector(v: np.ndarray, model: str) -> np.ndarray | AudioError:
+    """``v`` L2-normalised as float32 (cosine similarity is then a dot product), or an
+    :class:`AudioError` where ``model`` gave a zero or non-finite vector."""
+    norm = float(np.linalg.norm(v))
+    if not (np.isfinite(norm) and norm > 0):
+        return AudioError("no_embedding", f"the speaker model gives a zero or non-finite vector ({model})")
+    return (v / norm).astype(np.float32)
 
 
 def _package_file(package: str, *parts: str) -> Path:
@@ -163,30 +177,49 @@ class TorchScriptEncoder:
 
 
 BUILTIN = {"resemblyzer": ResemblyzerEncoder, "egemaps": EgemapsEncoder}
+# a speaker model a lab brings, by its file's suffix: (module of this package, class)
+BY_SUFFIX = {".nemo": ("nemo_speaker", "NemoSpeakerEncoder"), ".onnx": ("onnx_speaker", "OnnxSpeakerEncoder")}
+
+
+def encoder_kind(spec: str) -> str:
+    """``builtin``, ``torchscript``, ``nemo`` or ``onnx``: which class an encoder spec names."""
+    if spec in BUILTIN:
+        return "builtin"
+    if spec.startswith(TorchScriptEncoder.PREFIX):
+        return "torchscript"
+    suffix = Path(spec).suffix.lower()
+    if suffix in BY_SUFFIX:
+        return suffix[1:]
+    raise UsageError(
+        f"unknown encoder {spec!r}: use {', '.join(BUILTIN)}, torchscript:<path>, "
+        "or the path of a NeMo speaker model (.nemo) or a WeSpeaker/3D-Speaker ONNX model (.onnx)"
+    )
 
 
 def encoder_file(spec: str) -> Path:
     """The model file behind an encoder spec (its weights, or openSMILE's config)."""
-    if spec.startswith(TorchScriptEncoder.PREFIX):
-        return Path(spec[len(TorchScriptEncoder.PREFIX) :])
-    if spec in BUILTIN:
+    kind = encoder_kind(spec)
+    if kind == "builtin":
         return BUILTIN[spec].model_file()
-    raise UsageError(f"unknown encoder {spec!r}: use {', '.join(BUILTIN)} or torchscript:<path>")
+    return Path(spec.removeprefix(TorchScriptEncoder.PREFIX)).expanduser()
 
 
 def make_encoder(spec: str, device: str, threads: int = 1) -> Encoder:
     """The one factory: an encoder from its config spec."""
-    path = encoder_file(spec)
-    if spec in BUILTIN:
+    kind, path = encoder_kind(spec), encoder_file(spec)
+    if kind == "builtin":
         return BUILTIN[spec](device, threads)
-    return TorchScriptEncoder(str(path), device)
+    if kind == "torchscript":
+        return TorchScriptEncoder(str(path), device)
+    module, cls = BY_SUFFIX[f".{kind}"]
+    return getattr(importlib.import_module(f"{__name__}.{module}"), cls)(str(path), device, threads)
 
 
 def encoder_identity(spec: str, hash_cache: str | None = None) -> dict[str, str]:
     """What provenance records of an encoder: spec, model file path + sha256, package version."""
     path = encoder_file(spec)
     ident = {"spec": spec, "path": str(path.resolve()), "sha256": sha256_cached(path, hash_cache)}
-    if spec in BUILTIN:
+    if encoder_kind(spec) == "builtin":
         package = BUILTIN[spec].package
         ident["package"] = f"{package}=={importlib.metadata.version(package)}"
     return ident
