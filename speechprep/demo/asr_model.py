@@ -259,6 +259,21 @@ def build(truth_path: Path, out: Path, steps: int = STEPS, max_extra: int = MAX_
         torch.backends.mkldnn.enabled = mkldnn
 
 
+def _train(model, opt, batches, n: int, lr_at) -> float:
+    """``n`` batches of ``batches`` through the float64 model, the rate ``lr_at(k)`` at batch ``k``:
+    the last batch's loss."""
+    for step in range(n):
+        x, xl, y, yl = next(batches)
+        for group in opt.param_groups:
+            group["lr"] = lr_at(step)
+        log_probs, enc_len, _ = model(input_signal=x.double(), input_signal_length=xl)
+        loss = model.loss(log_probs=log_probs, targets=y, input_lengths=enc_len, target_lengths=yl)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return float(loss)
+
+
 def _build(truth_path: Path, out: Path, steps: int, max_extra: int, seed: int) -> dict:
     import torch
     from nemo.collections.asr.models import EncDecCTCModel
@@ -284,19 +299,7 @@ def _build(truth_path: Path, out: Path, steps: int, max_extra: int, seed: int) -
     t0 = time.monotonic()
     model.train()
 
-    def train(n: int, lr_at) -> float:
-        for step in range(n):
-            x, xl, y, yl = next(batches)
-            for group in opt.param_groups:
-                group["lr"] = lr_at(step)
-            log_probs, enc_len, _ = model(input_signal=x.double(), input_signal_length=xl)
-            loss = model.loss(log_probs=log_probs, targets=y, input_lengths=enc_len, target_lengths=yl)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-        return float(loss)
-
-    loss = train(steps, lambda k: _schedule(k, steps))
+    loss = _train(model, opt, batches, steps, lambda k: _schedule(k, steps))
     extra, result = 0, check(model, saved, cuts, audio)
     log.info(
         "after %d steps: %d of %d phrase cuts wrong, WER %.4f", steps, result["wrong_cuts"], len(cuts), result["wer"]
@@ -307,7 +310,7 @@ def _build(truth_path: Path, out: Path, steps: int, max_extra: int, seed: int) -
                 f"demo ASR model: after {steps} + {extra} batches {result['word_errors']} of {result['words']} words "
                 f"of the clean phrases still wrong (e.g. {result['wrong'][0]}); the bound is {max_extra} extra batches"
             )
-        loss = train(EXTRA_BLOCK, lambda k: _schedule(k, EXTRA_BLOCK, warmup=0, lr=EXTRA_LR))
+        loss = _train(model, opt, batches, EXTRA_BLOCK, lambda k: _schedule(k, EXTRA_BLOCK, warmup=0, lr=EXTRA_LR))
         extra += EXTRA_BLOCK
         result = check(model, saved, cuts, audio)
         log.info(
