@@ -11,12 +11,14 @@ from snakemake.exceptions import IncompleteCheckpointException
 
 
 from speechprep.core.config import check as check_config
+from speechprep.core.config import check_speaker_model
 from speechprep.core.config import demo_model_warnings
 from speechprep.core.config import digest as config_digest
 from speechprep.core.config import effective as effective_config
 from speechprep.jobs import JOBS
 from speechprep.jobs import job_params as select_job_params
 from speechprep.workflow.envmodules import setup_env_modules
+from speechprep.workflow.speaker_limits import narrowband_warnings
 from speechprep.io.inventory import inventory_digest
 from speechprep.ingest.plan import SHARD_PATTERN
 from speechprep.workflow.resources import shard_content
@@ -95,6 +97,9 @@ setup_env_modules(REPO / ".venvs", required="ENV_MODULES" in _active_sdms())
 # a corpus other than the demo meeting a demo model: said before anything runs
 for _line in demo_model_warnings(config, REPO):
     print(_line, file=sys.stderr)
+# telephone-band audio meeting the built-in speaker model: what to expect, before the run
+for _line in narrowband_warnings(config):
+    print(_line, file=sys.stderr)
 
 
 @cache
@@ -107,6 +112,8 @@ def inventory(ds):
 
 # Model sha256 digests, computed once per file version (speechprep.models.sha256_cached).
 HASH_CACHE = f"{RESULTS}/.cache/sha256"
+# a speaker model given without thresholds of its own stops the run here, before any job
+SPEAKER_MODEL_SHA256 = check_speaker_model(config, HASH_CACHE)
 
 
 def job_params(job):
@@ -116,6 +123,7 @@ def job_params(job):
     def f(wildcards):
         ds = getattr(wildcards, "ds", None)
         given = {"hash_cache": HASH_CACHE, "name": ds, "config_sha256": config_sha256()}
+        given["speaker_model_sha256"] = SPEAKER_MODEL_SHA256
         return select_job_params(job, config, ds, **given)
 
     return f

@@ -43,10 +43,34 @@ def _caption_problems(config: dict[str, Any]) -> list[str]:
     ]
 
 
+# keys that moved: (section, old key) -> the new dotted key. A speaker model's thresholds
+# belong to it, so they moved with it into `speakers:`.
+MOVED = {
+    **{("curate", f"speaker_{k}"): f"speakers.{k}" for k in (
+        "unit", "sample", "linkage", "threshold", "min_size", "seed", "chunk", "recluster"
+    )},
+    ("curate", "max_speaker_distance"): "speakers.max_distance",
+    **{("diarize", k): f"speakers.diarize.{k}" for k in (
+        "change_threshold", "threshold", "narrowband_threshold", "narrowband_merge", "switch_penalty",
+        "overlap_db_weight", "overlap_floor", "overlap_peak",
+    )},
+}  # fmt: skip
+
+
+def _moved_keys(config: dict[str, Any]) -> list[str]:
+    """Each key of :data:`MOVED` the config still sets, with its new name."""
+    return [
+        f"{section}.{key} is now {new} (a speaker model's thresholds are in `speakers:`)"
+        for (section, key), new in MOVED.items()
+        if isinstance(config.get(section), dict) and key in config[section]
+    ]
+
+
 def check(config: dict[str, Any]) -> None:
-    """Raise :class:`ConfigError` naming every dataset that lacks its input, or has two, and
-    every caption word list that does not match the annotations' bins."""
-    problems = _caption_problems(config)
+    """Raise :class:`ConfigError` naming every dataset that lacks its input, or has two, every
+    caption word list that does not match the annotations' bins, and every key that moved
+    (:data:`MOVED`) by its new name."""
+    problems = _moved_keys(config) + _caption_problems(config)
     datasets = config.get("datasets")
     if isinstance(datasets, dict):
         for name, ds in datasets.items():
@@ -126,6 +150,39 @@ def demo_model_warnings(config: dict[str, Any], repo: Path) -> list[str]:
                 f"WARNING: dataset(s) {', '.join(names)} meet the demo model {section}.{key}: {model}: {effect}"
             )
     return lines
+
+
+BUILTIN_SPEAKER_MODEL = "resemblyzer"
+SPEAKER_MODEL_SUFFIXES = (".nemo", ".onnx")
+
+
+def check_speaker_model(config: dict[str, Any], hash_cache: str | None = None) -> str:
+    """The sha256 of ``speakers.model`` (``resemblyzer`` for the built-in one), after checking
+    that it is a model file of a kind the jobs take and that ``speakers.calibrated_for`` names
+    it: every threshold of ``speakers:`` is a distance on one model's scale, so a model given
+    without thresholds of its own stops the run before any job (:class:`ConfigError`)."""
+    from ..io.modelfiles import sha256_cached
+
+    sp = config.get("speakers") or {}
+    model, calibrated = str(sp.get("model")), str(sp.get("calibrated_for"))
+    if model == BUILTIN_SPEAKER_MODEL:
+        identity = model
+    else:
+        path = Path(model).expanduser()
+        if path.suffix.lower() not in SPEAKER_MODEL_SUFFIXES or not path.is_file():
+            raise ConfigError(
+                f"speakers.model: {model} is neither {BUILTIN_SPEAKER_MODEL} nor an existing .nemo (NeMo "
+                "EncDecSpeakerLabelModel: TitaNet, ECAPA) or .onnx (WeSpeaker, 3D-Speaker) speaker model file"
+            )
+        identity = sha256_cached(path, hash_cache)
+    if calibrated != identity:
+        raise ConfigError(
+            f"speakers.model {model} has no thresholds of its own: speakers.calibrated_for is {calibrated}, "
+            f"not {identity}. Every threshold in `speakers:` is a distance on one model's scale: choose them "
+            f"for this model on a labelled sample of your own data and give them in `speakers:` with "
+            f'calibrated_for: {identity} (docs/configuration.md, "Speaker models")'
+        )
+    return identity
 
 
 def _without_resources(cfg: Any) -> Any:

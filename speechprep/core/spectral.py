@@ -14,7 +14,6 @@ from __future__ import annotations
 import functools
 
 import numpy as np
-import scipy.fft
 
 HANN = (0.5, 0.5)
 BLACKMAN_HARRIS = (0.35875, 0.48829, 0.14128, 0.01168)
@@ -84,6 +83,8 @@ def melspectrogram(y: np.ndarray, sr: int, n_fft: int, hop: int, n_mels: int) ->
     ``librosa.feature.melspectrogram(y=y, sr=sr, n_fft=n_fft, hop_length=hop, n_mels=n_mels)``
     (centred frames, zero padding, the window in float64, the STFT kept in complex64 for
     float32 audio, complex128 for float64; float32 out for float32 audio)."""
+    import scipy.fft  # here: the workflow's driver env reads a bandwidth without scipy
+
     y = np.asarray(y)
     if y.ndim != 1:
         raise ValueError(f"a mel spectrogram of mono audio, not of shape {y.shape}")
@@ -106,6 +107,8 @@ def power_to_db(s: np.ndarray, amin: float = 1e-10, top_db: float = 80.0) -> np.
 def yin(y: np.ndarray, fmin: float, fmax: float, sr: int, frame_length: int, hop: int) -> np.ndarray:
     """F0 per frame (Hz): ``librosa.yin(y, fmin=fmin, fmax=fmax, sr=sr,
     frame_length=frame_length, hop_length=hop, center=False)`` (trough threshold 0.1)."""
+    import scipy.fft  # here: the workflow's driver env reads a bandwidth without scipy
+
     y = np.asarray(y)
     frames = np.lib.stride_tricks.sliding_window_view(y, frame_length)[::hop].T  # (frame_length, n)
     min_period = int(np.floor(sr / fmax))

@@ -4,9 +4,10 @@
 Per segment: DNSMOS (P.835 and P.808), loudness, peak, clipping, DC offset, SNR
 in the speech band against the file's own non-speech, bandwidth, speaking rate,
 text/unit ratio, a PCM hash, a MinHash signature of its units, an acoustic
-fingerprint (:mod:`.fingerprint`) and a Resemblyzer speaker embedding. Writes
+fingerprint (:mod:`.fingerprint`) and a speaker embedding (``speakers.model``:
+Resemblyzer's by default). Writes
 ``<s>.measures.jsonl`` (one line per measured segment: its fields + every
-measure), ``<s>.embeddings.npy`` (float32 (N, 256), row i = line i),
+measure), ``<s>.embeddings.npy`` (float32 (N, dim): 256 for Resemblyzer; row i = line i),
 ``<s>.minhash.npy`` (uint64 (N, minhash_perm), row i = line i, zeros where
 ``minhash`` is false), ``<s>.fingerprint.npy`` (:data:`.fingerprint.DTYPE` (N,),
 row i = line i, zeros where ``fingerprint`` is false) and ``<s>.measure_rejects.jsonl`` (segments
@@ -28,7 +29,7 @@ import numpy as np
 from ..core import modelstage
 from ..core.artifacts import Kind
 from ..core.modelstage import Accepted, ModelStage, Outcome, Rejected, ShardFiles
-from ..encoders import ResemblyzerEncoder
+from ..encoders import ResemblyzerEncoder, encoder_file, make_encoder
 from ..io.audio import SAMPLE_RATE, AudioError, read_segment
 from ..io.jsonio import read_jsonl
 from ..io.modelfiles import sha256_cached
@@ -72,7 +73,7 @@ def _one_torch_thread() -> None:
 
 
 class Models:
-    """DNSMOS and the Resemblyzer speaker encoder over a batch of clips:
+    """DNSMOS and the speaker encoder (``speakers.model``; Resemblyzer's by default) over a batch of clips:
     ``models(clips) -> [(dnsmos scores, embedding or AudioError)]``. DNSMOS scores
     ``threads`` clips at a time; with more than one thread the speaker encoder runs beside
     it, in a thread of its own on one torch thread: its LSTM's small matrix products cost a
@@ -84,7 +85,8 @@ class Models:
         from .dnsmos import Dnsmos
 
         self.dnsmos = Dnsmos(p.dnsmos_personalized, threads)
-        self.speaker = ResemblyzerEncoder(device, threads)
+        self.speaker = make_encoder(p.speaker_model, device, threads)
+        self.speaker_dim = int(self.speaker.dim)
         self.side = None
         if threads > 1:
             self.side = ThreadPoolExecutor(1, thread_name_prefix="speaker", initializer=_one_torch_thread)
@@ -104,9 +106,10 @@ def model_identity(p: MeasureParams) -> dict[str, Any]:
     """What the measurements depend on beyond the parameters: model files and packages."""
     from .dnsmos import model_files
 
+    speaker = "resemblyzer" if p.speaker_model == "resemblyzer" else "speaker_model"
     files = {
         **{f"dnsmos_{k}": v for k, v in model_files(p.dnsmos_personalized).items()},
-        "resemblyzer": ResemblyzerEncoder.model_file(),
+        speaker: encoder_file(p.speaker_model),
     }
     ident = {k: {"path": str(v), "sha256": sha256_cached(v, p.hash_cache)} for k, v in files.items()}
     ident["packages"] = {
@@ -146,7 +149,7 @@ class MeasureStage(ModelStage):
         return {"line": s, "units": self.units.get(s["id"]), "noise": self.non_speech.pieces(s)}
 
     def model_name(self) -> str:
-        return "DNSMOS + Resemblyzer"
+        return f"DNSMOS + {self.p.speaker_model}"
 
     def screen(self, s: dict) -> Rejected | None:
         return modelstage.too_short(s, self.p.min_duration, "curate.min_duration")
@@ -166,10 +169,10 @@ class MeasureStage(ModelStage):
 
     def accept(self, s: dict, prepared: Any, result: Any, scratch) -> Outcome:
         (scores, emb), (_, measured, sig, fp) = result, prepared
-        if isinstance(emb, AudioError):  # Resemblyzer finds no voice in it
+        if isinstance(emb, AudioError):  # the speaker encoder finds no voice in it
             return Rejected(emb.reason, f"speaker encoder: {emb.detail}")
         dnsmos = [scores["sig"], scores["bak"], scores["ovrl"], scores["p808"]]
-        if emb.size != ResemblyzerEncoder.dim or not np.isfinite(emb).all() or not np.isfinite(dnsmos).all():
+        if emb.size != self.models.speaker_dim or not np.isfinite(emb).all() or not np.isfinite(dnsmos).all():
             return Rejected("non_finite", "a model returned NaN/Inf or a vector of another size", model_error=True)
         scratch.save("embedding", s["id"], emb)
         scratch.save("minhash", s["id"], sig if sig is not None else np.zeros(self.p.minhash_perm, np.uint64))
@@ -191,7 +194,8 @@ class MeasureStage(ModelStage):
     def finish(self, lines: list[dict], scratch) -> dict[str, Any]:
         for row, line in enumerate(lines):
             line["embedding_row"] = row
-        scratch.stack("embedding", lines, self.out["embedding"], ResemblyzerEncoder.dim)
+        dim = self.models.speaker_dim if self.models is not None else ResemblyzerEncoder.dim  # width of an empty shard
+        scratch.stack("embedding", lines, self.out["embedding"], dim)
         scratch.stack("minhash", lines, self.out["minhash"], self.p.minhash_perm)
         rows = [np.load(scratch.path("fingerprint", line["id"]), allow_pickle=False) for line in lines]
         fps = np.stack(rows).view(FP.DTYPE).reshape(len(rows)) if rows else np.zeros(0, FP.DTYPE)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..core.config import ModelParams, StageParams, from_dataset
+from ..core.config import ModelParams, StageParams, from_config, from_dataset
 
 
 @dataclass(frozen=True)
@@ -24,6 +24,8 @@ class MeasureParams(ModelParams):
     snr_noise_seconds: float
     minhash_perm: int
     minhash_ngram: int
+    speaker_model: str = from_config("speakers.model")
+    speaker_model_sha256: str | None = from_config(None)  # the rule's: the model file's, or "resemblyzer"
 
 
 @dataclass(frozen=True)
@@ -38,17 +40,20 @@ class AnnotateParams(ModelParams):
 
 @dataclass(frozen=True)
 class SpeakerParams(StageParams):
-    """The dataset-level speakers job: clustering of the embeddings into pseudo speakers."""
+    """The dataset-level speakers job: clustering of the embeddings into pseudo speakers (the
+    ``speakers`` section: the model whose embeddings they are, and its thresholds)."""
 
-    SECTION = "curate"
-    speaker_unit: str
-    speaker_sample: int
-    speaker_linkage: str
-    speaker_threshold: float
-    speaker_min_size: int
-    speaker_seed: int
-    speaker_chunk: int
-    speaker_recluster: bool
+    SECTION = "speakers"
+    speaker_model: str = from_config("speakers.model")
+    speaker_model_sha256: str | None = from_config(None)  # the rule's: the model file's, or "resemblyzer"
+    speaker_unit: str = from_config("speakers.unit")
+    speaker_sample: int = from_config("speakers.sample")
+    speaker_linkage: str = from_config("speakers.linkage")
+    speaker_threshold: float = from_config("speakers.threshold")
+    speaker_min_size: int = from_config("speakers.min_size")
+    speaker_seed: int = from_config("speakers.seed")
+    speaker_chunk: int = from_config("speakers.chunk")
+    speaker_recluster: bool = from_config("speakers.recluster")
 
 
 @dataclass(frozen=True)
@@ -86,7 +91,7 @@ class DecideParams(StageParams):
     min_text_unit_ratio: float | None
     max_text_unit_ratio: float | None
     min_confidence: float | None
-    max_speaker_distance: float | None
+    max_speaker_distance: float | None = from_config("speakers.max_distance")
     max_wer: float | None
     max_cer: float | None
     max_edge_chars: int | None

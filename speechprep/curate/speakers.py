@@ -152,7 +152,8 @@ class Prior:
 
 
 def clustering(p: SpeakerParams) -> str:
-    """The settings a run's clusters were made with: another makes them anew."""
+    """The settings a run's clusters were made with, and the speaker model whose embeddings they
+    cluster when it is not the built-in one: another makes them anew."""
     keys = (
         "speaker_unit",
         "speaker_sample",
@@ -161,7 +162,10 @@ def clustering(p: SpeakerParams) -> str:
         "speaker_min_size",
         "speaker_seed",
     )
-    return json.dumps({k: getattr(p, k) for k in keys}, sort_keys=True)
+    settings = {k: getattr(p, k) for k in keys}
+    if p.speaker_model != "resemblyzer":
+        settings["speaker_model"] = p.speaker_model_sha256 or p.speaker_model
+    return json.dumps(settings, sort_keys=True)
 
 
 def load_prior(path: str | Path, p: SpeakerParams) -> Prior | None:

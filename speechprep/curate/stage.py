@@ -52,7 +52,12 @@ class ShardRows:
             if a.ndim != 2 or a.dtype != np.float32:
                 raise UsageError(f"{p}: not a float32 (N, dim) embeddings array")
         self.offsets = np.cumsum([0] + [len(a) for a in self.arrays])
-        self.dim = self.arrays[0].shape[1] if self.arrays else ResemblyzerEncoder.dim
+        widths = {a.shape[1] for a in self.arrays if len(a)}  # an empty shard's width says nothing
+        if len(widths) > 1:
+            raise UsageError(
+                f"embeddings of {sorted(widths)} values a row: the shards were measured by different speaker models"
+            )
+        self.dim = widths.pop() if widths else ResemblyzerEncoder.dim
 
     def __len__(self) -> int:
         return int(self.offsets[-1])

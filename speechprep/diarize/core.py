@@ -25,7 +25,7 @@ import numpy as np
 from ..core.spectral import bandwidth_hz
 from ..io.audio import SAMPLE_RATE
 from . import cluster, turns
-from .embed import Windows, window_embeddings, windows_per_batch
+from .embed import EncoderWindows, Windows, window_embeddings, windows_per_batch
 from .params import DiarizeParams
 
 
@@ -172,7 +172,10 @@ def diarize_file(
     segments ``(start, end)`` in seconds, ``model`` Resemblyzer's ``VoiceEncoder``; a
     telephone-band file with its band's parameters (:func:`band`)."""
     hz, narrow = band(audio, segments, p)
-    win = window_embeddings(model, audio, segments, p.hop, windows_per_batch(model, p.batch))
+    if isinstance(model, EncoderWindows):
+        win = model.window_embeddings(audio, segments, p.hop, p.batch)
+    else:
+        win = window_embeddings(model, audio, segments, p.hop, windows_per_batch(model, p.batch))
     result = diarize_windows(audio, segments, win, p.for_band(narrow))
     result.bandwidth_hz, result.narrow = hz, narrow
     return result

@@ -1,4 +1,5 @@
-"""Windowed speaker embeddings inside a file: Resemblyzer's 1.6 s partials, batched.
+"""Windowed speaker embeddings inside a file: Resemblyzer's 1.6 s partials, batched; or the
+same windows embedded by a speaker model a lab brings (:class:`EncoderWindows`).
 
 Resemblyzer's ``VoiceEncoder`` embeds a fixed 160-frame (1.6 s) mel window: its
 ``embed_utterance`` cuts an utterance into such partials and averages them. Here
@@ -35,7 +36,11 @@ FLUSH_BATCHES = 8  # windows' mels held before the LSTM runs: 8 x batch (64: 13 
 def windows_per_batch(model, batch: BatchBudget) -> int:
     """Windows per LSTM forward: the stage's batch budget (audio seconds on ``model``'s
     device) over a window's 1.6 s."""
-    return max(1, int(seconds_budget(str(model.device), batch) / WINDOW_S + 1e-9))
+    return _windows_per_call(str(model.device), batch)
+
+
+def _windows_per_call(device: str, batch: BatchBudget) -> int:
+    return max(1, int(seconds_budget(device, batch) / WINDOW_S + 1e-9))
 
 
 @dataclass
@@ -134,10 +139,54 @@ def window_embeddings(
     if mels:
         embs.append(_forward(model, np.concatenate(mels), batch))
     if not embs:
-        z = np.zeros(0)
-        return Windows(z, z, z.astype(int), np.zeros((0, 256), np.float32), z.astype(np.float32))
+        return empty_windows(256)
     emb = np.concatenate(embs)
     return Windows(np.concatenate(starts), np.concatenate(ends), np.concatenate(seg), emb, np.concatenate(rms))
+
+
+def empty_windows(dim: int) -> Windows:
+    z = np.zeros(0)
+    return Windows(z, z, z.astype(int), np.zeros((0, dim), np.float32), z.astype(np.float32))
+
+
+class EncoderWindows:
+    """The same windows (:func:`window_starts`: 1.6 s, ``hop`` apart, the last flush with its
+    segment's end) embedded by a speaker model a lab brings (``encoder``: an
+    :class:`~speechprep.encoders.Encoder`, e.g. a NeMo TitaNet or a WeSpeaker ONNX model), each
+    window's own samples as one clip; ``batch`` seconds of windows a call. A window the model
+    cannot embed takes its segment's nearest embedded window's vector; a segment with none
+    raises the encoder's error."""
+
+    def __init__(self, encoder, device: str):
+        self.encoder, self.device = encoder, device
+
+    def window_embeddings(
+        self, audio, segments: Sequence[tuple[float, float]], hop: float, batch: BatchBudget
+    ) -> Windows:
+        from ..io.audio import AudioError
+
+        hop_frames = max(1, int(round(hop * SAMPLE_RATE / FRAME)))
+        per_call = _windows_per_call(self.device, batch)
+        starts, ends, seg, rms, embs = [], [], [], [], []
+        for k, (s, e) in enumerate(segments):
+            a, b = int(round(s * SAMPLE_RATE)), int(round(e * SAMPLE_RATE))
+            x = np.asarray(audio[a:b], np.float32)
+            st = window_starts(len(x), hop_frames)
+            clips = [x[i * FRAME : (i + WINDOW_FRAMES) * FRAME] for i in st]
+            vecs = [v for c in range(0, len(clips), per_call) for v in self.encoder(clips[c : c + per_call])]
+            good = np.array([i for i, v in enumerate(vecs) if not isinstance(v, AudioError)])
+            if not len(good):
+                raise vecs[0]
+            vecs = [vecs[good[np.abs(good - i).argmin()]] for i in range(len(vecs))]
+            t0 = a / SAMPLE_RATE + st * FRAME / SAMPLE_RATE
+            starts.append(t0)
+            ends.append(np.minimum(t0 + WINDOW_S, b / SAMPLE_RATE))
+            seg.append(np.full(len(st), k))
+            rms.append(_gains(x, st)[1])
+            embs.append(np.stack(vecs).astype(np.float32))
+        if not embs:
+            return empty_windows(getattr(self.encoder, "dim", 0))
+        return Windows(*map(np.concatenate, (starts, ends, seg, embs, rms)))
 
 
 def window_loop(model, audio: np.ndarray, windows: Windows) -> np.ndarray:

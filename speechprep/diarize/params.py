@@ -31,33 +31,35 @@ def runs_for(config: dict[str, Any], dataset: str) -> bool:
 @dataclass(frozen=True)
 class DiarizeParams(StageParams):
     """Per-file diarization: windows, pieces, clustering, turns, cuts, overlaps; with the keys
-    it shares: curation's speaker linkage and threshold (local speakers closer than it are
-    joined) and VAD's shortest speech (shorter pieces of a cut segment are dropped)."""
+    it shares: the speaker model and its distances (``speakers``: its linkage and threshold
+    join local speakers), and VAD's shortest speech (shorter pieces of a cut segment are dropped)."""
 
     SECTION = "diarize"
     device: str
-    batch: BatchBudget = nested(BatchBudget)  # audio seconds of windows per LSTM forward
+    batch: BatchBudget = nested(BatchBudget)  # audio seconds of windows per forward
     hop: float
     change_context: float
-    change_threshold: float
-    threshold: float
+    change_threshold: float = from_config("speakers.diarize.change_threshold")
+    threshold: float = from_config("speakers.diarize.threshold")
     min_speaker: float
-    switch_penalty: float
+    switch_penalty: float = from_config("speakers.diarize.switch_penalty")
     snap: float
     pause_db: float
     min_turn: float
-    overlap_db_weight: float
-    overlap_floor: float
-    overlap_peak: float
+    overlap_db_weight: float = from_config("speakers.diarize.overlap_db_weight")
+    overlap_floor: float = from_config("speakers.diarize.overlap_floor")
+    overlap_peak: float = from_config("speakers.diarize.overlap_peak")
     overlap_windows: int
     overlap_max: float
     overlap_pad: float
     bandwidth: str
     narrowband_hz: float
-    narrowband_threshold: float
-    narrowband_merge: float
-    speaker_linkage: str = from_config("curate.speaker_linkage")
-    speaker_threshold: float = from_config("curate.speaker_threshold")
+    narrowband_threshold: float = from_config("speakers.diarize.narrowband_threshold")
+    narrowband_merge: float = from_config("speakers.diarize.narrowband_merge")
+    speaker_model: str = from_config("speakers.model")
+    speaker_model_sha256: str | None = from_config(None)  # the rule's: the model file's, or "resemblyzer"
+    speaker_linkage: str = from_config("speakers.linkage")
+    speaker_threshold: float = from_config("speakers.threshold")
     min_speech: float = from_config("vad.min_speech")
     bandwidth_floor_db: float = from_config("curate.bandwidth_floor_db")
 
@@ -84,4 +86,4 @@ class RttmParams(StageParams):
     speaker when within curation's ``max_speaker_distance`` (null: never)."""
 
     SECTION = "diarize"
-    max_speaker_distance: float | None = from_config("curate.max_speaker_distance")
+    max_speaker_distance: float | None = from_config("speakers.max_distance")

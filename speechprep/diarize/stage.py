@@ -104,15 +104,21 @@ def passthrough(item: dict[str, Any], error: str) -> dict[str, Any]:
     return {"lines": segs, "rejects": [], "turns": [], "speakers": [], "stats": stats}
 
 
-def load_model(device: str, threads: int):
-    """Resemblyzer's ``VoiceEncoder`` on ``device`` (``auto``: CUDA when there is one)."""
+def load_model(device: str, threads: int, spec: str = "resemblyzer"):
+    """The windows' speaker model on ``device`` (``auto``: CUDA when there is one): Resemblyzer's
+    ``VoiceEncoder`` (its mel partials batched: :func:`.embed.window_embeddings`), or the model
+    ``spec`` names (``speakers.model``) behind :class:`.embed.EncoderWindows`."""
     import torch
 
     from ..core.batching import resolve_device
-    from ..encoders import ResemblyzerEncoder
+    from ..encoders import ResemblyzerEncoder, make_encoder
+    from .embed import EncoderWindows
 
     torch.set_num_threads(max(1, threads))
-    return ResemblyzerEncoder(resolve_device(device), threads).model
+    device = resolve_device(device)
+    if spec == "resemblyzer":
+        return ResemblyzerEncoder(device, threads).model
+    return EncoderWindows(make_encoder(spec, device, threads), device)
 
 
 def _outcome(job: ShardJob, model, item: dict[str, Any], p: DiarizeParams) -> Accepted:
@@ -133,15 +139,17 @@ def run(files: DiarizeFiles, p: DiarizeJobParams, threads: int = 1, model=None) 
     rule = FailureRule.from_dict(p.model_failure)
     import importlib.metadata
 
+    # the built-in model's weights ship in its package; another's sha256 is in the parameters
+    builtin = p.speaker_model == "resemblyzer"
+    package = {"resemblyzer": importlib.metadata.version("resemblyzer")} if builtin else {}
     job = ShardJob(
-        STAGE, files.segments, files.resume,
-        {**p.identity(), "resemblyzer": importlib.metadata.version("resemblyzer")},  # its weights ship in it
-        VERSION, "files", rule, "Resemblyzer", items, reuse=True,
+        STAGE, files.segments, files.resume, {**p.identity(), **package}, VERSION, "files", rule,
+        "Resemblyzer" if builtin else p.speaker_model, items, reuse=True,
     )  # fmt: skip
     todo = job.todo(keep=lambda item, saved: "error" not in saved.data["stats"])
     with job.running(todo):
         if todo and model is None:
-            model = load_model(p.device, threads)
+            model = load_model(p.device, threads, p.speaker_model)
         for item in todo:
             job.emit(item, _outcome(job, model, item, p), audio_seconds=item["duration"])
     data = [d for _, d in job.accepted()]

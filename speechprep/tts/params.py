@@ -38,6 +38,8 @@ class TtsParams(ModelParams):
     condition: str
     emotion: str
     languages: dict
+    # curation's vectors are the condition's only when both are Resemblyzer's
+    speaker_model: str = from_config("speakers.model")
     # where the arrays go, not what they hold: a new layout reruns the job, which takes every
     # segment from its reuse store
     layout: str = from_config("tts.layout", run_only=True)

@@ -593,7 +593,7 @@ def _pilot_step(
     leaves (the stores are a tenth to a half of a stage's bytes)."""
     config = {
         "datasets": {d: pilot_dataset(d, cfg["datasets"][d], chosen[d], pilot, fraction) for d in chosen},
-        "curate": {"speaker_recluster": True},  # each step clusters every segment: a first run's cost
+        "speakers": {"recluster": True},  # each step clusters every segment: a first run's cost
         "tts": {"retrain_tokenizer": True},  # and trains the tokenizer on every transcript
     }
     write_json(pilot / "pilot.json", config)

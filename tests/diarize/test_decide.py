@@ -52,13 +52,18 @@ def test_overlap_is_a_piece_of_its_own():
 def test_the_parameters_are_the_config_section_and_the_keys_it_shares():
     cfg = config()
     p = params(DiarizeParams)
-    assert {f.name for f in fields(DiarizeParams)} == (set(cfg["diarize"]) - {"threads", "enabled"}) | {
+    assert {f.name for f in fields(DiarizeParams)} == (set(cfg["diarize"]) - {"threads", "enabled"}) | set(
+        cfg["speakers"]["diarize"]
+    ) | {
+        "speaker_model",
+        "speaker_model_sha256",
         "speaker_linkage",
         "speaker_threshold",
         "min_speech",
         "bandwidth_floor_db",
     }
-    assert (p.speaker_threshold, p.min_speech) == (cfg["curate"]["speaker_threshold"], cfg["vad"]["min_speech"])
+    assert (p.speaker_threshold, p.min_speech) == (cfg["speakers"]["threshold"], cfg["vad"]["min_speech"])
+    assert {k: getattr(p, k) for k in cfg["speakers"]["diarize"]} == cfg["speakers"]["diarize"]
     assert p.bandwidth_floor_db == cfg["curate"]["bandwidth_floor_db"]
     narrow = p.for_band(True)
     assert (narrow.threshold, narrow.speaker_threshold) == (p.narrowband_threshold, p.narrowband_merge)

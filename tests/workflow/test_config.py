@@ -1,5 +1,8 @@
 """Config refusals and lint, as dry runs: fast (make test-fast runs them)."""
 
+import hashlib
+import json
+import shutil
 import subprocess
 import sys
 
@@ -62,3 +65,66 @@ def test_a_real_corpus_meeting_the_demo_models_is_warned_before_the_run(tmp_path
     assert rc == 0, out[-3000:]
     assert "WARNING: dataset(s) librivox meet the demo model asr.model" in out and "low_confidence" in out
     assert "meet the demo model s2s.hubert" in out
+
+
+def test_a_moved_key_is_refused_with_its_new_name(tmp_path):
+    """A speaker model's thresholds moved into `speakers:`: an old key names its new one."""
+    write_config(tmp_path, {"d": {"audio_dir": "a"}}, curate={"speaker_threshold": 0.2}, diarize={"switch_penalty": 1})
+    rc, out = snakemake(tmp_path, "--dry-run", check=False)
+    assert rc != 0 and "curate.speaker_threshold is now speakers.threshold" in out, out[-3000:]
+    assert "diarize.switch_penalty is now speakers.diarize.switch_penalty" in out
+
+
+def test_a_speaker_model_without_thresholds_of_its_own_stops_before_any_job(tmp_path):
+    model = tmp_path / "lab.onnx"
+    model.write_bytes(b"a lab's speaker model")
+    sha = hashlib.sha256(model.read_bytes()).hexdigest()
+    write_config(tmp_path, {"d": {"audio_dir": "a"}}, speakers={"model": str(model)})
+    rc, out = snakemake(tmp_path, "--dry-run", check=False)
+    assert rc != 0 and f"speakers.model {model} has no thresholds of its own" in out, out[-3000:]
+    assert f"speakers.calibrated_for is resemblyzer, not {sha}" in out and f"calibrated_for: {sha}" in out
+    assert "rule " not in out and "checkpoint " not in out  # nothing planned, nothing run
+    write_config(tmp_path, {"d": {"audio_dir": "a"}}, speakers={"model": str(tmp_path / "gone.nemo")})
+    rc, out = snakemake(tmp_path, "--dry-run", check=False)
+    assert rc != 0 and "is neither resemblyzer nor an existing .nemo" in out, out[-3000:]
+
+
+def test_telephone_audio_meeting_the_built_in_speaker_model_is_warned_before_the_run(tmp_path):
+    """Real telephone prompts (8 kHz, and the same upsampled to 16 kHz: measured, not read off
+    the header) clustered with Resemblyzer get the warning with its figures and the two ways
+    out; real wideband speech, speakers given in the manifest, or a model of the lab's own do not."""
+    from tests import real_speech
+
+    tel = tmp_path / "tel"
+    tel.mkdir()
+    prompts = real_speech.telephone_prompts("allison_en", 8)
+    for u in prompts[:4]:
+        shutil.copy(u.path, tel / u.path.name)
+    for u in prompts[4:]:  # 16 kHz files of 4 kHz speech
+        subprocess.run(["sox", str(u.path), "-r", "16000", str(tel / f"up_{u.path.name}")], check=True)
+    wide = real_speech.librivox()[0].path.parent
+    manifest = tmp_path / "given.jsonl"
+    manifest.write_text(
+        "".join(json.dumps({"audio_filepath": str(u.path), "speaker": "allison"}) + "\n" for u in prompts),
+        encoding="utf-8",
+    )
+    model = tmp_path / "lab.onnx"
+    model.write_bytes(b"a lab's speaker model")
+    lab = {"model": str(model), "calibrated_for": hashlib.sha256(model.read_bytes()).hexdigest()}
+    for datasets, speakers, warned in (
+        ({"tel": {"audio_dir": str(tel)}}, {}, True),
+        ({"wide": {"audio_dir": str(wide)}}, {}, False),
+        ({"given": {"manifest": str(manifest)}}, {}, False),
+        ({"tel": {"audio_dir": str(tel)}}, {"speakers": lab}, False),
+    ):
+        write_config(tmp_path / "work", datasets, **speakers)
+        rc, out = snakemake(tmp_path / "work", "--dry-run", check=False)
+        assert rc == 0, out[-3000:]
+        line = next((x for x in out.splitlines() if "telephone band" in x), None)
+        assert (line is not None) == warned, (datasets, out[-3000:])
+    assert line is None
+    write_config(tmp_path / "work", {"tel": {"audio_dir": str(tel)}})
+    _, out = snakemake(tmp_path / "work", "--dry-run", check=False)
+    line = next(x for x in out.splitlines() if "telephone band" in x)
+    assert line.startswith("WARNING: dataset tel: 8 of 8 sampled files are telephone band"), line
+    assert "inverse purity 0.69" in line and "speakers.model" in line and "`speaker` on every line" in line

@@ -50,7 +50,7 @@ DECISIONS_ON = {"curate_decide", "curate_summary", "report_curation", "report_pl
 # the demo is diarized (an audio_dir): the RTTM names the run's speakers, so it follows curate_speakers
 DOWNSTREAM_OF_ASR |= {"diarize_rttm"}
 MEASURES_ON |= {"diarize_rttm"}
-# diarize's own keys and those it shares (curate.speaker_threshold joins local speakers; model_failure)
+# diarize's own keys and those it shares (speakers.threshold joins local speakers; model_failure)
 DIARIZE_ON = {"diarize", "asr", "s2s"} | DOWNSTREAM_OF_ASR
 CHANGES = {
     "vad.threshold": ({"vad": {"threshold": 0.45}}, {"vad", "vad_merge"} | DIARIZE_ON),
@@ -59,7 +59,7 @@ CHANGES = {
     "asr.language": ({"asr": {"language": "de"}}, {"asr"} | DOWNSTREAM_OF_ASR),
     "datasets.demo.language": ({"datasets": {"demo": {"language": "en"}}}, {"asr"} | DOWNSTREAM_OF_ASR),
     "model_failure": ({"model_failure": {"first_errors": 11}}, DIARIZE_ON),
-    "diarize.threshold": ({"diarize": {"threshold": 0.25}}, DIARIZE_ON),
+    "speakers.diarize.threshold": ({"speakers": {"diarize": {"threshold": 0.25}}}, DIARIZE_ON),
     "diarize.threads": ({"diarize": {"threads": 1}}, set()),
     # off: ASR and S2S read VAD's segments again; no RTTM is asked for
     "diarize.enabled": ({"diarize": {"enabled": False}}, {"asr", "s2s"} | DOWNSTREAM_OF_ASR - {"diarize_rttm"}),
@@ -74,7 +74,7 @@ CHANGES = {
     "tts.captions": ({"tts": {"captions": None}}, MANIFESTS_ON),
     "tts.threads": ({"tts": {"threads": 1}}, set()),
     "curate.minhash_perm": ({"curate": {"minhash_perm": 64}}, MEASURES_ON),
-    "curate.speaker_threshold": ({"curate": {"speaker_threshold": 0.2}}, DIARIZE_ON),
+    "speakers.threshold": ({"speakers": {"threshold": 0.2}}, DIARIZE_ON),
     "curate.near_duplicate_jaccard": (
         {"curate": {"near_duplicate_jaccard": 0.4}},
         {"curate_duplicates"} | DECISIONS_ON,

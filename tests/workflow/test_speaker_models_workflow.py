@@ -1,0 +1,77 @@
+"""`speakers.model`: a speaker model a lab brings (here a tiny random WeSpeaker-convention
+ONNX model, built from code) runs every step that embeds a voice: diarization's windows,
+curation's embeddings and speakers, the RTTM; with the same output files and fields as the
+built-in model's run. Its thresholds are the defaults, given as chosen for it."""
+
+import hashlib
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import REPO, demo_models, jobs_run, read_jsonl, snakemake, write_config
+
+pytestmark = pytest.mark.slow  # a real snakemake run
+BUILD = (
+    "import json, sys; from pathlib import Path; from speechprep.models.speaker_onnx import build_tiny; "
+    "print(json.dumps({k: str(v) for k, v in build_tiny(Path(sys.argv[1])).items()}))"
+)
+VOICES = ("us_male", "scottish")
+STAGES = ("vad", "diarize", "asr", "s2s", "curate")
+
+
+def tiny_onnx(out) -> dict[str, str]:
+    py = REPO / ".venvs" / "curate" / "bin" / "python"
+    p = subprocess.run([str(py), "-c", BUILD, str(out)], capture_output=True, text=True, encoding="utf-8", cwd=REPO)
+    assert p.returncode == 0, p.stderr[-3000:]
+    return json.loads(p.stdout)
+
+
+@pytest.fixture(scope="module")
+def onnx_run(tmp_path_factory, demo, demo_copy):
+    """Two of the demo's voices (8 files), diarized and curated with the tiny ONNX model; the
+    session's demo run (the built-in model) beside it."""
+    demo_work, _ = demo
+    work = tmp_path_factory.mktemp("onnx_speakers")
+    model = tiny_onnx(work / "models")["wespeaker"]
+    for voice in VOICES:
+        shutil.copytree(demo_copy / voice, work / "audio" / voice)
+    speakers = {"model": model, "calibrated_for": hashlib.sha256(Path(model).read_bytes()).hexdigest()}
+    sections = {**demo_models(demo_work), "speakers": speakers, "stages": ["vad", "asr", "s2s", "curate"]}
+    write_config(work, {"two": {"audio_dir": str(work / "audio"), "shards": 1}}, **sections)
+    _, out = snakemake(work)
+    return work / "results" / "two", out, demo_work / "results" / "demo"
+
+
+def outputs(res) -> set[str]:
+    """The stages' output files, shard names as one."""
+    return {
+        str(p.relative_to(res)).replace("shard-0001", "shard-0000")
+        for stage in STAGES
+        for p in (res / stage).glob("*")
+        if p.is_file()
+    }
+
+
+def keys(lines) -> set[str]:
+    return set().union(*map(set, lines))
+
+
+def test_an_onnx_speaker_model_runs_diarization_and_curation(onnx_run):
+    res, out, ref = onnx_run
+    for rule in ("diarize", "curate_measure", "curate_speakers", "diarize_rttm"):
+        assert jobs_run(out, rule), rule
+    assert outputs(res) == outputs(ref)
+    emb = np.load(res / "curate" / "shard-0000.embeddings.npy")
+    assert emb.shape[1] == 32 and np.allclose(np.linalg.norm(emb, axis=1), 1, atol=1e-5)  # the tiny model's
+    for name in ("curate/shard-0000.jsonl", "curate/speakers.jsonl", "diarize/shard-0000.stats.jsonl"):
+        ours, theirs = read_jsonl(res / name), read_jsonl(ref / name)
+        assert ours and keys(ours) <= keys(theirs), name
+    kept = read_jsonl(res / "curate" / "shard-0000.jsonl")
+    assert all(x["speaker"] for x in kept)
+    centroid = np.load(read_jsonl(res / "curate" / "speakers.jsonl")[0]["centroid"])
+    assert centroid.shape == (32,)
+    log = "\n".join(p.read_text(encoding="utf-8") for p in (res / "logs" / "curate").glob("shard-*.log"))
+    assert "wespeaker.onnx" in log
