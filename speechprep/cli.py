@@ -36,6 +36,8 @@ FLAGS: dict[str, dict[str, Any]] = {
     "shard-counts": {"type": int, "help": "how many of the shard files are each dataset's, in order"},
     "write-modern": {"metavar": "OUT", "help": "write a copy plain fairseq loads"},
     "format": {"help": "an export format (export.formats)"},
+    "configfile": {"action": "extend", "help": "a config file, as snakemake's (repeatable: later over earlier)"},
+    "split": {"choices": ["auto", "speaker", "source"], "help": "split the sample by speaker or by source"},
 }
 
 

@@ -156,25 +156,30 @@ BUILTIN_SPEAKER_MODEL = "resemblyzer"
 SPEAKER_MODEL_SUFFIXES = (".nemo", ".onnx")
 
 
+def speaker_model_identity(model: str, hash_cache: str | None = None) -> str:
+    """``resemblyzer`` for the built-in speaker model, else the sha256 of its file (a
+    :class:`ConfigError` when it is not a .nemo or .onnx file that exists)."""
+    from ..io.modelfiles import sha256_cached
+
+    if model == BUILTIN_SPEAKER_MODEL:
+        return model
+    path = Path(model).expanduser()
+    if path.suffix.lower() not in SPEAKER_MODEL_SUFFIXES or not path.is_file():
+        raise ConfigError(
+            f"speakers.model: {model} is neither {BUILTIN_SPEAKER_MODEL} nor an existing .nemo (NeMo "
+            "EncDecSpeakerLabelModel: TitaNet, ECAPA) or .onnx (WeSpeaker, 3D-Speaker) speaker model file"
+        )
+    return sha256_cached(path, hash_cache)
+
+
 def check_speaker_model(config: dict[str, Any], hash_cache: str | None = None) -> str:
     """The sha256 of ``speakers.model`` (``resemblyzer`` for the built-in one), after checking
     that it is a model file of a kind the jobs take and that ``speakers.calibrated_for`` names
     it: every threshold of ``speakers:`` is a distance on one model's scale, so a model given
     without thresholds of its own stops the run before any job (:class:`ConfigError`)."""
-    from ..io.modelfiles import sha256_cached
-
     sp = config.get("speakers") or {}
     model, calibrated = str(sp.get("model")), str(sp.get("calibrated_for"))
-    if model == BUILTIN_SPEAKER_MODEL:
-        identity = model
-    else:
-        path = Path(model).expanduser()
-        if path.suffix.lower() not in SPEAKER_MODEL_SUFFIXES or not path.is_file():
-            raise ConfigError(
-                f"speakers.model: {model} is neither {BUILTIN_SPEAKER_MODEL} nor an existing .nemo (NeMo "
-                "EncDecSpeakerLabelModel: TitaNet, ECAPA) or .onnx (WeSpeaker, 3D-Speaker) speaker model file"
-            )
-        identity = sha256_cached(path, hash_cache)
+    identity = speaker_model_identity(model, hash_cache)
     if calibrated != identity:
         raise ConfigError(
             f"speakers.model {model} has no thresholds of its own: speakers.calibrated_for is {calibrated}, "

@@ -35,9 +35,13 @@ def _dataset_files(ds: dict[str, Any], extensions) -> tuple[list[str], bool]:
     """A sample of the dataset's audio files, and whether every manifest line read names its speaker."""
     if ds.get("audio_dir"):
         root = Path(ds["audio_dir"])
+        if not root.is_dir():  # ingest says what is wrong with it
+            return [], False
         rels = sorted(rel for rel, _ in walk_audio(str(root), ds.get("extensions", extensions)))
         return [str(root / r) for r in _sample(rels)], False
     lines = []
+    if not ds.get("manifest"):
+        return [], False
     try:
         with open(ds["manifest"], encoding="utf-8-sig", errors="replace") as f:
             for n, text in enumerate(f):
@@ -86,7 +90,10 @@ def narrowband_warnings(config: dict[str, Any]) -> list[str]:
     for name, ds in (config.get("datasets") or {}).items():
         if not isinstance(ds, dict) or not ("curate" in stages or runs_for(config, name)):
             continue
-        files, given = _dataset_files(ds, extensions)
+        try:  # said before the config is validated: a dataset it cannot read is ingest's to report
+            files, given = _dataset_files(ds, extensions)
+        except (OSError, TypeError, ValueError, KeyError):
+            continue
         bands = [b for b in (file_band(f, narrow_hz, floor_db) for f in files) if b is not None]
         narrow = sum(b < narrow_hz for b in bands)
         if given or not bands or narrow * 2 < len(bands):

@@ -16,7 +16,13 @@ LAYERS = (
     {"io"},  # files read and written
     {"core", "text", "encoders"},  # the job runtime and what several stages share
     STAGES | {"demo", "models"},
-    {"jobs", "cli", "__main__", "workflow"},  # the declarations gathered, the command line, the Snakefile's side
+    {
+        "jobs",
+        "cli",
+        "__main__",
+        "workflow",
+        "speakers",
+    },  # the declarations gathered, the command line, the Snakefile's side
 )
 
 
