@@ -135,8 +135,9 @@ def text_failures(m: dict[str, Any], p: DecideParams) -> list[tuple[str, str]]:
         out.append(
             (
                 "wrong_language",
-                f"the declared language has p={prob:.4f} (min_declared_language_prob "
-                f"{p.min_declared_language_prob}); most likely {m.get('text_language')!r}",
+                f"the declared language has p={prob:.4f} in the {m.get('language_judged_on', 'text')} "
+                f"(min_declared_language_prob {p.min_declared_language_prob}); most likely "
+                f"{(m.get('spoken_language') if m.get('language_judged_on') == 'audio' else m.get('text_language'))!r}",
             )
         )
     return out

@@ -40,6 +40,7 @@ from .decide import STAGE
 from .duplicates import minhash_signature
 from .nonspeech import NonSpeech
 from .params import MeasureParams
+from .texts import spoken_facts
 
 log = logging.getLogger("speechprep.curate")
 
@@ -87,19 +88,25 @@ class Models:
         self.dnsmos = Dnsmos(p.dnsmos_personalized, threads)
         self.speaker = make_encoder(p.speaker_model, device, threads)
         self.speaker_dim = int(self.speaker.dim)
+        self.language = None
+        if p.language_model:
+            from ..encoders.nemo_speaker import NemoLanguageId
+
+            self.language = NemoLanguageId(p.language_model, device, threads)
         self.side = None
         if threads > 1:
             self.side = ThreadPoolExecutor(1, thread_name_prefix="speaker", initializer=_one_torch_thread)
 
-    def __call__(self, clips: list[np.ndarray]) -> list[tuple[dict, np.ndarray | AudioError]]:
+    def __call__(self, clips: list[np.ndarray]) -> list[tuple[dict, np.ndarray | AudioError, dict | None]]:
+        languages = self.language(clips) if self.language is not None else [None] * len(clips)
         if self.side is None:
-            return list(zip(self.dnsmos(clips), self.speaker(clips), strict=True))
+            return list(zip(self.dnsmos(clips), self.speaker(clips), languages, strict=True))
         embeddings = self.side.submit(self.speaker, clips)
         try:
             scores = self.dnsmos(clips)
         finally:
             vectors = embeddings.result()
-        return list(zip(scores, vectors, strict=True))
+        return list(zip(scores, vectors, languages, strict=True))
 
 
 def model_identity(p: MeasureParams) -> dict[str, Any]:
@@ -110,6 +117,7 @@ def model_identity(p: MeasureParams) -> dict[str, Any]:
     files = {
         **{f"dnsmos_{k}": v for k, v in model_files(p.dnsmos_personalized).items()},
         speaker: encoder_file(p.speaker_model),
+        **({"language_model": Path(p.language_model)} if p.language_model else {}),
     }
     ident = {k: {"path": str(v), "sha256": sha256_cached(v, p.hash_cache)} for k, v in files.items()}
     ident["packages"] = {
@@ -168,7 +176,7 @@ class MeasureStage(ModelStage):
         return self.models([x for x, *_ in inputs])
 
     def accept(self, s: dict, prepared: Any, result: Any, scratch) -> Outcome:
-        (scores, emb), (_, measured, sig, fp) = result, prepared
+        (scores, emb, language), (_, measured, sig, fp) = result, prepared
         if isinstance(emb, AudioError):  # the speaker encoder finds no voice in it
             return Rejected(emb.reason, f"speaker encoder: {emb.detail}")
         dnsmos = [scores["sig"], scores["bak"], scores["ovrl"], scores["p808"]]
@@ -180,7 +188,8 @@ class MeasureStage(ModelStage):
         scratch.save("fingerprint", s["id"], np.frombuffer(row.tobytes(), np.uint8))
         names = ("dnsmos_sig", "dnsmos_bak", "dnsmos_ovrl", "dnsmos_p808")
         has = {"minhash": sig is not None, "fingerprint": fp is not None}
-        return Accepted({**dict(zip(names, dnsmos)), **measured, **has})
+        spoken = spoken_facts(language) if isinstance(language, dict) else {}
+        return Accepted({**dict(zip(names, dnsmos)), **measured, **has, **spoken})
 
     def line(self, s: dict, data: dict) -> dict:
         return {

@@ -24,6 +24,7 @@ class MeasureParams(ModelParams):
     snr_noise_seconds: float
     minhash_perm: int
     minhash_ngram: int
+    language_model: str | None
     speaker_model: str = from_config("speakers.model")
     speaker_model_sha256: str | None = from_config(None)  # the rule's: the model file's, or "resemblyzer"
 

@@ -248,7 +248,7 @@ def run_decide(
 ) -> dict[str, Any]:
     """Keep or reject each measured segment of a shard, with its ``annotations`` (the annotate
     job's lines, by id) on its line; the measure job's rejects pass through."""
-    from .texts import LanguageId, text_facts
+    from .texts import LanguageId, audio_language_facts, text_facts
 
     assign = {a["id"]: a for a in read_jsonl(speakers)}
     dups = {d["id"]: d for d in read_jsonl(duplicates)}
@@ -266,6 +266,7 @@ def run_decide(
             seg = {**{k: v for k, v in m.items() if k not in INTERNAL}, **notes.get(m["id"], {})}
             declared = declared_language(seg, p.dataset_language)
             seg.update(text_facts(seg.get("text"), declared, lid, p.min_language_chars))
+            seg.update(audio_language_facts(seg, declared))  # the audio's, where it was measured
             ok, line = decide(seg, a["speaker"], a["speaker_distance"], dups.get(m["id"]), p)
             if ok:
                 job.emit(m, Accepted(line))

@@ -51,6 +51,32 @@ class LanguageId:
         return {lang: float(prob) for lang, prob in self._ident.rank(text)}
 
 
+TOP_LANGUAGES = 5  # a segment's most likely spoken languages kept with their probabilities
+
+
+def spoken_facts(probs: dict[str, float]) -> dict:
+    """A segment's spoken language from the audio (``curate.language_model``): the most likely,
+    its probability, and the ``TOP_LANGUAGES`` most likely with theirs."""
+    top = sorted(probs.items(), key=lambda kv: -kv[1])[:TOP_LANGUAGES]
+    return {
+        "spoken_language": top[0][0],
+        "spoken_language_prob": round(top[0][1], 6),
+        "spoken_language_top": {k: round(v, 6) for k, v in top},
+    }
+
+
+def audio_language_facts(seg: dict, expected: str | None) -> dict:
+    """Where the audio's language was measured (:func:`spoken_facts`) and the input declares one,
+    the declared language's probability from the audio, whatever the text's length: its own
+    where it is among the most likely, else the least of theirs (an upper bound)."""
+    top = seg.get("spoken_language_top")
+    if not top or not expected:
+        return {}
+    declared = base_language(expected)
+    prob = top.get(declared, min(top.values()))
+    return {"declared_language_prob": round(float(prob), 6), "language_judged_on": "audio"}
+
+
 def text_facts(text: str | None, expected: str | None, lid: LanguageId, min_chars: int) -> dict:
     """A transcript's measured facts: ``repeated_ngram_share``; and where the input declares
     the segment's language (``expected``: the segment's or its dataset's, never the run's

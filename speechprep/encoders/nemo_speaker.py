@@ -25,6 +25,7 @@ log = logging.getLogger("speechprep.encoders")
 SPEAKER_CLASS = "EncDecSpeakerLabelModel"
 SORTFORMER_CLASS = "SortformerEncLabelModel"
 SPEAKER_LABEL, SORTFORMER_LABEL = "speaker model", "diarization model"  # what a message calls the file
+LANGUAGE_LABEL = "curate.language_model"
 # 25 ms, one analysis window (as the ONNX encoders); under 10 ms (one feature frame) NeMo's
 # per-feature normalisation makes every output NaN
 MIN_SAMPLES = 400
@@ -121,6 +122,7 @@ class NemoSpeakerEncoder:
     ``torch.inference_mode()``. ``dim``: the embedding's size; ``threads``: torch's CPU threads."""
 
     package = "nemo_toolkit"
+    label = SPEAKER_LABEL  # what a message calls the file
 
     def __init__(self, path: str, device: str, threads: int):
         import torch
@@ -130,15 +132,15 @@ class NemoSpeakerEncoder:
         torch.set_num_threads(max(1, int(threads)))
         self.path = os.path.abspath(os.path.expanduser(str(path)))
         self.device = resolve_device(device)
-        self.model = load_speaker_model(self.path, self.device)
+        self.model = restore(self.path, self.device, SPEAKER_CLASS, self.label)
         rate = self.model.cfg.get("preprocessor", {}).get("sample_rate", SAMPLE_RATE)
         if int(rate) != SAMPLE_RATE:
             raise _refused(
                 SPEAKER_LABEL, self.path, f"reads {rate} Hz audio; the speaker encoders take {SAMPLE_RATE} Hz"
             )
-        embs = self._forward([np.zeros(SAMPLE_RATE, dtype=np.float32)])  # 1 s of silence: the embedding's size
+        _, embs = self._forward([np.zeros(SAMPLE_RATE, dtype=np.float32)])  # 1 s of silence: the embedding's size
         if embs is None or embs.ndim != 2:
-            raise _refused(SPEAKER_LABEL, self.path, "gives no speaker embedding from its forward (logits only)")
+            raise _refused(self.label, self.path, "gives no speaker embedding from its forward (logits only)")
         self.dim = int(embs.shape[1])
         log.info(
             "NeMo %s from %s on %s, %d-dim embeddings", type(self.model).__name__, self.path, self.device, self.dim
@@ -147,8 +149,9 @@ class NemoSpeakerEncoder:
     def __repr__(self) -> str:
         return f"NemoSpeakerEncoder({self.path!r}, dim={self.dim})"
 
-    def _forward(self, clips: list[np.ndarray]) -> np.ndarray | None:
-        """The model's embeddings of ``clips`` in one zero-padded batch, (B, D) float64 (None: it gives none)."""
+    def _forward(self, clips: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray | None]:
+        """The model's logits and embeddings of ``clips`` in one zero-padded batch, (B, classes) and
+        (B, D) float64 (None: it gives no embedding)."""
         import torch
 
         lengths = torch.tensor([len(c) for c in clips], dtype=torch.long)
@@ -156,8 +159,15 @@ class NemoSpeakerEncoder:
         for i, c in enumerate(clips):
             x[i, : len(c)] = torch.from_numpy(c)
         with torch.inference_mode():
-            _, embs = self.model.forward(input_signal=x.to(self.device), input_signal_length=lengths.to(self.device))
-        return None if embs is None else embs.reshape(len(clips), -1).double().cpu().numpy()
+            logits, embs = self.model.forward(
+                input_signal=x.to(self.device), input_signal_length=lengths.to(self.device)
+            )
+        logits = logits.reshape(len(clips), -1).double().cpu().numpy()
+        return logits, None if embs is None else embs.reshape(len(clips), -1).double().cpu().numpy()
+
+    def _output(self, logits: np.ndarray, emb: np.ndarray) -> np.ndarray | AudioError:
+        """One clip's result: its embedding, L2-normalised."""
+        return unit_vector(emb, self.path)
 
     def __call__(self, clips: list[np.ndarray]) -> list[np.ndarray | AudioError]:
         out: list = [None] * len(clips)
@@ -183,10 +193,39 @@ class NemoSpeakerEncoder:
             while end < len(todo) and (end - start + 1) * len(todo[end][1]) <= BATCH_SAMPLES:
                 end += 1
             part = todo[start:end]
-            for (i, _), v in zip(part, self._forward([w for _, w in part])):
-                out[i] = unit_vector(v, self.path)
+            logits, embs = self._forward([w for _, w in part])
+            for k, (i, _) in enumerate(part):
+                out[i] = self._output(logits[k], embs[k])
             start = end
         return out
+
+
+class NemoLanguageId(NemoSpeakerEncoder):
+    """A NeMo language-ID model: an ``EncDecSpeakerLabelModel`` whose classes are languages (as
+    AmberNet; its ``train_ds.labels`` name them, as NeMo's ``get_label`` reads them), from a
+    local ``.nemo``: 16 kHz clips -> ``{language: probability}`` (the softmax of its own
+    ``forward``'s logits), batched and screened as the speaker encoder's clips are."""
+
+    label = LANGUAGE_LABEL
+
+    def __init__(self, path: str, device: str, threads: int):
+        super().__init__(path, device, threads)
+        labels = (self.model.cfg.get("train_ds") or {}).get("labels")
+        classes = int(self.model.cfg.decoder.num_classes)
+        if not labels or len(labels) != classes:
+            raise _refused(
+                self.label, self.path, f"names no language for each of its {classes} classes (train_ds.labels)"
+            )
+        self.labels = [str(x) for x in labels]
+
+    def __repr__(self) -> str:
+        return f"NemoLanguageId({self.path!r}, {len(self.labels)} languages)"
+
+    def _output(self, logits: np.ndarray, emb: np.ndarray) -> dict[str, float] | AudioError:
+        z = np.exp(logits - logits.max())
+        if not np.isfinite(z).all():
+            return AudioError("non_finite", f"the language model gives non-finite logits ({self.path})")
+        return dict(zip(self.labels, (z / z.sum()).tolist(), strict=True))
 
 
 class NemoSortformer:

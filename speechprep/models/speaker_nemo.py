@@ -206,10 +206,22 @@ def sortformer_config(fc_d_model: int = 32, tf_d_model: int = 16) -> dict:
     }
 
 
+def ambernet_config() -> dict:
+    """langid_ambernet.yaml's layout (TitaNet's encoder, a class per language, cross-entropy),
+    tiny, with ``LANGUAGES`` as its classes."""
+    cfg = titanet_config()
+    cfg["decoder"]["num_classes"] = len(LANGUAGES)
+    cfg["loss"] = {"_target_": "nemo.collections.common.losses.cross_entropy.CrossEntropyLoss"}
+    return cfg
+
+
+LANGUAGES = ["en", "fr", "de", "it"]  # the tiny language-ID model's classes
+# name: (class, config, the languages its train_ds names: set once built, as a trained model keeps them)
 MODELS = {
-    "titanet": ("EncDecSpeakerLabelModel", titanet_config),
-    "ecapa": ("EncDecSpeakerLabelModel", ecapa_config),
-    "sortformer": ("SortformerEncLabelModel", sortformer_config),
+    "titanet": ("EncDecSpeakerLabelModel", titanet_config, None),
+    "ecapa": ("EncDecSpeakerLabelModel", ecapa_config, None),
+    "ambernet": ("EncDecSpeakerLabelModel", ambernet_config, LANGUAGES),
+    "sortformer": ("SortformerEncLabelModel", sortformer_config, None),
 }
 
 
@@ -218,13 +230,16 @@ def build_one(name: str, out: Path, seed: int = SEED) -> Path:
     written atomically (a temporary name beside it, then renamed)."""
     import torch
     from nemo.collections.asr import models
-    from omegaconf import OmegaConf
+    from omegaconf import OmegaConf, open_dict
 
-    cls_name, config = MODELS[name]
+    cls_name, config, labels = MODELS[name]
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = getattr(models, cls_name)(cfg=OmegaConf.create(config()))
     model.eval()
+    if labels:  # set after construction: a train_ds at construction sets up a data loader
+        with open_dict(model._cfg):
+            model._cfg.train_ds = {"manifest_filepath": None, "labels": labels, "sample_rate": SAMPLE_RATE}
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.stem}.{os.getpid()}.tmp.nemo")
     try:

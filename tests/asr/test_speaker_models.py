@@ -54,7 +54,7 @@ def test_builder_writes_models_nemo_restores(speaker_models, tmp_path):
 
     from speechprep.models.speaker_nemo import build_one
 
-    assert sorted(speaker_models) == ["ecapa", "sortformer", "titanet"]
+    assert sorted(speaker_models) == ["ambernet", "ecapa", "sortformer", "titanet"]
     assert not [p for p in speaker_models["titanet"].parent.iterdir() if p.suffix != ".nemo" or p.name[0] == "."]
     titanet = EncDecSpeakerLabelModel.restore_from(str(speaker_models["titanet"]), map_location="cpu")
     assert isinstance(titanet.encoder, ConvASREncoder) and isinstance(titanet.decoder, SpeakerDecoder)
@@ -208,3 +208,31 @@ def test_sortformer_probabilities_and_turns_equal_nemo_diarize(speaker_models, r
     assert sum(s == 0 for *_, s in diarizer.turns(probs[0], threshold, threshold)) >= 3
     out = [diarizer(x) for x in (np.zeros(0, np.float32), clips[0][:1000], np.full(16000, np.inf, np.float32))]
     assert [x.reason for x in out if isinstance(x, AudioError)] == ["empty", "too_short", "non_finite"]
+
+
+@pytest.mark.slow
+def test_language_probabilities_are_nemos_own_and_name_its_languages(speaker_models, real_clips, tmp_path):
+    """curate.language_model: the softmax of the model's own forward, clip by clip, under the
+    languages its train_ds names; the most likely is what NeMo's own get_label says."""
+    import soundfile as sf
+    import torch
+
+    from speechprep.encoders.nemo_speaker import NemoLanguageId
+    from speechprep.models.speaker_nemo import LANGUAGES
+
+    lid = NemoLanguageId(str(speaker_models["ambernet"]), "cpu", 1)
+    assert lid.labels == LANGUAGES
+    out = lid(real_clips[:3])
+    for clip, probs in zip(real_clips[:3], out, strict=True):
+        with torch.inference_mode():
+            logits, _ = lid.model.forward(
+                input_signal=torch.from_numpy(clip)[None], input_signal_length=torch.tensor([len(clip)])
+            )
+        want = torch.softmax(logits.double(), -1)[0].numpy()
+        np.testing.assert_allclose([probs[x] for x in LANGUAGES], want, atol=1e-6)
+        sf.write(tmp_path / "clip.wav", clip, 16000, subtype="FLOAT")
+        assert lid.model.get_label(str(tmp_path / "clip.wav")) == max(probs, key=probs.get)
+    from speechprep.errors import UsageError
+
+    with pytest.raises(UsageError, match="names no language for each of its 8 classes"):
+        NemoLanguageId(str(speaker_models["titanet"]), "cpu", 1)

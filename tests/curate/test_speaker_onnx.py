@@ -181,3 +181,24 @@ def test_the_measure_job_embeds_with_the_model_speakers_model_names(models, tita
     assert len(lines) == len(segs) and emb.shape == (len(segs), 32)
     want = make_encoder(path, "cpu", 1)([read_segment(x) for x in lines])
     np.testing.assert_allclose(emb, np.stack(want), atol=VECTOR_TOL)
+
+
+def test_the_measure_job_gives_the_spoken_language_where_a_language_model_is_set(models, tmp_path):
+    """curate.language_model (a tiny AmberNet-shaped .nemo): every measured segment carries its
+    spoken language, its probability and the most likely ones, from the model on its audio."""
+    from conftest import Run, asr_lines, measure_params
+
+    from speechprep.encoders.nemo_speaker import NemoLanguageId
+    from speechprep.io.audio import read_segment
+    from speechprep.io.jsonio import read_jsonl
+    from speechprep.models.speaker_nemo import LANGUAGES, build_one
+
+    path = str(build_one("ambernet", tmp_path / "ambernet.nemo"))
+    segs = asr_lines(3)
+    Run(tmp_path, [segs]).measure(p=measure_params(language_model=path))
+    lines = list(read_jsonl(tmp_path / "curate" / "shard-0000.measures.jsonl"))
+    want = NemoLanguageId(path, "cpu", 1)([read_segment(x) for x in lines])
+    for line, probs in zip(lines, want, strict=True):
+        assert line["spoken_language"] == max(probs, key=probs.get) and line["spoken_language"] in LANGUAGES
+        assert line["spoken_language_prob"] == pytest.approx(max(probs.values()), abs=1e-6)
+        assert list(line["spoken_language_top"]) == sorted(probs, key=lambda k: -probs[k])

@@ -111,3 +111,27 @@ def test_the_decide_job_drops_lying_transcripts_of_a_shard(tmp_path):
     assert sorted(kept) == ["en0", "en2", "es0"]
     assert {x["id"]: x["reason"] for x in read_jsonl(rej)} == {"de0": "wrong_language", "loop": "repetitive_text"}
     assert kept["es0"]["text_language"] == "es" and kept["en0"]["declared_language_prob"] > 0.5
+
+
+def test_where_the_audio_was_heard_the_language_is_judged_on_it_at_any_length():
+    """curate.language_model measured the audio: a three-word English transcript (too short for
+    the text check) whose audio the model hears as French is wrong_language, judged on the
+    audio; a declared language among the most likely is kept."""
+    from speechprep.curate.texts import audio_language_facts
+
+    lid, text = LanguageId(), "ja nein ok"
+    heard = {"spoken_language": "fr", "spoken_language_prob": 0.995, "spoken_language_top": {"fr": 0.995, "it": 0.004}}
+    seg = line(text, **heard, **text_facts(text, "en", lid, P.min_language_chars))
+    assert "declared_language_prob" not in seg  # the text alone is not judged
+    seg.update(audio_language_facts(seg, "en"))
+    ok, rejected = decide(seg, "s1", 0.1, None, P)
+    assert not ok and rejected["reason"] == "wrong_language" and "in the audio" in rejected["detail"]
+    assert "most likely 'fr'" in rejected["detail"] and rejected["declared_language_prob"] == 0.004
+    unsure = {**heard, "spoken_language_top": {"fr": 0.9, "it": 0.05}}  # English may be as likely as 0.05
+    seg = line(text, **unsure)
+    seg.update(audio_language_facts(seg, "en"))
+    assert decide(seg, "s1", 0.1, None, P)[0]
+    seg = line(text, **heard)
+    seg.update(audio_language_facts(seg, "fr-CA"))
+    assert decide(seg, "s1", 0.1, None, P)[0]
+    assert audio_language_facts(line(text), "en") == {} and audio_language_facts(line(text, **heard), None) == {}
