@@ -15,6 +15,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from ..core.spectral import bandwidth_hz
 from ..io.inventory import walk_audio
 
@@ -71,7 +73,8 @@ def file_band(path: str, narrowband_hz: float, floor_db: float) -> float | None:
         x, rate = sf.read(path, start=start, frames=n, dtype="float32", always_2d=True)
     except Exception:  # noqa: BLE001 (any unreadable file: ingest says what is wrong with it)
         return None
-    return bandwidth_hz(x.mean(axis=1), rate, floor_db)
+    x = x.mean(axis=1)
+    return bandwidth_hz(x, rate, floor_db) if np.isfinite(x).all() else None  # NaN audio: ingest's to report
 
 
 def narrowband_warnings(config: dict[str, Any]) -> list[str]:

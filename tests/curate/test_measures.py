@@ -150,7 +150,9 @@ def test_speaker_encoder_beside_dnsmos_on_one_torch_thread(models):
     together = models(clips)
     assert torch.get_num_threads() == threads
     assert models.side.submit(torch.get_num_threads).result() == 1
-    for (scores, vector), alone, dnsmos in zip(together, models.speaker(clips), models.dnsmos(clips), strict=True):
+    vectors, scores_alone = models.speaker(clips), models.dnsmos(clips)
+    for (scores, vector, language), alone, dnsmos in zip(together, vectors, scores_alone, strict=True):
+        assert language is None  # no curate.language_model
         assert np.abs(vector - alone).max() < 1e-6
         assert scores == pytest.approx(dnsmos, abs=1e-6)
 
@@ -161,5 +163,5 @@ def test_one_thread_runs_the_models_one_after_the_other(models):
     clips = [read_segment(s) for s in asr_lines(2)]
     one = measure.Models(measure_params(), "cpu", 1)
     assert one.side is None and one.dnsmos.pool is None
-    for (s1, v1), (s2, v2) in zip(one(clips), models(clips), strict=True):
+    for (s1, v1, _), (s2, v2, _) in zip(one(clips), models(clips), strict=True):
         assert np.abs(v1 - v2).max() < 1e-6 and s1 == pytest.approx(s2, abs=1e-6)
