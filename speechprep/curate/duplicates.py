@@ -40,15 +40,26 @@ def minhash_signature(units: Sequence[int] | None, ngram: int, num_perm: int) ->
     deduplicated units; ``None`` without units or with fewer than ``ngram`` of them."""
     from datasketch import MinHash
 
-    if not units:
+    grams = unit_ngrams(units, ngram)
+    if not grams:
         return None
-    u = dedup_units(list(units))
-    if len(u) < ngram:
-        return None
-    grams = {" ".join(map(str, u[i : i + ngram])).encode("ascii") for i in range(len(u) - ngram + 1)}
     m = MinHash(num_perm=num_perm, seed=MINHASH_SEED, scheme=MINHASH_SCHEME)
     m.update_batch(sorted(grams))
     return m.hashvalues.astype(np.uint64)
+
+
+def unit_ngrams(units: Sequence[int] | None, ngram: int) -> set[bytes]:
+    """The set of ``ngram``-grams of the deduplicated units (what :func:`minhash_signature`
+    hashes); empty without units or with fewer than ``ngram`` of them."""
+    u = dedup_units(list(units or ()))
+    return {" ".join(map(str, u[i : i + ngram])).encode("ascii") for i in range(len(u) - ngram + 1)}
+
+
+def unit_jaccard(a: Sequence[int], b: Sequence[int], ngram: int) -> float:
+    """The exact Jaccard similarity of two unit sequences' n-gram sets (what the MinHash
+    of :func:`minhash_signature` estimates); 0 where either has none."""
+    x, y = unit_ngrams(a, ngram), unit_ngrams(b, ngram)
+    return len(x & y) / len(x | y) if x and y else 0.0
 
 
 @dataclass(frozen=True)

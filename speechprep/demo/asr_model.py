@@ -226,7 +226,9 @@ def check(model, saved, cuts: list[dict], audio: dict) -> dict:
 
 
 class CriterionUnmet(SpeechprepError):
-    """The demo model did not transcribe every clean phrase exactly within the extra batches allowed."""
+    """A demo model's build did not meet its criterion within its bound: the ASR model did not
+    transcribe every clean phrase exactly within the extra batches allowed; the S2S k-means
+    (:mod:`.s2s_models`) found no seed that met its criterion within the fits allowed."""
 
     exit_code = 4
 

@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from ..core.jobs import job
+from ..core.jobs import job, torch_threads
 
 
 @job("demo asr-model", "asr", inputs="truth", outputs="out")
@@ -13,9 +13,10 @@ def asr_model(f, p):
     asr_model.build(Path(f.truth), Path(f.out))
 
 
-@job("demo s2s-models", "s2s", inputs="truth", options="out-dir")
+@job("demo s2s-models", "s2s", inputs="truth", options="out-dir threads?")
 def s2s_models(f, p):
     """Build the demo S2S models (random weights) from code."""
     from . import s2s_models
 
+    torch_threads(f.threads)
     s2s_models.build_demo(Path(f.truth), Path(f.out_dir))

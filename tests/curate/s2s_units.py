@@ -4,13 +4,13 @@ Runs in the S2S environment (fairseq), as a subprocess of the curate tests:
 
     python tests/curate/s2s_units.py TRUTH_JSON CLIPS_NPZ OUT_JSON
 
-Builds the demo HuBERT exactly as ``speechprep.demo.s2s_models.build_demo``
-does (``tiny_hubert``, seed 0), fits its k-means the same way on the demo
-corpus' layer-2 features, and writes each clip's units (nearest k-means
-centre of each 50 Hz frame), keyed as in CLIPS_NPZ. Features come from
-fairseq's own ``extract_features`` (what ``speechprep.s2s.models.dense_features``
-equals) and units from the fitted k-means' ``predict`` (what textlesslib's
-quantizer computes).
+Builds the demo S2S models with ``speechprep.demo.s2s_models.build_demo`` (the
+workflow's rule demo_s2s_models: its HuBERT, and its k-means fitted on the demo
+corpus' layer-2 features on the build's criterion), and writes each clip's units
+(nearest k-means centre of each 50 Hz frame), keyed as in CLIPS_NPZ. Features
+come from fairseq's own ``extract_features`` of the checkpoint as the stage loads
+it (what ``speechprep.s2s.models.dense_features`` equals) and units from the
+fitted k-means' ``predict`` (what textlesslib's quantizer computes).
 """
 
 import json
@@ -22,14 +22,16 @@ import numpy as np
 import torch
 
 
-def main(truth: str, clips_npz: str, out: str, layer: int = 2, n_units: int = 50, seed: int = 0) -> None:
-    from sklearn.cluster import MiniBatchKMeans
+def main(truth: str, clips_npz: str, out: str, layer: int = 2) -> None:
+    import joblib
 
-    from speechprep.demo.corpus import demo_audio
-    from speechprep.demo.s2s_models import tiny_hubert
+    from speechprep.demo.s2s_models import build_demo
+    from speechprep.s2s import fairseq_legacy
 
     with tempfile.TemporaryDirectory() as tmp:
-        model, _, _, _ = tiny_hubert(Path(tmp) / "labels", n_labels=n_units, seed=seed)
+        paths = build_demo(Path(truth), Path(tmp))
+        model = fairseq_legacy.load(paths["hubert"])[0]
+        km = joblib.load(paths["kmeans"])
 
     def features(wav: np.ndarray) -> np.ndarray:
         with torch.no_grad():
@@ -38,8 +40,6 @@ def main(truth: str, clips_npz: str, out: str, layer: int = 2, n_units: int = 50
             )
         return x[0].numpy()
 
-    km = MiniBatchKMeans(n_clusters=n_units, random_state=seed, n_init=3, batch_size=1024)
-    km.fit(np.concatenate([features(w) for w in demo_audio(truth)]))
     clips = np.load(clips_npz)
     units = {k: km.predict(features(clips[k])).tolist() for k in clips.files}
     Path(out).write_text(json.dumps(units), encoding="utf-8")

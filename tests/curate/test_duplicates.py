@@ -9,9 +9,10 @@ import numpy as np
 import pytest
 from conftest import asr_lines, damage, params, s2s_units
 
-from speechprep.curate.duplicates import Candidate, jaccard, minhash_signature
+from speechprep.curate.duplicates import Candidate, jaccard, minhash_signature, unit_jaccard
 from speechprep.curate.dupsearch import find_duplicates
 from speechprep.curate.measures import pcm_sha256
+from speechprep.demo.s2s_models import COPIES
 from speechprep.io.audio import read_segment
 
 pytestmark = pytest.mark.slow  # builds the demo S2S models for the units
@@ -24,8 +25,8 @@ def phrases(tmp_path_factory):
     segs = asr_lines()
     audio = {s["id"]: read_segment(s) for s in segs}
     first = segs[0]["id"]
-    audio[first + "@mp3"] = damage.reencode(audio[first], fmt="MP3", gain_db=-4.0)
-    audio[first + "@flac"] = damage.reencode(audio[first], fmt="FLAC", gain_db=3.0)
+    for fmt, gain in COPIES:  # the copies the demo S2S build checks its k-means on
+        audio[f"{first}@{fmt.lower()}"] = damage.reencode(audio[first], fmt=fmt, gain_db=gain)
     units = s2s_units(audio, tmp_path_factory.mktemp("units"))
     return first, audio, units
 
@@ -82,6 +83,8 @@ def test_signature_needs_units():
     assert minhash_signature(None, 2, 64) is None and minhash_signature([3, 3, 3], 2, 64) is None
     a = minhash_signature([1, 2, 3, 4, 5], 2, 64)
     assert a.shape == (64,) and (a == minhash_signature([1, 1, 2, 3, 3, 4, 5], 2, 64)).all()  # runs collapsed
+    # the exact Jaccard the MinHash estimates: {1 2, 2 3} of {1 2, 2 3, 3 4}
+    assert unit_jaccard([1, 1, 2, 3], [1, 2, 3, 3, 4], 2) == 2 / 3 and unit_jaccard([3, 3], [1, 2, 3], 2) == 0.0
 
 
 def test_a_clearly_noisier_or_narrower_copy_is_not_kept_for_its_dnsmos():

@@ -13,7 +13,7 @@ pytest.importorskip("onnxruntime", reason="onnxruntime is not in this S2S env (e
 pytest.importorskip("onnx", reason="onnx is not in this S2S env (envs/s2s.yaml)")
 
 from speechprep.demo.corpus import demo_audio
-from speechprep.demo.s2s_models import LEGACY_PROBLEMS, save_checkpoint, tiny_hubert
+from speechprep.demo.s2s_models import build_demo, save_checkpoint, tiny_hubert
 from speechprep.errors import ModelFileError, UsageError
 from speechprep.io.audio import read_segment
 from speechprep.io.modelfiles import sha256_file
@@ -37,21 +37,15 @@ def eager(model, wav, layer=LAYER, normalize=False):
 
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory):
-    """The demo S2S HuBERT as speechprep.demo.s2s_models.build_demo makes it (2021-style legacy
-    checkpoint, seed 0) and a k-means fitted as it fits one, on the eager layer-2 features of
-    the demo audio; its checked export; the model as the stage loads it."""
+    """The demo S2S HuBERT and k-means as speechprep.demo.s2s_models.build_demo makes them
+    (2021-style legacy checkpoint, seed 0; the k-means on its criterion); its checked export;
+    the model as the stage loads it."""
     import joblib
-    from sklearn.cluster import MiniBatchKMeans
 
     out = tmp_path_factory.mktemp("s2s_runtime")
-    model, task, tcfg, mcfg = tiny_hubert(out / "labels", n_labels=50, seed=0)
-    ckpt = save_checkpoint(
-        model, task, tcfg, mcfg, out / "demo_hubert_legacy.pt", problems=LEGACY_PROBLEMS, args_style=True
-    )
+    paths = build_demo(DEMO / "truth.json", out)
+    ckpt, km = Path(paths["hubert"]), joblib.load(paths["kmeans"])
     loaded = fairseq_legacy.load(ckpt)[0]
-    feats = np.concatenate([eager(loaded, w) for w in demo_audio(DEMO / "truth.json")])
-    km = MiniBatchKMeans(n_clusters=50, random_state=0, n_init=3, batch_size=1024).fit(feats)
-    joblib.dump(km, out / "demo_km.bin")
     export = out / "export" / "hubert-layer2.onnx"
     meta = rt.build_export(ckpt, LAYER, export)
     return {
