@@ -16,3 +16,14 @@ def build_tiny(f, p):
     out = Path(f.out)
     built = {**speaker_nemo.build_tiny(out), **speaker_onnx.build_tiny(out)}
     print(json.dumps({k: str(v) for k, v in built.items()}, indent=1))
+
+
+@job("models build-real-size", "asr", options="out? only*")
+def build_real_size(f, p):
+    """Write every stage's model at its real architecture and size, random weights (NeMo
+    FastConformer TDT and CTC, TitaNet-L, Sortformer; fairseq HuBERT base and large, unit
+    HiFi-GAN) into --out (default ~/.cache/speechprep/real_size), skipping those already
+    there, and print their parameter counts and sizes: for bench/real_size.py, never a default."""
+    from . import real_size
+
+    real_size.main(f.out, f.only)

@@ -1,0 +1,138 @@
+"""fairseq S2S models at the real models' architecture and size, random weights: NOT real models.
+
+Built by fairseq from its own dataclasses and task (``HubertConfig``,
+``hubert_pretraining``) with the published models' settings, and saved as the
+S2S stage loads them (:mod:`speechprep.s2s.fairseq_legacy`, :func:`speechprep.s2s.models.load_vocoder`):
+
+    hubert-base    HuBERT Base (hubert_base_ls960): 12 layers of 768, FFN 3072, 12 heads,
+                   group-norm conv extractor, 500 k-means labels at 50 Hz, final_dim 256
+    hubert-large   HuBERT Large (hubert_large_ll60k): 24 layers of 1024, FFN 4096, 16 heads,
+                   layer-norm conv extractor, pre-LN, normalised audio, final_dim 768
+    hifigan-unit   the unit HiFi-GAN of fairseq's speech-to-speech examples and textlesslib
+                   (hop 5*4*4*2*2 = 320 samples, 512 initial channels, resblocks 3/7/11,
+                   128-d unit embeddings of 1000 units, with the duration predictor)
+
+Each checkpoint is a fairseq ``.pt`` with its config as a dict and the task's state
+(its label dictionary), as fairseq's own trainer saves it. Seeded; written atomically.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+SEED = 0
+N_LABELS = 500
+HUBERT = {  # HubertConfig fields of the published checkpoints
+    "hubert-base": dict(
+        extractor_mode="default",
+        encoder_layers=12,
+        encoder_embed_dim=768,
+        encoder_ffn_embed_dim=3072,
+        encoder_attention_heads=12,
+        final_dim=256,
+        layer_norm_first=False,
+    ),
+    "hubert-large": dict(
+        extractor_mode="layer_norm",
+        encoder_layers=24,
+        encoder_embed_dim=1024,
+        encoder_ffn_embed_dim=4096,
+        encoder_attention_heads=16,
+        final_dim=768,
+        layer_norm_first=True,
+    ),
+}
+VOCODER = {
+    "resblock": "1",
+    "upsample_rates": [5, 4, 4, 2, 2],
+    "upsample_kernel_sizes": [11, 8, 8, 4, 4],
+    "upsample_initial_channel": 512,
+    "resblock_kernel_sizes": [3, 7, 11],
+    "resblock_dilation_sizes": [[1, 3, 5], [1, 3, 5], [1, 3, 5]],
+    "model_in_dim": 128,
+    "num_embeddings": 1000,
+    "embedding_dim": 128,
+    "dur_predictor_params": {
+        "encoder_embed_dim": 128,
+        "var_pred_hidden_dim": 128,
+        "var_pred_kernel_size": 3,
+        "var_pred_dropout": 0.5,
+    },
+}
+FILES = {
+    "hubert-base": "hubert_base_random.pt",
+    "hubert-large": "hubert_large_random.pt",
+    "hifigan-unit": "unit_hifigan_random.pt",
+}
+
+
+def hubert(name: str, label_dir: Path, seed: int = SEED):
+    """``(model, task, task_cfg, model_cfg)`` of HuBERT ``name``, built by fairseq."""
+    import torch
+    from fairseq.models.hubert.hubert import HubertConfig
+    from fairseq.tasks.hubert_pretraining import HubertPretrainingConfig, HubertPretrainingTask
+    from omegaconf import OmegaConf
+
+    torch.manual_seed(seed)
+    label_dir.mkdir(parents=True, exist_ok=True)
+    (label_dir / "dict.km.txt").write_text("".join(f"{i} 1\n" for i in range(N_LABELS)), encoding="utf-8")
+    large = name == "hubert-large"
+    task_cfg = HubertPretrainingConfig(
+        data=str(label_dir),
+        label_dir=str(label_dir),
+        labels=["km"],
+        label_rate=50.0,
+        sample_rate=16000,
+        normalize=large,
+        enable_padding=False,
+        max_sample_size=250000,
+    )
+    task = HubertPretrainingTask.setup_task(task_cfg)
+    model_cfg = HubertConfig(label_rate=50.0, **HUBERT[name])
+    model_cfg._name = "hubert"
+    model = task.build_model(OmegaConf.structured(model_cfg)).eval()
+    return model, task, task_cfg, model_cfg
+
+
+def _atomic_save(state, out: Path) -> None:
+    import torch
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    try:
+        torch.save(state, tmp)
+        os.replace(tmp, out)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def build_hubert(name: str, out: Path, seed: int = SEED) -> Path:
+    """``out``: HuBERT ``name`` as a fairseq checkpoint (config dict, the task's dictionary)."""
+    from ..demo.s2s_models import checkpoint_state
+
+    with tempfile.TemporaryDirectory() as tmp:
+        model, task, task_cfg, model_cfg = hubert(name, Path(tmp) / "labels", seed)
+        state = checkpoint_state(model, task, task_cfg, model_cfg)
+        state["task_state"] = {"dictionaries": task.dictionaries}  # as fairseq's trainer saves it
+        _atomic_save(state, out)
+    return out
+
+
+def build_vocoder(out: Path, seed: int = SEED) -> Path:
+    """``out`` (the generator's weights) and ``out`` with ``.json`` (its config), as textlesslib ships them."""
+    import torch
+    from fairseq.models.text_to_speech.codehifigan import CodeGenerator
+
+    torch.manual_seed(seed)
+    gen = CodeGenerator(VOCODER)
+    config = out.with_suffix(".json")
+    config.write_text(json.dumps(VOCODER, indent=1) + "\n", encoding="utf-8")
+    _atomic_save({"generator": gen.state_dict()}, out)
+    return out
+
+
+def build(name: str, out: Path, seed: int = SEED) -> Path:
+    return build_vocoder(out, seed) if name == "hifigan-unit" else build_hubert(name, out, seed)
