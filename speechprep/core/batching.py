@@ -11,7 +11,9 @@ Shared by every stage that runs a model over segments (ASR, S2S, curation, TTS f
   out-of-memory error it frees the cache, halves the batch and retries, down
   to single items; an item that still does not fit is reported ``oom`` and
   the run goes on. After an OOM, later batches are planned with the smaller
-  budget that worked.
+  budget that worked. With a :class:`~speechprep.core.memprobe.Probe`, the first
+  batch is a probe of the configured size that measures the memory per padded
+  second, and the rest is planned with the budget it sets.
 """
 
 from __future__ import annotations
@@ -24,14 +26,22 @@ from typing import Any
 
 from ..errors import describe
 from .config import BatchBudget
+from .memprobe import guarded, trim
 
 log = logging.getLogger("speechprep.batching")
 
 
 def is_oom(exc: BaseException) -> bool:
-    """CUDA (or other device) out-of-memory, whichever way torch raised it."""
-    name = type(exc).__name__
-    return name == "OutOfMemoryError" or (isinstance(exc, RuntimeError) and "out of memory" in str(exc).lower())
+    """Out of memory, whichever way it was raised: CUDA's (or another device's), or an
+    allocation in the job's own memory refused under its limit
+    (:func:`speechprep.core.memprobe.guard`: torch's ``DefaultCPUAllocator: can't allocate
+    memory``, numpy's ``MemoryError``; under the guard also oneDNN's ``could not create a
+    primitive``, which is how it reports an allocation refused)."""
+    if isinstance(exc, MemoryError) or type(exc).__name__ == "OutOfMemoryError":
+        return True
+    text = str(exc).lower()
+    refused = "out of memory" in text or "can't allocate memory" in text
+    return isinstance(exc, RuntimeError) and (refused or (guarded() and "could not create a primitive" in text))
 
 
 def isolate(
@@ -75,6 +85,8 @@ def isolate(
 
 
 def free_device_cache() -> None:
+    """After an OOM: the device's cached blocks and the C heap's free memory given back."""
+    trim()
     torch = sys.modules.get("torch")
     if torch is not None and torch.cuda.is_available():
         torch.cuda.empty_cache()
@@ -130,6 +142,11 @@ class BatchRunner:
     logger: Callable[[str], None] = field(default=lambda msg: log.info(msg))
     on_batch_start: Callable[[list], None] = field(default=lambda batch: None)
     group: Callable[[Any], Hashable] = field(default=lambda item: None)
+    # measures the first batch and sizes the rest (speechprep.core.memprobe.Probe)
+    probe: Any = None
+    # an item that does not fit alone: True where that lifted a limit of this process's own
+    # (speechprep.core.memprobe.guard), and the item is tried again
+    relief: Callable[[], bool] = field(default=lambda: False)
     ooms: int = 0
 
     def plan(self, items: list) -> list[list]:
@@ -151,45 +168,70 @@ class BatchRunner:
                 batches.append(current)
         return batches
 
+    def padded(self, batch: list) -> float:
+        """A batch's padded seconds: its length times its longest item."""
+        return len(batch) * max(self.duration(x) for x in batch)
+
+    def _resize(self, budget: float, rest: list[list], why: str) -> list[list]:
+        """Batches of what is left (``rest``) planned anew with ``budget``, where it changed."""
+        if abs(budget - self.budget) <= 1e-6 * max(budget, self.budget):
+            return rest
+        self.budget = budget
+        self.logger(f"batch budget {why} to {self.budget:.1f} padded s")
+        return self.plan([x for b in rest for x in b])
+
+    def _halve(self, b: list, stack: list[list]) -> Outcome | None:
+        """After an OOM on ``b``: its halves onto ``stack``, or a single item's ``oom`` outcome."""
+        self.ooms += 1
+        self.free_cache()
+        secs = self.padded(b)
+        if len(b) == 1 and self.relief():
+            self.logger(f"OOM on a single item ({secs:.1f} s) under the memory guard: guard lifted, retried")
+            stack.append(b)
+            return None
+        if len(b) == 1:
+            self.logger(f"OOM on a single item ({secs:.1f} s): rejected oom")
+            return Outcome(b[0], oom=True)
+        half = len(b) // 2
+        self.logger(f"OOM on a batch of {len(b)} ({secs:.1f} padded s): halving to {half} + {len(b) - half}")
+        stack += [b[half:], b[:half]]
+        return None
+
     def run(self, items: list) -> Iterator[Outcome]:
-        """Outcomes for every item (each exactly once), batch by batch."""
+        """Outcomes for every item (each exactly once), batch by batch. With a ``probe``, the
+        first batch that succeeds measures the budget of the rest
+        (:class:`~speechprep.core.memprobe.Probe`)."""
         pending = self.plan(items)
+        armed = self.probe is not None
         while pending:
-            batch = pending.pop(0)
-            stack = [batch]
-            shrunk = False
+            stack, shrunk = [pending.pop(0)], False
             while stack:
                 b = stack.pop()
                 self.on_batch_start(b)
+                if armed:
+                    self.probe.start()
                 try:
                     results = self.infer(b)
                 except Exception as e:
                     if not is_oom(e):
                         raise
-                    self.ooms += 1
-                    self.free_cache()
-                    secs = len(b) * max(self.duration(x) for x in b)
-                    if len(b) == 1:
-                        self.logger(f"OOM on a single item ({secs:.1f} s): rejected oom")
-                        yield Outcome(b[0], oom=True)
-                        continue
-                    half = len(b) // 2
-                    self.logger(
-                        f"OOM on a batch of {len(b)} ({secs:.1f} padded s): halving to {half} + {len(b) - half}"
-                    )
-                    stack += [b[half:], b[:half]]
-                    shrunk = True
+                    out = self._halve(b, stack)
+                    if out is None:  # halved; or retried alone, the guard lifted: it was not the size
+                        shrunk = len(b) > 1
+                    else:
+                        yield out
                     continue
                 if len(results) != len(b):
                     raise RuntimeError(f"model returned {len(results)} results for a batch of {len(b)}")
-                if shrunk:
-                    # plan what is left with the budget that just worked
-                    worked = len(b) * max(self.duration(x) for x in b)
-                    if worked < self.budget:
-                        self.budget = worked
-                        rest = [x for bb in stack for x in bb] + [x for bb in pending for x in bb]
-                        stack, pending = [], self.plan(rest)
-                        self.logger(f"batch budget lowered to {self.budget:.1f} padded s")
-                    shrunk = False
+                # after an OOM, what is left is planned with no more than what just worked
+                worked = min(self.budget, self.padded(b)) if shrunk else float("inf")
+                if armed:
+                    armed = False
+                    sized = min(self.probe.size(self.padded(b), self.budget), worked)
+                    why = "lowered" if sized < self.budget else "raised"
+                    stack, pending = [], self._resize(sized, stack + pending, f"{why} by the probe")
+                elif shrunk:
+                    stack, pending = [], self._resize(worked, stack + pending, "lowered")
+                shrunk = False
                 for x, r in zip(b, results):
                     yield Outcome(x, r)

@@ -22,6 +22,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, make_dataclass
 from typing import Any
 
+from .memprobe import MEM_ENV
+
 # MB per audio second of a GPU batch held in host memory: the decoded float32 audio, its
 # padded batch and features before they are copied to the device.
 HOST_MB_PER_S = 0.3
@@ -144,7 +146,10 @@ class Job:
         parts = [job or self.name] + [f.shell() for f in self.flags if f.kind != "="]
         if self.params is not None:
             parts.append("--params {params.p:q}")
-        return "{params.cmd} " + " ".join(parts) + " > {log:q} 2>&1"
+        # a shard job learns its memory request: a model job sizes its batches to it
+        # (speechprep.core.memprobe)
+        told = f"{MEM_ENV}={{resources.mem_mb}} " if self.memory is not None else ""
+        return told + "{params.cmd} " + " ".join(parts) + " > {log:q} 2>&1"
 
 
 def probe_shell(name: str, like: bool = False) -> str:

@@ -15,7 +15,9 @@ prepared inputs (:meth:`~ModelStage.infer`), what an accepted segment keeps
 * what is left to do: segments screened out from the manifest alone
   (:meth:`~ModelStage.screen`), saved outcomes kept while their arrays load;
 * the models are loaded only when something is left to do, on the stage's device;
-* batches of duration-sorted segments of one group within a seconds budget,
+* batches of duration-sorted segments of one group within a seconds budget, the
+  first a probe that measures the memory per batch-second and sizes the rest
+  (:mod:`speechprep.core.memprobe`; the job's stats' ``batch_probe``),
   halved on out of memory (:class:`~speechprep.core.batching.BatchRunner`);
 * reading each segment's audio (:meth:`~ModelStage.prepare`): a segment that
   cannot be read is rejected for its reason and never reaches a model; a model
@@ -32,6 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import time
 from collections.abc import Hashable
 from dataclasses import dataclass, field
@@ -44,6 +47,7 @@ from ..io.jsonio import read_jsonl
 from .artifacts import Kind, Scratch
 from .batching import BatchRunner, isolate, resolve_device, seconds_budget
 from .failures import FailureRule
+from .memprobe import GUARD_ENV, Probe, guard, job_limit_mb
 from .shardjob import Accepted, Outcome, Rejected, ShardJob, model_rejected
 from .watchdog import Watchdog
 
@@ -197,39 +201,75 @@ def _describe(batch: list[dict]) -> str:
     return f"of {len(batch)} segments ({sum(float(s['duration']) for s in batch):.1f} s): {ids}"
 
 
+# segments run before the memory guard and the probe (:func:`_run_batches`)
+WARMUP = 2
+
+
+def _probe(stage: ModelStage, device: str) -> Probe:
+    """The probe that sizes the job's batches after its first (:mod:`speechprep.core.memprobe`)."""
+    b = stage.p.batch
+    limit, source = job_limit_mb()
+    return Probe(device, limit, b.max_seconds, b.gpu_reserve_gib * 1024, stage.batch_timeout, source)
+
+
+def _limited(probe: Probe) -> guard | None:
+    """On the CPU under an enforced limit (a cgroup's; the rule's ``mem_mb`` where
+    ``SPEECHPREP_MEM_GUARD=1``): allocations past it raise (halved), not kill the job."""
+    enforced = probe.source == "cgroup" or (probe.source == "mem_mb" and os.environ.get(GUARD_ENV) == "1")
+    return guard(probe.limit_mb) if enforced and not probe.cuda else None
+
+
+def _batch_start(batch: list[dict], wd: Watchdog | None, limited: guard | None) -> None:
+    if wd is not None:
+        wd.batch(_describe(batch))
+    if limited is not None:
+        limited.rearm()
+
+
+def _run_batches(stage: ModelStage, job: ShardJob, todo: list[dict], scratch: Scratch, wd: Any) -> BatchRunner:
+    """Every segment of ``todo`` through the loaded models, in batches, the first the probe
+    that sizes the others. Under a memory guard the ``WARMUP`` shortest go first, in a
+    batch outside it: lazy imports, thread pools and kernel caches are made then (under the
+    guard a refused allocation could leave them half made)."""
+    device = resolve_device(stage.p.device)
+    budget, probe = stage.budget(device), _probe(stage, device)
+    log.info("first batch (the probe) %.1f padded s; job memory %.0f MB (%s)", budget, probe.limit_mb, probe.source)
+    runner = BatchRunner(budget, lambda s: float(s["duration"]), lambda b: _infer(stage, job, b), group=stage.group)
+    limited = _limited(probe)
+    runner.on_batch_start = lambda batch: _batch_start(batch, wd, limited)
+    warm = sorted(todo, key=lambda s: float(s["duration"]))[:WARMUP] if limited is not None else []
+    rest = [s for s in todo if all(s is not w for w in warm)]
+    runner.relief = limited.lift if limited is not None else runner.relief
+    for part, guarded, probing in ((warm, None, None), (rest, limited, probe)):
+        runner.probe = probing
+        with guarded or contextlib.nullcontext():
+            for o in runner.run(part):
+                job.emit(o.item, _with_fields(stage, o.item, _outcome(stage, o.item, o.result, o.oom, scratch)))
+    runner.probe = probe
+    return runner
+
+
 def _process(stage: ModelStage, job: ShardJob, todo: list[dict], scratch: Scratch, threads: int) -> dict[str, Any]:
     """Run the models over ``todo``, emitting every segment's outcome; counts for the log."""
     t0 = time.monotonic()
-    ooms = 0
+    runner = None
     watchdog = Watchdog(stage.batch_timeout) if stage.batch_timeout else contextlib.nullcontext()
     with job.running(todo), watchdog as wd:
         if todo:
-            device = resolve_device(stage.p.device)
-            t = time.monotonic()
+            t, device = time.monotonic(), resolve_device(stage.p.device)
             stage.load(device, threads)
-            budget = stage.budget(device)
-            log.info("%s loaded on %s in %.1f s; batch budget %.1f padded s", stage.model_name(), device,
-                     time.monotonic() - t, budget)  # fmt: skip
-            runner = BatchRunner(
-                budget=budget,
-                duration=lambda s: float(s["duration"]),
-                infer=lambda batch: _infer(stage, job, batch),
-                group=stage.group,
-            )
-            if wd is not None:
-                runner.on_batch_start = lambda batch: wd.batch(_describe(batch))
-            for o in runner.run(todo):
-                job.emit(o.item, _with_fields(stage, o.item, _outcome(stage, o.item, o.result, o.oom, scratch)))
-            ooms = runner.ooms
+            log.info("%s loaded on %s in %.1f s", stage.model_name(), device, time.monotonic() - t)
+            runner = _run_batches(stage, job, todo, scratch, wd)
         if wd is not None:
             wd.done()
     wall = time.monotonic() - t0
     audio = sum(float(s["duration"]) for s in todo)
     return {
-        "ooms": ooms,
+        "ooms": runner.ooms if runner else 0,
         "audio_seconds": round(audio, 2),
         "wall_seconds": round(wall, 2),
         "audio_seconds_per_second": round(audio / wall, 1) if wall > 0 and audio else None,
+        "batch_probe": runner.probe.result if runner else None,
     }
 
 

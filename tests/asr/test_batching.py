@@ -1,8 +1,12 @@
 """The seconds-budget batcher with OOM back-off (shared by ASR and TTS), on CPU."""
 
+import resource
+import time
+
 import pytest
 import torch
 
+from speechprep.core import memprobe
 from speechprep.core.batching import BatchRunner, is_oom, seconds_budget
 from speechprep.core.config import BatchBudget
 
@@ -112,3 +116,121 @@ def test_groups_are_batched_apart_within_the_budget_also_after_an_oom():
     assert sorted(o.item["id"] for o in out) == sorted(x["id"] for x in its)
     assert all(o.result == o.item["lang"] for o in out) and r.ooms > 0
     assert all(len({x["lang"] for x in b}) == 1 for b in calls)
+
+
+def test_a_refused_allocation_in_the_jobs_memory_is_an_oom():
+    assert is_oom(RuntimeError("[enforce fail at alloc_cpu.cpp:127] DefaultCPUAllocator: can't allocate memory"))
+    assert is_oom(MemoryError("Unable to allocate 954. MiB"))
+    # oneDNN's generic failure counts only where the job runs under its memory guard
+    assert not is_oom(RuntimeError("could not create a primitive"))
+    with memprobe.guard(memprobe.rss_mb() + 4096):
+        assert is_oom(RuntimeError("could not create a primitive"))
+
+
+def test_under_the_guard_an_allocation_past_the_limit_raises_an_oom_and_the_limit_is_restored():
+    before = resource.getrlimit(resource.RLIMIT_DATA)
+    with memprobe.guard(memprobe.rss_mb() + 200) as g:
+        assert g.data_mb is not None
+        with pytest.raises(RuntimeError) as refused:
+            torch.ones(2**30 // 4)  # 1 GiB
+        assert is_oom(refused.value)
+        assert torch.ones(2**20).sum() == 2**20  # 4 MB still fits
+    assert resource.getrlimit(resource.RLIMIT_DATA) == before
+
+
+def allocating(mb_per_s, calls):
+    """A model whose batch holds ``mb_per_s`` MB (float32, touched) per padded second."""
+
+    def infer(batch):
+        padded = len(batch) * max(x["duration"] for x in batch)
+        calls.append(padded)
+        held = torch.ones(int(mb_per_s * padded * 2**20 / 4))
+        return [float(held[0])] * len(batch)
+
+    return infer
+
+
+def test_the_probe_measures_mb_per_padded_second_and_sizes_the_rest_to_the_jobs_memory():
+    """The first batch (120 padded s of 4 MB/s: 480 MB, no limit enforced) is measured; the
+    rest fills 70% of what the job had left under its 300 MB over what it held: ~52 s."""
+    calls = []
+    probe = memprobe.Probe("cpu", memprobe.rss_mb() + 300, ceiling=1000.0, source="mem_mb")
+    r = runner(120.0, allocating(4.0, calls))
+    r.probe = probe
+    out = list(r.run(items([1.0] * 400)))
+    assert len(out) == 400 and not any(o.oom for o in out)
+    got = probe.result
+    assert got["measured"] and got["probe_seconds"] == 120.0 and calls[0] == 120.0
+    assert 3.6 <= got["mb_per_second"] <= 4.6
+    expect = memprobe.HEADROOM * (got["limit_mb"] - probe.before_mb) / got["mb_per_second"]
+    assert got["seconds_chosen"] == pytest.approx(min(expect, 1000.0), rel=0.02)
+    assert 40 <= got["seconds_chosen"] <= 60 and max(calls[1:]) == int(got["seconds_chosen"])
+
+
+def test_on_the_cpu_the_probe_never_raises_the_budget():
+    """Room for ~52 s a batch, a block of 20 s: the CPU keeps 20 s (a bigger batch is no
+    faster there); measured all the same."""
+    calls = []
+    probe = memprobe.Probe("cpu", memprobe.rss_mb() + 300, ceiling=1000.0, source="mem_mb")
+    r = runner(20.0, allocating(4.0, calls))
+    r.probe = probe
+    assert len(list(r.run(items([1.0] * 100)))) == 100
+    assert probe.result["measured"] and probe.result["seconds_chosen"] == 20.0 and max(calls) == 20.0
+
+
+def test_a_probe_that_measures_nothing_keeps_the_budget_and_says_so():
+    probe = memprobe.Probe("cpu", memprobe.rss_mb() + 300, ceiling=1000.0, source="mem_mb")
+    r = runner(10.0, lambda b: [0] * len(b))
+    r.probe = probe
+    assert len(list(r.run(items([1.0] * 30)))) == 30
+    assert r.budget == 10.0 and not probe.result["measured"] and "configured budget stays" in probe.result["note"]
+
+
+def test_the_probe_keeps_a_batch_under_half_the_watchdogs_timeout():
+    def slow(batch):
+        time.sleep(0.01 * len(batch))
+        return [0] * len(batch)
+
+    probe = memprobe.Probe("cpu", memprobe.rss_mb() + 300, ceiling=1000.0, timeout=0.1, source="mem_mb")
+    r = runner(10.0, slow)
+    r.probe = probe
+    assert len(list(r.run(items([1.0] * 30)))) == 30
+    assert 3.0 <= probe.result["seconds_chosen"] <= 5.0  # 0.1 s per 10 s: 0.05 s is ~5 s
+
+
+def test_a_batch_past_the_guarded_limit_halves_and_the_probe_sizes_the_rest():
+    """The first batch (120 padded s of 4 MB/s: 480 MB) does not fit under 250 MB: refused,
+    it halves until a batch fits; that batch is the probe, and every item is produced."""
+    calls = []
+    limit = memprobe.rss_mb() + 250
+    probe = memprobe.Probe("cpu", limit, ceiling=1000.0, source="mem_mb")
+    messages = []
+    r = runner(120.0, allocating(4.0, calls), messages)
+    r.probe = probe
+    with memprobe.guard(limit) as g:
+        r.on_batch_start = lambda b: g.rearm()
+        out = list(r.run(items([1.0] * 300)))
+    assert sorted(o.item["id"] for o in out) == sorted(f"s{i}" for i in range(300))
+    assert not any(o.oom for o in out) and r.ooms >= 1 and calls[0] == 120.0
+    assert any("halving to 60 + 60" in m for m in messages)
+    got = probe.result
+    assert got["measured"] and got["probe_seconds"] < 120 and got["seconds_chosen"] < 120
+    assert 3.6 <= got["mb_per_second"] <= 4.6
+
+
+def test_an_item_that_does_not_fit_alone_under_the_guard_is_retried_with_the_guard_lifted():
+    """Under the guard, a single item's OOM lifts it (relief) and the item is tried again;
+    the budget stays (the guard, not the batch's size, was the cause)."""
+    lifted, messages = [], []
+
+    def infer(batch):
+        if not lifted:  # a library's state that the guard broke: nothing fits under it
+            raise RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate 5373952 bytes")
+        return [x["id"] for x in batch]
+
+    r = runner(4.0, infer, messages)
+    r.relief = lambda: not lifted and not lifted.append(True)
+    out = list(r.run(items([1.0] * 4)))
+    assert [o.result for o in out] == [o.item["id"] for o in out] and len(out) == 4 and lifted
+    assert any("guard lifted, retried" in m for m in messages) and not any(o.oom for o in out)
+    assert r.budget == 4.0
