@@ -2,7 +2,7 @@
 """Per-file diarization: the step per audio hour against a plain per-window embedding loop, same run.
 
     SPEECHPREP_REAL_SPEECH=.cache/real_speech .venvs/curate/bin/python bench/diarize_throughput.py \\
-        [--minutes 5] [--repeats 3] [--threads 1] [--hop 0.25]
+        [--minutes 5] [--repeats 3] [--threads 1] [--hop 0.25] [--sortformer MODEL.nemo]
 
 A conversation of three real voices (the LibriVox reader, KLettres' Lithuanian and
 French speakers; turns of 2-15 s, a third of them after a pause, the rest
@@ -18,6 +18,9 @@ segment):
 * step: :func:`speechprep.diarize.core.diarize_file`, the windows and then all the
   rest (change scores, pieces, clustering, Viterbi turns, change points, overlaps,
   segment decisions);
+* sortformer (with ``--sortformer``, a Sortformer ``.nemo``, e.g. the real-size one of
+  ``python -m speechprep models build-real-size``): :func:`speechprep.diarize.sortformer.diarize_file`,
+  the model over 90 s windows (``diarize.window``) plus the same windows for linking;
 * job: the workflow's shard job (:func:`speechprep.diarize.stage.run`) on the
   conversation written as a FLAC file with its VAD segment lines: the step, plus
   decoding the audio around the segments and writing every output (no resume file).
@@ -76,6 +79,15 @@ def job_variant(model, conv, segs, threads: int, hop: float, tmp: Path):
     return lambda: stage.run(files, p, threads, model=model)
 
 
+def sortformer_variant(path: str, model, conv, segs, p, threads: int):
+    """The Sortformer ``path`` over the file's windows, linked by ``model``'s windows."""
+    from speechprep.diarize import sortformer
+    from speechprep.encoders.nemo_speaker import NemoSortformer
+
+    both = sortformer.SortformerModels(NemoSortformer(path, "cpu", threads), model)
+    return lambda: sortformer.diarize_file(both, conv.audio, segs, p)
+
+
 def timed(fn):
     t, c = time.perf_counter(), time.process_time()
     out = fn()
@@ -88,6 +100,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--hop", type=float, default=0.25)
+    ap.add_argument("--sortformer", default=None)
     a = ap.parse_args()
 
     import torch
@@ -114,6 +127,8 @@ def main() -> None:
         "step": lambda: diarize_file(model, conv.audio, segs, p),
         "job": job_variant(model, conv, segs, a.threads, a.hop, Path(tempfile.mkdtemp())),
     }
+    if a.sortformer:
+        variants["sortformer"] = sortformer_variant(a.sortformer, model, conv, segs, p, a.threads)
     wall: dict[str, list[float]] = {k: [] for k in variants}
     cpu: dict[str, list[float]] = {k: [] for k in variants}
     out = {}

@@ -7,6 +7,7 @@
 rule diarize:
     input:
         segments=f"{RESULTS}/{{ds}}/vad/{{shard}}.segments.jsonl",
+        models=lambda wc: PLAN.diarize_model_files(wc.ds),
     output:
         out=f"{RESULTS}/{{ds}}/diarize/{{shard}}.segments.jsonl",
         rejects=f"{RESULTS}/{{ds}}/diarize/{{shard}}.rejects.jsonl",
@@ -23,7 +24,7 @@ rule diarize:
         job_module("diarize run"),
     threads: config["diarize"]["threads"]
     resources:
-        mem_mb=shard_memory("diarize run", "segments"),
+        mem_mb=shard_memory("diarize run", "segments", lambda wc: PLAN.diarize_model_files(wc.ds)),
         runtime=scaled(20, 60, of="segments"),
     params:
         cmd=job_cmd("diarize run"),

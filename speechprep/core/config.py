@@ -66,11 +66,28 @@ def _moved_keys(config: dict[str, Any]) -> list[str]:
     ]
 
 
+def _diarize_model_problems(config: dict[str, Any]) -> list[str]:
+    """Each diarization model (``diarize.model``, ``datasets.<ds>.diarize_model``) that is not
+    a file, before any job would meet it."""
+    named = [("diarize.model", (config.get("diarize") or {}).get("model"))]
+    named += [(f"datasets.{n}.diarize_model", d.get("diarize_model")) for n, d in _datasets(config).items()]
+    return [
+        f"{key}: {path} is not a file (a NeMo Sortformer .nemo, SortformerEncLabelModel)"
+        for key, path in named
+        if path is not None and not Path(str(path)).expanduser().is_file()
+    ]
+
+
+def _datasets(config: dict[str, Any]) -> dict[str, dict]:
+    datasets = config.get("datasets")
+    return {n: d for n, d in datasets.items() if isinstance(d, dict)} if isinstance(datasets, dict) else {}
+
+
 def check(config: dict[str, Any]) -> None:
     """Raise :class:`ConfigError` naming every dataset that lacks its input, or has two, every
-    caption word list that does not match the annotations' bins, and every key that moved
-    (:data:`MOVED`) by its new name."""
-    problems = _moved_keys(config) + _caption_problems(config)
+    caption word list that does not match the annotations' bins, every key that moved
+    (:data:`MOVED`) by its new name, and every diarization model that is not a file."""
+    problems = _moved_keys(config) + _caption_problems(config) + _diarize_model_problems(config)
     datasets = config.get("datasets")
     if isinstance(datasets, dict):
         for name, ds in datasets.items():

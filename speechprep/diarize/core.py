@@ -67,6 +67,7 @@ class FileDiarization:
     labels: np.ndarray  # local speaker of each window
     bandwidth_hz: float | None = None  # the file's speech, measured (diarize.bandwidth: auto)
     narrow: bool = False  # diarized with the telephone-band parameters
+    extra: dict = field(default_factory=dict)  # what the file's stats add (a Sortformer's windows)
 
     def turns(self) -> list[turns.Turn]:
         """Speaker turns, time order: every kept piece, and for an overlap both voices."""
@@ -165,6 +166,14 @@ def band(audio: np.ndarray, segments: Sequence[tuple[float, float]], p: DiarizeP
     return hz, hz is not None and hz < p.narrowband_hz
 
 
+def embed_windows(model, audio, segments: Sequence[tuple[float, float]], p: DiarizeParams) -> Windows:
+    """The file's embedding windows (:mod:`.embed`): Resemblyzer's batched mels, or a lab's
+    speaker model (:class:`.embed.EncoderWindows`)."""
+    if isinstance(model, EncoderWindows):
+        return model.window_embeddings(audio, segments, p.hop, p.batch)
+    return window_embeddings(model, audio, segments, p.hop, windows_per_batch(model, p.batch))
+
+
 def diarize_file(
     model, audio: np.ndarray, segments: Sequence[tuple[float, float]], p: DiarizeParams
 ) -> FileDiarization:
@@ -172,10 +181,7 @@ def diarize_file(
     segments ``(start, end)`` in seconds, ``model`` Resemblyzer's ``VoiceEncoder``; a
     telephone-band file with its band's parameters (:func:`band`)."""
     hz, narrow = band(audio, segments, p)
-    if isinstance(model, EncoderWindows):
-        win = model.window_embeddings(audio, segments, p.hop, p.batch)
-    else:
-        win = window_embeddings(model, audio, segments, p.hop, windows_per_batch(model, p.batch))
+    win = embed_windows(model, audio, segments, p)
     result = diarize_windows(audio, segments, win, p.for_band(narrow))
     result.bandwidth_hz, result.narrow = hz, narrow
     return result

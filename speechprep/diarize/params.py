@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..core.config import BatchBudget, StageParams, from_config, nested
+from ..core.config import BatchBudget, StageParams, from_config, from_dataset, nested
 
 # a dataset whose text is given belongs to whole manifest lines: never cut (docs/stages.md)
 GIVEN_TEXT = ("given", "verify")
@@ -35,6 +35,10 @@ class DiarizeParams(StageParams):
     join local speakers), and VAD's shortest speech (shorter pieces of a cut segment are dropped)."""
 
     SECTION = "diarize"
+    model: str | None = from_dataset("diarize_model", "diarize.model")  # a Sortformer .nemo; None: clustering
+    window: float
+    onset: float
+    offset: float
     device: str
     batch: BatchBudget = nested(BatchBudget)  # audio seconds of windows per forward
     hop: float
@@ -78,6 +82,7 @@ class DiarizeJobParams(DiarizeParams):
     encoder keeps failing fails (``model_failure``; a file it fails on passes through)."""
 
     model_failure: dict = from_config("model_failure", run_only=True)
+    hash_cache: str | None = from_config(None, run_only=True)
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,7 @@ from ..core.shardjob import Accepted, ShardJob
 from ..errors import describe
 from ..io.audio import SAMPLE_RATE, AudioError
 from ..io.jsonio import read_jsonl
+from . import sortformer
 from .audio import SpanAudio
 from .core import diarize_file
 from .lines import STAGE, counts, segment_lines, speaker_lines, turn_lines
@@ -76,12 +77,15 @@ def diarize_item(model, item: dict[str, Any], p: DiarizeParams) -> dict[str, Any
     segs = item["segments"]
     spans = [(float(s["offset"]), float(s["offset"]) + float(s["duration"])) for s in segs]
     audio = SpanAudio(item["audio_filepath"], spans)
-    result = diarize_file(model, audio, spans, p)
+    result = (sortformer.diarize_file if isinstance(model, sortformer.SortformerModels) else diarize_file)(
+        model, audio, spans, p
+    )
     kept, rejected = segment_lines(segs, result, tts=False)
     ended = {x.get("diarize_source", x["id"]) for x in kept + rejected}
     if ended != {s["id"] for s in segs}:  # never expected: then the file passes through
         raise RuntimeError(f"diarization accounted for {len(ended)} of the file's {len(segs)} segments")
-    stats = {"id": item["id"], "audio_filepath": item["audio_filepath"], **counts(result), "status": "ok"}
+    stats = {"id": item["id"], "audio_filepath": item["audio_filepath"], **counts(result), **result.extra}
+    stats["status"] = "ok"
     stats["band"] = "narrow" if result.narrow else "wide"
     if result.bandwidth_hz is not None:
         stats["bandwidth_hz"] = round(result.bandwidth_hz, 1)
@@ -104,10 +108,11 @@ def passthrough(item: dict[str, Any], error: str) -> dict[str, Any]:
     return {"lines": segs, "rejects": [], "turns": [], "speakers": [], "stats": stats}
 
 
-def load_model(device: str, threads: int, spec: str = "resemblyzer"):
+def load_model(device: str, threads: int, spec: str = "resemblyzer", diarizer: str | None = None):
     """The windows' speaker model on ``device`` (``auto``: CUDA when there is one): Resemblyzer's
     ``VoiceEncoder`` (its mel partials batched: :func:`.embed.window_embeddings`), or the model
-    ``spec`` names (``speakers.model``) behind :class:`.embed.EncoderWindows`."""
+    ``spec`` names (``speakers.model``) behind :class:`.embed.EncoderWindows`; with a Sortformer
+    ``.nemo`` ``diarizer`` (``diarize.model``), both (:class:`.sortformer.SortformerModels`)."""
     import torch
 
     from ..core.batching import resolve_device
@@ -117,8 +122,14 @@ def load_model(device: str, threads: int, spec: str = "resemblyzer"):
     torch.set_num_threads(max(1, threads))
     device = resolve_device(device)
     if spec == "resemblyzer":
-        return ResemblyzerEncoder(device, threads).model
-    return EncoderWindows(make_encoder(spec, device, threads), device)
+        model = ResemblyzerEncoder(device, threads).model
+    else:
+        model = EncoderWindows(make_encoder(spec, device, threads), device)
+    if diarizer is None:
+        return model
+    from ..encoders.nemo_speaker import NemoSortformer
+
+    return sortformer.SortformerModels(NemoSortformer(diarizer, device, threads), model)
 
 
 def _outcome(job: ShardJob, model, item: dict[str, Any], p: DiarizeParams) -> Accepted:
@@ -133,23 +144,41 @@ def _outcome(job: ShardJob, model, item: dict[str, Any], p: DiarizeParams) -> Ac
     return Accepted(passthrough(item, error))
 
 
+def job_identity(p: DiarizeJobParams) -> dict[str, Any]:
+    """What the job's resume fingerprint holds: the parameters, and the built-in speaker model's
+    package version (its weights ship in it) or the diarization model's sha256 (a lab's speaker
+    model's is in the parameters)."""
+    import importlib.metadata
+
+    out = p.identity()
+    if p.speaker_model == "resemblyzer":
+        out["resemblyzer"] = importlib.metadata.version("resemblyzer")
+    if p.model is not None:
+        from ..io.modelfiles import sha256_cached
+
+        out["diarize_model_sha256"] = sha256_cached(p.model, p.hash_cache)
+    return out
+
+
+def models_name(p: DiarizeJobParams) -> str:
+    """The job's models, as its log and a failing shard's message name them."""
+    name = "Resemblyzer" if p.speaker_model == "resemblyzer" else p.speaker_model
+    return name if p.model is None else f"{p.model} linked by {name}"
+
+
 def run(files: DiarizeFiles, p: DiarizeJobParams, threads: int = 1, model=None) -> dict[str, Any]:
     """Diarize every file of a shard (resumable per file); ``model``: a loaded encoder (tests)."""
     items = file_items(list(read_jsonl(files.segments)))
     rule = FailureRule.from_dict(p.model_failure)
-    import importlib.metadata
-
-    # the built-in model's weights ship in its package; another's sha256 is in the parameters
-    builtin = p.speaker_model == "resemblyzer"
-    package = {"resemblyzer": importlib.metadata.version("resemblyzer")} if builtin else {}
+    name = models_name(p)
     job = ShardJob(
-        STAGE, files.segments, files.resume, {**p.identity(), **package}, VERSION, "files", rule,
-        "Resemblyzer" if builtin else p.speaker_model, items, reuse=True,
-    )  # fmt: skip
+        STAGE, files.segments, files.resume, job_identity(p), VERSION, "files", rule, name, items, reuse=True
+    )
     todo = job.todo(keep=lambda item, saved: "error" not in saved.data["stats"])
     with job.running(todo):
         if todo and model is None:
-            model = load_model(p.device, threads, p.speaker_model)
+            model = load_model(p.device, threads, p.speaker_model, p.model)
+            log.info("diarizing %d files with %s", len(todo), name)
         for item in todo:
             job.emit(item, _outcome(job, model, item, p), audio_seconds=item["duration"])
     data = [d for _, d in job.accepted()]

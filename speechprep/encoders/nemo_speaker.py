@@ -283,16 +283,25 @@ class NemoSortformer:
         return preds[0].float().cpu().numpy()
 
     def turns(self, probs: np.ndarray, onset: float = 0.5, offset: float = 0.5) -> list[tuple[float, float, int]]:
-        """``(start s, end s, speaker)`` of each speaker's turns in ``probs`` (sorted by speaker,
-        then start), by NeMo's own post-processing as ``diarize()`` applies it
-        (``ts_vad_post_processing``, its thresholds ``onset``/``offset``, no padding or filtering)."""
-        import torch
-        from nemo.collections.asr.parts.utils.vad_utils import PostProcessingParams, ts_vad_post_processing
-        from omegaconf import OmegaConf
+        """:func:`sortformer_turns` of this model's ``probs``."""
+        return sortformer_turns(probs, self.subsampling, onset, offset)
 
-        params = OmegaConf.structured(PostProcessingParams(onset=onset, offset=offset))
-        out = []
-        for spk in range(probs.shape[1]):
-            segs = ts_vad_post_processing(torch.from_numpy(probs[:, spk]), params, self.subsampling)
-            out += [(round(float(a), 2), round(float(b), 2), spk) for a, b in segs.tolist()]
-        return out
+
+def sortformer_turns(
+    probs: np.ndarray, subsampling: int, onset: float = 0.5, offset: float = 0.5
+) -> list[tuple[float, float, int]]:
+    """``(start s, end s, speaker)`` of each speaker's turns in a Sortformer's frame
+    probabilities ``probs`` (frames, speakers), one frame every ``subsampling`` 10 ms feature
+    frames (sorted by speaker, then start), by NeMo's own post-processing as ``diarize()``
+    applies it (``ts_vad_post_processing``, its thresholds ``onset``/``offset``, no padding or
+    filtering)."""
+    import torch
+    from nemo.collections.asr.parts.utils.vad_utils import PostProcessingParams, ts_vad_post_processing
+    from omegaconf import OmegaConf
+
+    params = OmegaConf.structured(PostProcessingParams(onset=onset, offset=offset))
+    out = []
+    for spk in range(probs.shape[1]):
+        segs = ts_vad_post_processing(torch.from_numpy(np.ascontiguousarray(probs[:, spk])), params, subsampling)
+        out += [(round(float(a), 2), round(float(b), 2), spk) for a, b in segs.tolist()]
+    return out

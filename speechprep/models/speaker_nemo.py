@@ -250,6 +250,30 @@ def build_one(name: str, out: Path, seed: int = SEED) -> Path:
     return out
 
 
+def one_voice_sortformer(out: Path, seed: int = SEED) -> Path:
+    """``out``: the tiny Sortformer made to hear one voice wherever there is sound: its output
+    layer's weights zeroed, its biases +4 for the first speaker and -4 for the others
+    (probabilities 0.98 and 0.02), what a trained model gives for a file of one speaker. For
+    workflow tests of files of one voice, whose curation would drop a random model's overlaps."""
+    import torch
+    from nemo.collections.asr.models import SortformerEncLabelModel
+
+    build_one("sortformer", out, seed)
+    model = SortformerEncLabelModel.restore_from(str(out), map_location="cpu").eval()
+    layer = model.sortformer_modules.single_hidden_to_spks
+    with torch.no_grad():
+        layer.weight.zero_()
+        layer.bias.fill_(-4.0)
+        layer.bias[0] = 4.0
+    tmp = out.with_name(f".{out.stem}.{os.getpid()}.tmp.nemo")
+    try:
+        model.save_to(str(tmp))
+        os.replace(tmp, out)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return out
+
+
 def build_tiny(out_dir: Path, seed: int = SEED) -> dict[str, Path]:
     """``out_dir/{titanet,ecapa,sortformer}.nemo``; returns their paths by name."""
     out_dir = Path(out_dir)

@@ -221,6 +221,13 @@ class Plan:
         """The ONNX export, when ``s2s.runtime`` may use it (auto uses it on CPU)."""
         return [self.s2s_export] if self.config["s2s"]["runtime"] != "torch" else []
 
+    def diarize_model_files(self, ds: str) -> list[str]:
+        """The files of the dataset's diarization model (``diarize.model`` or its own
+        ``diarize_model``) and of ``speakers.model`` (the built-in one lives in the env)."""
+        own = self.config["datasets"][ds].get("diarize_model", self.config["diarize"].get("model"))
+        speaker = self.config["speakers"]["model"]
+        return [f for f in (own, None if speaker == "resemblyzer" else speaker) if f]
+
     def s2s_model_files(self) -> list[str]:
         return [self.config["s2s"][k] for k in ("hubert", "kmeans", "vocoder", "vocoder_config")]
 

@@ -32,14 +32,16 @@ def shard_memory(job: str, of, models=(), **settings):
     """``mem_mb`` of a shard rule: what its job will hold (its shard's lines, longest segment
     and audio, its models, its batch: the job's declared memory model,
     :mod:`speechprep.workflow.resources`), x the attempt. ``of``: the input that lists the
-    shard, or a function of the wildcards giving a file."""
+    shard, or a function of the wildcards giving a file; ``models``: the model files, or a
+    function of the wildcards giving them."""
     memory = JOBS[job].memory
     if memory is None:
         raise KeyError(f"job {job!r} declares no memory model")
 
     def f(wildcards, input, threads, attempt):
         listing = of(wildcards) if callable(of) else input[of]
-        return memory_mb(memory, shard_content(listing), models, threads=threads, **settings) * attempt
+        files = models(wildcards) if callable(models) else models
+        return memory_mb(memory, shard_content(listing), files, threads=threads, **settings) * attempt
 
     return f
 

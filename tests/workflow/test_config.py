@@ -89,6 +89,20 @@ def test_a_speaker_model_without_thresholds_of_its_own_stops_before_any_job(tmp_
     assert rc != 0 and "is neither resemblyzer nor an existing .nemo" in out, out[-3000:]
 
 
+def test_a_diarization_model_that_is_not_a_file_stops_before_any_job(tmp_path):
+    """`diarize.model` and a dataset's own `diarize_model` (a Sortformer .nemo) are checked
+    at load, each named by its key."""
+    write_config(
+        tmp_path,
+        {"d": {"audio_dir": "a", "diarize_model": str(tmp_path / "mine.nemo")}},
+        diarize={"model": str(tmp_path / "gone.nemo")},
+    )
+    rc, out = snakemake(tmp_path, "--dry-run", check=False)
+    assert rc != 0 and f"diarize.model: {tmp_path / 'gone.nemo'} is not a file" in out, out[-3000:]
+    assert f"datasets.d.diarize_model: {tmp_path / 'mine.nemo'} is not a file" in out
+    assert "rule " not in out and "checkpoint " not in out  # nothing planned, nothing run
+
+
 def test_telephone_audio_meeting_the_built_in_speaker_model_is_warned_before_the_run(tmp_path):
     """Real telephone prompts (8 kHz, and the same upsampled to 16 kHz: measured, not read off
     the header) clustered with Resemblyzer get the warning with its figures and the two ways
