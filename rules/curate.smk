@@ -29,6 +29,7 @@ rule curate_measure:
         mem_mb=shard_memory(
             "curate measure",
             "segments",
+            PLAN.curate_model_files(),
             batch=config["curate"]["batch"],
             device=config["curate"]["device"],
         ),

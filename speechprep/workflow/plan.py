@@ -221,12 +221,21 @@ class Plan:
         """The ONNX export, when ``s2s.runtime`` may use it (auto uses it on CPU)."""
         return [self.s2s_export] if self.config["s2s"]["runtime"] != "torch" else []
 
+    def _speaker_model_file(self) -> str | None:
+        """``speakers.model``'s file (None: the built-in one, which lives in the env)."""
+        model = self.config["speakers"]["model"]
+        return None if model == "resemblyzer" else model
+
     def diarize_model_files(self, ds: str) -> list[str]:
         """The files of the dataset's diarization model (``diarize.model`` or its own
-        ``diarize_model``) and of ``speakers.model`` (the built-in one lives in the env)."""
+        ``diarize_model``) and of ``speakers.model``."""
         own = self.config["datasets"][ds].get("diarize_model", self.config["diarize"].get("model"))
-        speaker = self.config["speakers"]["model"]
-        return [f for f in (own, None if speaker == "resemblyzer" else speaker) if f]
+        return [f for f in (own, self._speaker_model_file()) if f]
+
+    def curate_model_files(self) -> list[str]:
+        """The files of the models curation's measure job loads besides its own:
+        ``speakers.model`` and ``curate.language_model``."""
+        return [f for f in (self._speaker_model_file(), self.config["curate"].get("language_model")) if f]
 
     def s2s_model_files(self) -> list[str]:
         return [self.config["s2s"][k] for k in ("hubert", "kmeans", "vocoder", "vocoder_config")]

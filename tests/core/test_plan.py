@@ -173,3 +173,17 @@ def test_a_shard_job_names_its_file_of_a_run_wide_step_once_that_step_has_run():
     pending = {"export_lines"}
     with pytest.raises(NotYet):
         p.export_shard_inputs("read", "shard-0000")
+
+
+def test_the_model_files_each_embedding_job_holds():
+    """A lab's speaker model counts in the memory of diarization's and curation's jobs, a
+    dataset's own Sortformer in its diarization's; the built-in model (in its env) in neither."""
+    p = plan()
+    assert p.diarize_model_files("demo") == [] and p.curate_model_files() == []
+    p.config["speakers"]["model"] = "/models/titanet-l.nemo"
+    p.config["diarize"]["model"] = "/models/sortformer.nemo"
+    p.config["curate"]["language_model"] = "/models/ambernet.nemo"
+    p.config["datasets"]["read"]["diarize_model"] = None
+    assert p.diarize_model_files("demo") == ["/models/sortformer.nemo", "/models/titanet-l.nemo"]
+    assert p.diarize_model_files("read") == ["/models/titanet-l.nemo"]
+    assert p.curate_model_files() == ["/models/titanet-l.nemo", "/models/ambernet.nemo"]
