@@ -240,6 +240,11 @@ def build_one(name: str, out: Path, seed: int = SEED) -> Path:
     if labels:  # set after construction: a train_ds at construction sets up a data loader
         with open_dict(model._cfg):
             model._cfg.train_ds = {"manifest_filepath": None, "labels": labels, "sample_rate": SAMPLE_RATE}
+    return _save(model, out)
+
+
+def _save(model, out: Path) -> Path:
+    """``model.save_to(out)``, atomically: a temporary name beside it, then renamed."""
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.stem}.{os.getpid()}.tmp.nemo")
     try:
@@ -265,13 +270,7 @@ def one_voice_sortformer(out: Path, seed: int = SEED) -> Path:
         layer.weight.zero_()
         layer.bias.fill_(-4.0)
         layer.bias[0] = 4.0
-    tmp = out.with_name(f".{out.stem}.{os.getpid()}.tmp.nemo")
-    try:
-        model.save_to(str(tmp))
-        os.replace(tmp, out)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return out
+    return _save(model, out)
 
 
 def build_tiny(out_dir: Path, seed: int = SEED) -> dict[str, Path]:
