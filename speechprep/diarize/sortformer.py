@@ -52,10 +52,6 @@ class SortformerModels:
     diarizer: Any
     embedder: Any
 
-    @property
-    def device(self) -> str:
-        return str(self.embedder.device)
-
     def __repr__(self) -> str:
         return f"{self.diarizer!r} linked by {self.embedder!r}"
 
