@@ -326,9 +326,7 @@ def main() -> None:
     ap.add_argument("--model-file", action="append", default=[], help="NAME=PATH: another .nemo (e.g. the demo model)")
     ap.add_argument("--json", help="write every pair's figures here")
     a = ap.parse_args()
-    with open("/proc/cpuinfo", encoding="utf-8") as f:
-        cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-    print(f"{cpu}, {os.cpu_count()} cores; load average before: {os.getloadavg()}", flush=True)
+    real_size.print_machine()
     results = []
     for name in a.models.split(","):
         for threads in map(int, a.threads.split(",")):

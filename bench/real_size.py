@@ -331,6 +331,13 @@ def report(results: list[dict]) -> None:
         )
 
 
+def print_machine() -> None:
+    """The CPU, its cores and the load average before a run (the machines are shared)."""
+    with open("/proc/cpuinfo", encoding="utf-8") as f:
+        cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    print(f"{cpu}, {os.cpu_count()} cores; load average before: {os.getloadavg()}", flush=True)
+
+
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--worker":
         name, path, threads, seconds, t0 = sys.argv[2:7]
@@ -347,9 +354,7 @@ def main() -> None:
     names = a.models.split(",")
     build = [str(REPO / ".venvs/asr/bin/python"), "-m", "speechprep", "models", "build-real-size", "--out", a.dir]
     subprocess.run([*build, "--only", *names], cwd=REPO, check=True, capture_output=True)
-    with open("/proc/cpuinfo", encoding="utf-8") as f:
-        cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-    print(f"{cpu}, {os.cpu_count()} cores; load average before: {os.getloadavg()}")
+    print_machine()
     results = []
     for name in names:
         for threads in map(int, a.threads.split(",")):
