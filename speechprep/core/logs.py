@@ -30,6 +30,8 @@ def setup(stage: str, shard: str = "-", level: int = logging.INFO, stream=None) 
 
 
 USED = "job used "  # the line a finished job's log ends with (speechprep.workflow.pilot reads it)
+FILE_COSTS = "file costs "  # a job's cost per file: [seconds, CPU seconds] pairs (the pilot fits them)
+MOST_FILE_COSTS = 2000  # pairs logged at most (every k-th file where a job did more)
 
 
 def _process_seconds() -> float | None:
@@ -62,3 +64,13 @@ def used(seconds: float, threads: int) -> dict:
     }
     logging.getLogger("speechprep.job").info(USED + json.dumps(out))
     return out
+
+
+def file_costs(points: list[tuple[float, float]]) -> None:
+    """Log each file's length and the CPU seconds the job spent on it (at most
+    :data:`MOST_FILE_COSTS` pairs, evenly spread), for the plan's fit of cost by file length."""
+    import json
+
+    step = max(1, -(-len(points) // MOST_FILE_COSTS))
+    pairs = [[round(s, 3), round(c, 4)] for s, c in points[::step]]
+    logging.getLogger("speechprep.job").info(FILE_COSTS + json.dumps(pairs))

@@ -27,9 +27,11 @@ The RTTM job (rule ``diarize_rttm``, after curation's speakers) is
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
 from typing import Any
 
+from ..core import logs
 from ..core.failures import FailureRule
 from ..core.shardjob import Accepted, ShardJob
 from ..errors import describe
@@ -179,8 +181,13 @@ def run(files: DiarizeFiles, p: DiarizeJobParams, threads: int = 1, model=None) 
         if todo and model is None:
             model = load_model(p.device, threads, p.speaker_model, p.model)
             log.info("diarizing %d files with %s", len(todo), name)
+        costs = []
         for item in todo:
+            started = time.process_time()  # the process's CPU: every torch thread's
             job.emit(item, _outcome(job, model, item, p), audio_seconds=item["duration"])
+            costs.append((item["duration"], time.process_time() - started))
+        if costs:
+            logs.file_costs(costs)
     data = [d for _, d in job.accepted()]
     every = lambda key: [x for d in data for x in (d[key] if isinstance(d[key], list) else [d[key]])]
     outputs = {files.out: every("lines"), files.turns: every("turns"), files.speakers: every("speakers")}

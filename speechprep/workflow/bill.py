@@ -155,3 +155,60 @@ def interval(rates: list[float], weights: list[float]) -> tuple[float, float] | 
     var = sum(x * (r - mean) ** 2 for r, x in zip(rates, weights, strict=True)) / w
     se = math.sqrt(var / (len(rates) - 1))
     return max(0.0, mean - 1.96 * se), mean + 1.96 * se
+
+
+@dataclass(frozen=True)
+class FileCost:
+    """``value = per_file + per_second x s + per_second2 x s^2``: one file's cost by its length
+    ``s`` (a diarization job's CPU seconds by the file's seconds of speech)."""
+
+    per_file: float
+    per_second: float
+    per_second2: float
+
+    def __call__(self, seconds: float) -> float:
+        return self.per_file + self.per_second * seconds + self.per_second2 * seconds * seconds
+
+
+def _solve(a: list[list[float]], b: list[float]) -> list[float] | None:
+    """``a x = b`` by Gaussian elimination with partial pivoting (None: singular)."""
+    n = len(b)
+    m = [[*row, v] for row, v in zip(a, b, strict=True)]
+    for i in range(n):
+        p = max(range(i, n), key=lambda r: abs(m[r][i]))
+        if abs(m[p][i]) < 1e-12 * max(1.0, max(abs(x) for row in m for x in row[:n])):
+            return None
+        m[i], m[p] = m[p], m[i]
+        for r in range(i + 1, n):
+            f = m[r][i] / m[i][i]
+            m[r] = [x - f * y for x, y in zip(m[r], m[i], strict=True)]
+    x = [0.0] * n
+    for i in reversed(range(n)):
+        x[i] = (m[i][n] - sum(m[i][j] * x[j] for j in range(i + 1, n))) / m[i][i]
+    return x
+
+
+def fit_files(points: list[tuple[float, float]]) -> FileCost:
+    """:class:`FileCost` over ``(seconds, value)`` points, least squares with no part negative:
+    of the fits on every subset of the three terms whose parts are all >= 0, the one with the
+    least squared error (the terms scaled to the longest file, so that a long file's square
+    does not swamp the sums). No points: nothing; one length only: its mean per file."""
+    pts = [(x, y) for x, y in points if x >= 0]
+    if not pts:
+        return FileCost(0.0, 0.0, 0.0)
+    top = max(x for x, _ in pts) or 1.0
+    rows = [((1.0, x / top, (x / top) ** 2), y) for x, y in pts]
+    best: tuple[float, list[float]] = (sum(y * y for _, y in pts), [0.0, 0.0, 0.0])
+    for terms in ((0,), (1,), (2,), (0, 1), (0, 2), (1, 2), (0, 1, 2)):
+        a = [[sum(r[i] * r[j] for r, _ in rows) for j in terms] for i in terms]
+        coef = _solve(a, [sum(r[i] * y for r, y in rows) for i in terms])
+        if coef is None or min(coef) < 0:
+            continue
+        full = [0.0, 0.0, 0.0]
+        for i, v in zip(terms, coef, strict=True):
+            full[i] = v
+        err = sum((y - sum(f * t for f, t in zip(full, r, strict=True))) ** 2 for r, y in rows)
+        if err < best[0] - 1e-12 * max(1.0, best[0]):
+            best = (err, full)
+    c0, c1, c2 = best[1]
+    return FileCost(c0, c1 / top, c2 / top / top)

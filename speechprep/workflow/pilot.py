@@ -43,9 +43,10 @@ from pathlib import Path
 
 from ..core import logs
 from ..core.config import defaults, effective, merge
+from ..diarize.params import runs_for as diarize_runs_for
 from ..io.inventory import walk_audio
 from ..io.jsonio import read_jsonl, write_json
-from .bill import Cluster, RuleLoad, capacity_bound, critical_path, fit, fit_jobs, interval
+from .bill import Cluster, RuleLoad, capacity_bound, critical_path, fit, fit_files, fit_jobs, interval
 from .plan_page import compare_html, plan_html, write_page
 from .probe import PROBED, read, sizes, target
 
@@ -256,6 +257,17 @@ def job_used(log: Path) -> dict | None:
     return {"s": found["wall_s"], "cpu_s": found["cpu_s"], "rss_mb": found["rss_mb"] + workers}
 
 
+def file_costs(log: Path) -> list[list[float]] | None:
+    """The ``[seconds, CPU seconds]`` per file a job logged (:func:`speechprep.core.logs.file_costs`)."""
+    if not log.exists():
+        return None
+    found = None
+    for line in log.read_text(encoding="utf-8", errors="replace").splitlines():
+        if logs.FILE_COSTS in line:
+            found = json.loads(line.split(logs.FILE_COSTS, 1)[1])
+    return found
+
+
 def job_cost(pilot: Path, job: dict) -> dict | None:
     """A job's cost: what it logged, or where it logged nothing (a rule that runs no job of
     the CLI) or its benchmark file saw more, the benchmark's figures."""
@@ -301,6 +313,9 @@ def measure(pilot: Path, datasets: list[str]) -> Measured:
             m.output_bytes[(ds, stage)] = _bytes_below(root / stage)
     for key, job in jobs_of_logs(pilot / ".snakemake" / "log").items():
         m.jobs[key] = {**job, "bench": job_cost(pilot, job)}
+        files = file_costs(pilot / job["log"]) if job.get("log") else None
+        if files:
+            m.jobs[key]["files"] = files
     return m
 
 
@@ -317,6 +332,12 @@ class Corpus:
     # a rule's peak memory on a shard of the dataset's longest file where the sample missed
     # it, by (rule, dataset): MB (:func:`run_longest`)
     longest: dict[tuple, float] = field(default_factory=dict)
+    # that job's cost per file where it logged one (diarization): [[seconds, CPU s]], by (rule, dataset)
+    longest_files: dict[tuple, list] = field(default_factory=dict)
+    # every file's seconds of audio, by dataset (a manifest's lines of one file summed), and
+    # how many times over the corpus is taken (--hours): what a cost per file is read at
+    files: dict[str, list[float]] = field(default_factory=dict)
+    grow: float = 1.0
 
 
 def corpus_shards(ds: dict, cfg: dict, hours: float) -> int:
@@ -357,12 +378,46 @@ def _shard_rule(jobs: list[tuple[tuple, dict]], m: Measured, c: Corpus) -> dict:
         out["jobs"] += sum(1 for k, _ in jobs if k[1] == ds) / max(1, m.shards[ds]) * c.shards[ds]
     out["rss_mb"] = max(((j["bench"] or {}).get("rss_mb", 0.0) for _, j in jobs), default=0.0)
     rule = jobs[0][0][0]
+    if all(j.get("files") and j["bench"] for _, j in jobs) and all(k[1] in c.files for k, _ in jobs):
+        _by_files(rule, jobs, m, c, out)
     for ds in sorted({k[1] for k, _ in jobs}):
         alone = c.longest.get((rule, ds))  # the job on the longest file, which the sample missed
         if alone is not None:
             out["rss_mb"] = max(out["rss_mb"], alone)
             out["fits"][f"{ds}.rss_mb.longest"] = alone
     return out
+
+
+def _by_files(rule: str, jobs: list[tuple[tuple, dict]], m: Measured, c: Corpus, out: dict) -> None:
+    """A shard rule whose jobs logged their CPU per file (diarization, whose cost follows each
+    file's length, not only the audio hours): each job's fixed part (the job's CPU less its
+    files') plus, for every file of the corpus, its cost by its seconds of speech (its seconds
+    times the sample's share of speech), fitted per dataset (a dataset has its diarization
+    model: each model its own fit) on the sample's files and on the longest file's job where
+    the sample missed it (:func:`~speechprep.workflow.bill.fit_files`). The wall seconds and
+    the interval move with the CPU."""
+    total = 0.0
+    for ds in sorted({k[1] for k, _ in jobs}):
+        mine = [j for k, j in jobs if k[1] == ds]
+        pairs = [(float(x), float(y)) for j in mine for x, y in j["files"]]
+        fixed = sum(max(0.0, j["bench"]["cpu_s"] - sum(y for _, y in j["files"])) for j in mine) / len(mine)
+        line = fit_files(pairs + [(float(x), float(y)) for x, y in c.longest_files.get((rule, ds), [])])
+        share = min(1.0, sum(x for x, _ in pairs) / max(1e-9, m.hours.get(ds, 0.0) * 3600))
+        n = len(mine) / max(1, m.shards[ds]) * c.shards[ds]
+        files = c.grow * sum(line(share * x) for x in c.files[ds])
+        total += n * fixed + files
+        out["fits"][f"{ds}.cpu_s.files"] = {
+            "fixed_per_job": round(fixed, 3),
+            "per_file": round(line.per_file, 5),
+            "per_speech_s": line.per_second,
+            "per_speech_s2": line.per_second2,
+            "speech_share": round(share, 4),
+            "files": len(pairs),
+        }
+    ratio = total / out["cpu_s"] if out["cpu_s"] else 1.0
+    out["cpu_s"], out["s"] = total, out["s"] * ratio
+    if out.get("cpu_s_interval"):
+        out["cpu_s_interval"] = [x * ratio for x in out["cpu_s_interval"]]
 
 
 def _fitted_rule(jobs: list[tuple[tuple, dict]], first: Measured | None, m: Measured, c: Corpus) -> dict:
@@ -727,6 +782,14 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def file_seconds(items: list[Item]) -> list[float]:
+    """Each audio file's seconds: an input file's, or a manifest's lines of one file summed."""
+    by_file: dict[str, float] = defaultdict(float)
+    for x in items:
+        by_file[x.rel if x.line is None else str(x.line.get("audio_filepath"))] += x.seconds
+    return list(by_file.values())
+
+
 def longest_files(items: dict[str, list[Item]], sample: dict[str, list[Item]]) -> dict[str, list[float]]:
     """Per dataset, the longest file of the sample and of the corpus (s): where the sample
     missed it, :func:`run_longest` measures the jobs whose memory follows it."""
@@ -745,16 +808,16 @@ def plan_of(a: argparse.Namespace, work: Path, cfg: dict, sample: tuple, run: tu
     items, halves, fraction = sample
     first, m = pilot_runs(a, work, cfg, halves, fraction, run, name)
     whole = {d: h[0] + h[1] for d, h in halves.items()}
-    c = Corpus(
-        scale={d: sum(x.seconds for x in items[d]) / max(1e-9, sum(x.seconds for x in whole[d])) for d in whole},
-        shards={},
-    )
-    if a.hours:  # the corpus is larger than what is on disk: each dataset grows alike
-        grow = a.hours / max(1e-9, sum(m.hours[d] * c.scale[d] for d in whole))
-        c.scale.update({d: v * grow for d, v in c.scale.items()})
+    scale = {d: sum(x.seconds for x in items[d]) / max(1e-9, sum(x.seconds for x in whole[d])) for d in whole}
+    # the corpus is larger than what is on disk (--hours): each dataset grows alike
+    grow = a.hours / max(1e-9, sum(m.hours[d] * scale[d] for d in whole)) if a.hours else 1.0
+    files = {d: file_seconds(items[d]) for d in whole}
+    c = Corpus(scale={d: v * grow for d, v in scale.items()}, shards={}, files=files, grow=grow)
     c.shards.update({d: corpus_shards(cfg["datasets"][d], cfg, m.hours[d] * c.scale[d]) for d in whole})
     c.probes.update(run_probes(a.probe_max, work / SCRATCH / name, run, m, c, {d: len(whole[d]) for d in whole}))
-    c.longest.update(run_longest(work / SCRATCH / name, run, cfg, items, whole))
+    memory, costs = run_longest(work / SCRATCH / name, run, cfg, items, whole)
+    c.longest.update(memory)
+    c.longest_files.update(costs)
     prices = (a.price_cpu_h or 0.0, a.price_gpu_h or 0.0) if a.price_cpu_h or a.price_gpu_h else None
     pilot = work / SCRATCH / name
     edges = rule_graph(pilot, [*run[0], str(pilot / "pilot.json")], run[1])
@@ -780,21 +843,27 @@ def run_probes(most: int, pilot: Path, run: tuple, m: Measured, c: Corpus, files
     return {key: {"items": n, "points": read(pilot, *key, at)} for key, (n, at) in wanted.items()}
 
 
-LONGEST_RULES = ("vad",)  # shard rules whose memory follows the longest file (a VAD worker's decode block)
+def longest_rules(cfg: dict, ds: str) -> list[str]:
+    """The dataset's shard rules that follow its longest file: VAD (a worker's memory holds its
+    decode block) and, where the dataset is diarized, diarization (its cost per file)."""
+    stages = set(cfg.get("stages", ()))
+    rules = ["vad"] if "vad" in stages else []
+    return rules + (["diarize"] if rules and diarize_runs_for(cfg, ds) and stages - {"vad"} else [])
 
 
 def run_longest(
     pilot: Path, run: tuple, cfg: dict, items: dict[str, list[Item]], sample: dict[str, list[Item]]
-) -> dict:
-    """:attr:`Corpus.longest`: for each dataset whose sample missed its longest file, the
-    :data:`LONGEST_RULES` jobs on a shard of that file alone (a dataset ``<name>_longest`` of
-    the pilot's run, its outputs targeted; run as the pilot ran), their peak memory. Drawing
-    that file into the sample instead made it a fifth of a 10 % sample of short prompts, and
-    the outputs were predicted 13 % low (docs/benchmarks.md)."""
-    rules = [r for r in LONGEST_RULES if r in cfg.get("stages", ())]
+) -> tuple[dict, dict]:
+    """:attr:`Corpus.longest` and :attr:`Corpus.longest_files`: for each dataset whose sample
+    missed its longest file, the :func:`longest_rules` jobs on a shard of that file alone (a
+    dataset ``<name>_longest`` of the pilot's run, its outputs targeted; run as the pilot
+    ran), their peak memory and cost per file. Drawing that file into the sample instead made
+    it a fifth of a 10 % sample of short prompts, and the outputs were predicted 13 % low
+    (docs/benchmarks.md)."""
     extra, targets, names = {}, [], {}
     for d, chosen in sample.items():
         top = max(items[d], key=lambda x: (x.seconds, x.key), default=None)
+        rules = longest_rules(cfg, d)
         if not rules or top is None or top.seconds <= max((x.seconds for x in chosen), default=0.0):
             continue
         name = f"{d}_longest"
@@ -807,16 +876,19 @@ def run_longest(
         extra[name], names[name] = {**entry, "shards": 1}, d
         targets += [f"results/{name}/{r}/shard-0000.segments.jsonl" for r in rules]
     if not extra:
-        return {}
+        return {}, {}
     write_json(pilot / "longest.json", {"datasets": extra})
     configfiles, options = run
     run_snakemake(pilot, [*configfiles, str(pilot / "pilot.json"), str(pilot / "longest.json")], [*options, *targets])
-    out = {}
+    memory, costs = {}, {}
     for key, job in jobs_of_logs(pilot / ".snakemake" / "log").items():
-        cost = job_cost(pilot, job) if key[0] in rules and key[1] in names else None
+        cost = job_cost(pilot, job) if key[0] in ("vad", "diarize") and key[1] in names else None
         if cost:
-            out[(key[0], names[key[1]])] = cost["rss_mb"]
-    return out
+            memory[(key[0], names[key[1]])] = cost["rss_mb"]
+            files = file_costs(pilot / job["log"]) if job.get("log") else None
+            if files:
+                costs[(key[0], names[key[1]])] = files
+    return memory, costs
 
 
 def setting(spec: str) -> dict:

@@ -9,6 +9,7 @@ from speechprep.workflow.bill import (
     capacity_bound,
     critical_path,
     fit,
+    fit_files,
     fit_jobs,
     interval,
     makespan,
@@ -107,3 +108,21 @@ def test_a_shard_jobs_fixed_part_is_told_from_its_part_per_hour():
     assert fit_jobs(alike).fixed == 0.0 and fit_jobs(alike).per_item == pytest.approx(139 / 0.31)
     assert fit_jobs([(0.1, 10.0), (0.2, 9.0), (0.4, 8.0)]).per_item == 0.0  # no growth: the mean
     assert fit_jobs([(0.1, 1.0), (0.2, 4.0), (0.4, 10.0)]).fixed == 0.0  # no negative fixed part
+
+
+def test_a_files_cost_by_its_length_is_fitted_with_no_part_negative():
+    # 0.05 s a file, 0.03 s per second of speech, 2e-5 per second squared (a quadratic step)
+    truth = lambda x: 0.05 + 0.03 * x + 2e-5 * x * x
+    pts = [(x, truth(x)) for x in (1.0, 2.0, 3.0, 4.0, 30.0, 120.0, 600.0)]
+    f = fit_files(pts)
+    assert (f.per_file, f.per_second, f.per_second2) == pytest.approx((0.05, 0.03, 2e-5), rel=1e-6)
+    assert f(3600.0) == pytest.approx(truth(3600.0))
+    # linear in the length and a little noise: the square's part is not made negative
+    lin = fit_files([(x, 0.1 + 0.02 * x + (0.001 if k % 2 else -0.001)) for k, x in enumerate((1, 2, 5, 9, 20))])
+    assert lin.per_second2 >= 0 and lin.per_file >= 0 and lin.per_second == pytest.approx(0.02, rel=0.02)
+    # cost falling with length (noise on a few files): no negative slope, the mean's constant or less
+    down = fit_files([(1.0, 1.0), (2.0, 0.8), (3.0, 0.6)])
+    assert min(down.per_file, down.per_second, down.per_second2) >= 0 and down(3.0) <= 1.0
+    assert fit_files([]) == fit_files([(-1.0, 5.0)]) and fit_files([])(10.0) == 0.0
+    one = fit_files([(5.0, 2.0), (5.0, 4.0)])  # one length: its mean, whichever terms carry it
+    assert one(5.0) == pytest.approx(3.0)

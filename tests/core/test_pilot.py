@@ -218,3 +218,48 @@ def test_reuse_stores_set_aside_come_back_where_no_job_wrote_its_own(tmp_path):
     read = lambda s: (results / "ds" / "asr" / ".partial" / f"{s}.reuse" / "items").read_text(encoding="utf-8")
     assert (read("shard-0000"), read("shard-0001")) == ("first", "again")
     assert not list(aside.glob("*/*/.partial*/*.reuse"))
+
+
+def test_diarizations_cost_follows_each_files_length_where_its_jobs_logged_it():
+    from speechprep.workflow.pilot import Corpus, Measured, rule_costs
+
+    # a file's CPU: 0.04 s + 0.03 s per second of speech + 1e-4 s per second squared
+    f = lambda x: 0.04 + 0.03 * x + 1e-4 * x * x
+    sample = [[2.0, 4.0, 6.0], [3.0, 5.0]]  # two shards of short files (seconds of speech)
+    jobs = {
+        ("diarize", "a", f"shard-000{k}", ""): {
+            "bench": {"cpu_s": 0.5 + sum(map(f, xs)), "s": 0.6 + sum(map(f, xs)), "rss_mb": 300.0},
+            "threads": 1,
+            "mem_mb": 1000,
+            "files": [[x, f(x)] for x in xs],
+        }
+        for k, xs in enumerate(sample)
+    }
+    m = Measured(hours={"a": 40 / 3600}, segments={"a": 10}, shards={"a": 2}, jobs=jobs)  # 20 s of 40 speech
+    m.shard_hours.update({("a", "shard-0000"): 24 / 3600, ("a", "shard-0001"): 16 / 3600})
+    files = [4.0, 8.0] * 50 + [3600.0]  # the corpus: short files and one of an hour
+    by_hours = rule_costs(m, None, Corpus(scale={"a": 4200 / 40}, shards={"a": 4}))["diarize"]
+    assert "a.cpu_s.files" not in by_hours["fits"]
+    c = Corpus(scale={"a": 4200 / 40}, shards={"a": 4}, files={"a": files})
+    c.longest_files[("diarize", "a")] = [[1800.0, f(1800.0)]]  # the longest file's job: half of it speech
+    r = rule_costs(m, None, c)["diarize"]
+    expected = 4 * 0.5 + sum(f(0.5 * x) for x in files)
+    assert r["cpu_s"] == pytest.approx(expected, rel=1e-6) and r["cpu_s"] > 2 * by_hours["cpu_s"]
+    assert r["s"] / r["cpu_s"] == pytest.approx(by_hours["s"] / by_hours["cpu_s"])
+    fit = r["fits"]["a.cpu_s.files"]
+    assert fit["fixed_per_job"] == pytest.approx(0.5) and fit["speech_share"] == 0.5 and fit["files"] == 5
+    assert (fit["per_file"], fit["per_speech_s"], fit["per_speech_s2"]) == pytest.approx((0.04, 0.03, 1e-4), rel=1e-4)
+    grown = Corpus(scale={"a": 2 * 4200 / 40}, shards={"a": 8}, files={"a": files}, grow=2.0)
+    grown.longest_files.update(c.longest_files)
+    assert rule_costs(m, None, grown)["diarize"]["cpu_s"] == pytest.approx(2 * expected, rel=1e-6)
+
+
+def test_the_longest_file_is_diarized_alone_where_its_dataset_is_diarized():
+    from speechprep.workflow.pilot import longest_rules
+
+    cfg = {"stages": ["vad", "asr"], "diarize": {"enabled": "auto"}, "ingest": {"text": "asr"}}
+    cfg["datasets"] = {"calls": {"audio_dir": "a"}, "read": {"manifest": "m.jsonl"}, "one": {"audio_dir": "b"}}
+    cfg["datasets"]["one"]["single_speaker"] = True
+    assert [longest_rules(cfg, d) for d in ("calls", "read", "one")] == [["vad", "diarize"], ["vad"], ["vad"]]
+    assert longest_rules({**cfg, "stages": ["vad"]}, "calls") == ["vad"]  # nothing reads diarization
+    assert longest_rules({**cfg, "stages": ["asr"]}, "calls") == []

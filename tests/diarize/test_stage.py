@@ -191,6 +191,25 @@ def command(root, p):
     return [sys.executable, "-m", "speechprep", "diarize", "run", *flags]
 
 
+def test_the_job_logs_each_files_speech_and_cpu_for_the_plan(shard, model, tmp_path):
+    """Each file's seconds of speech and the CPU seconds spent on it, logged as the plan reads
+    them (its diarization cost fit by file length: speechprep.workflow.pilot)."""
+    from speechprep.core import logs
+    from speechprep.workflow.pilot import file_costs
+
+    _, _, lines = shard
+    mine = [x for x in lines if x["file_id"] in ("three", "gone")]
+    write_jsonl(tmp_path / "vad" / "shard-0000.segments.jsonl", mine)
+    log = tmp_path / "job.log"
+    with open(log, "w", encoding="utf-8") as f:
+        logs.setup("diarize", "shard-0000", stream=f)
+        stage.run(job_files(tmp_path, resume=False), config_params(DiarizeJobParams, device="cpu"), 1, model=model)
+    costs = file_costs(log)
+    items = stage.file_items(mine)
+    assert [x for x, _ in costs] == [round(i["duration"], 3) for i in items] and items[0]["id"] == "three"
+    assert costs[0][0] > 30 and costs[0][1] > 0.2 and costs[1][1] < costs[0][1] / 10  # a file it could not read
+
+
 @pytest.mark.slow
 def test_sigkilled_job_resumes_per_file(shard, done, tmp_path):
     """Through the CLI: killed once two files are done, the job does only the other three again,
