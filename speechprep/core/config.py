@@ -204,6 +204,14 @@ def check_speaker_model(config: dict[str, Any], hash_cache: str | None = None) -
             f"for this model on a labelled sample of your own data and give them in `speakers:` with "
             f'calibrated_for: {identity} (docs/configuration.md, "Speaker models")'
         )
+    condition = str((config.get("tts") or {}).get("condition", ""))
+    lab = Path(condition).suffix.lower() in SPEAKER_MODEL_SUFFIXES
+    if "tts" in config.get("stages", ()) and lab and condition != model:
+        raise ConfigError(
+            f"tts.condition {condition}: the TTS features run no NeMo or ONNX speaker model of their own. "
+            f"To condition on a lab's speaker model, make it speakers.model (now {model}) and give "
+            "tts.condition the same path: curation's vectors of it are reused"
+        )
     return identity
 
 

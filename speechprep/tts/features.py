@@ -93,9 +93,9 @@ class FeaturesStage(ModelStage):
             self.encoders = Encoders(self.p.condition, self.p.emotion, device, threads)
 
     def stored(self, s: dict) -> np.ndarray | None:
-        """The curation stage's Resemblyzer vector of ``s``, when it has one (the condition and
-        ``speakers.model`` both Resemblyzer's): not recomputed."""
-        if self.p.condition != "resemblyzer" or self.p.speaker_model != "resemblyzer" or "embedding_file" not in s:
+        """The curation stage's vector of ``s``, when it has one and the condition is
+        ``speakers.model`` (Resemblyzer, or the lab's model named the same): not recomputed."""
+        if self.p.condition != self.p.speaker_model or "embedding_file" not in s:
             return None
         if s["embedding_file"] not in self.stored_rows:
             self.stored_rows[s["embedding_file"]] = np.load(s["embedding_file"], mmap_mode="r")

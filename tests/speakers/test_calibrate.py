@@ -10,7 +10,7 @@ import json
 import pytest
 import yaml
 
-from speechprep.core.config import check_speaker_model, defaults, merge
+from speechprep.core.config import ConfigError, check_speaker_model, defaults, merge
 from speechprep.speakers import calibrate
 from tests import real_speech
 from tests.support import REPO
@@ -57,6 +57,12 @@ def test_a_lab_model_gets_a_block_of_its_own(manifest, tmp_path):
     assert result["calibrated_for"] == sha and result["report"]["segments"] > 0
     cfg = merge(config_with(given), yaml.safe_load(out.read_text(encoding="utf-8")))
     assert check_speaker_model(cfg) == sha
+    # the TTS condition on that model: curation's vectors of it (tests/tts: reused, not computed)
+    assert check_speaker_model(merge(cfg, {"tts": {"condition": str(model)}})) == sha
+    other = tmp_path / "other.onnx"
+    other.write_bytes(model.read_bytes())
+    with pytest.raises(ConfigError, match=r"tts\.condition .*other\.onnx: the TTS features run no NeMo or ONNX"):
+        check_speaker_model(merge(cfg, {"tts": {"condition": str(other)}}))
 
 
 @pytest.fixture(scope="module")

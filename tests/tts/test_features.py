@@ -1,12 +1,13 @@
 """The audio-feature job of a shard: rejects and accounting, OOM back-off, encoder errors, resume, long ids."""
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 import soundfile as sf
 import torch
-from conftest import demo_segments, fake_units, run, shard, text_ids
+from conftest import P, demo_segments, fake_units, run, shard, text_ids
 
 from speechprep.encoders import Encoders
 from speechprep.io.audio import read_segment
@@ -183,19 +184,33 @@ def test_ids_longer_than_a_file_name_get_a_safe_name(tmp_path, encoders):
     assert len(Path(ids[long_id]["text_ids"]).name.encode("utf-8")) <= 200
 
 
-def test_stored_speaker_embeddings_are_read_not_recomputed(tmp_path):
-    """Lines from the curation stage carry their Resemblyzer vector (a packed per-shard
-    array and a row): the features job takes it and never loads the condition encoder."""
+@pytest.mark.parametrize("model", ["resemblyzer", "lab_speaker.onnx"])
+def test_stored_speaker_embeddings_are_read_not_recomputed(tmp_path, model):
+    """Lines from the curation stage carry their ``speakers.model`` vector (a packed per-shard
+    array and a row): where ``tts.condition`` is that model (Resemblyzer, or the lab's,
+    named the same) the features job takes it and never loads the condition encoder; with
+    another condition it computes its own."""
     segs = [{k: v for k, v in s.items() if k != "voice"} for s in demo_segments()[:4]]
     stored = np.random.default_rng(0).standard_normal((len(segs), 256)).astype(np.float32)
     np.save(tmp_path / "emb.npy", stored)
     lines = [{**s, "embedding_file": str(tmp_path / "emb.npy"), "embedding_row": i} for i, s in enumerate(segs)]
-    enc = Encoders("resemblyzer", "egemaps", "cpu", threads=1)
-    counts, out, rejects = run(tmp_path, *shard(tmp_path, lines), encoders=enc)
+    if model != "resemblyzer":  # never loaded: its bytes are only hashed into the job's identity
+        model = str(tmp_path / model)
+        Path(model).write_bytes(b"a lab's ONNX speaker model")
+    p = replace(P, condition=model, speaker_model=model)
+    enc = Encoders(model, "egemaps", "cpu", threads=1)
+    counts, out, rejects = run(tmp_path, *shard(tmp_path, lines), p=p, encoders=enc)
     assert counts["ok"] == 4 and not rejects and enc._condition is None
     for i, line in enumerate(out):
         np.testing.assert_array_equal(load_npy(line["condition"], np.float32, 1), stored[i])
         assert load_npy(line["emo_vec"], np.float32, 1).shape == (88,)
+    if model == "resemblyzer":  # curation's vectors are another model's: the condition's own
+        other = tmp_path / "other"
+        p = replace(P, condition="resemblyzer", speaker_model=str(tmp_path / "lab.onnx"))
+        enc = Encoders("resemblyzer", "egemaps", "cpu", threads=1)
+        counts, out, _ = run(other, *shard(other, lines), p=p, encoders=enc)
+        assert counts["ok"] == 4 and enc._condition is not None
+        assert not np.array_equal(load_npy(out[0]["condition"], np.float32, 1), stored[0])
 
 
 def test_packed_layout_holds_the_same_arrays_in_one_file_per_kind(tmp_path, encoders):
