@@ -33,6 +33,7 @@ prepared inputs (:meth:`~ModelStage.infer`), what an accepted segment keeps
 from __future__ import annotations
 
 import contextlib
+import gc
 import logging
 import os
 import time
@@ -47,7 +48,7 @@ from ..io.jsonio import read_jsonl
 from .artifacts import Kind, Scratch
 from .batching import BatchRunner, isolate, resolve_device, seconds_budget
 from .failures import FailureRule
-from .memprobe import GUARD_ENV, Probe, guard, job_limit_mb
+from .memprobe import GUARD_ENV, Probe, guard, job_limit_mb, trim
 from .shardjob import Accepted, Outcome, Rejected, ShardJob, model_rejected
 from .watchdog import Watchdog
 
@@ -258,6 +259,8 @@ def _process(stage: ModelStage, job: ShardJob, todo: list[dict], scratch: Scratc
         if todo:
             t, device = time.monotonic(), resolve_device(stage.p.device)
             stage.load(device, threads)
+            gc.collect()  # the restore's second copy of the weights (NeMo's lingers until a collection)
+            trim()
             log.info("%s loaded on %s in %.1f s", stage.model_name(), device, time.monotonic() - t)
             runner = _run_batches(stage, job, todo, scratch, wd)
         if wd is not None:

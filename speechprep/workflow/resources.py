@@ -3,18 +3,20 @@
 A shard job's peak memory, per job (its :class:`Memory`, declared with the job; docs/cluster.md,
 "Memory requests"):
 
-    JOB_MB + fixed + MODEL_COPIES x its model files + MB per audio second x the seconds it
-    holds at once + MB per audio second of the shard x the shard's seconds (the lines and
-    results it keeps until the shard is written)
+    JOB_MB + fixed + its model files + max(its model files (the restore's second copy),
+    MB per audio second x the seconds it holds at once) + MB per audio second of the shard x
+    the shard's seconds (the lines and results it keeps until the shard is written)
 
 * **JOB_MB**: the snakemake process that runs the job inside its allocation (on SLURM it
   counts against the job's memory: about 100 MB, 190 MB in an array task);
 * **fixed**: the interpreter and the stage's libraries: the stage's job on a demo shard
   (tiny models), measured as the peak of its SLURM memory cgroup, less ``JOB_MB``, with
   headroom (``Memory.fixed_mb``; docs/cluster.md has the figures);
-* **models**: the model files' size on disk, ``MODEL_COPIES`` times (the bytes read, the
-  state dict, the module's tensors while one is copied into the other). A model named by
-  a hub id rather than a file counts ``HUB_MODEL_MB``;
+* **models**: the model files' size on disk once (the module's tensors), and once more
+  while it is restored (``RESTORE_COPIES``: the checkpoint's tensors copied into the
+  module's), which is collected before the first batch: the job asks for the larger of that
+  copy and what it holds at once. A model named by a hub id rather than a file counts
+  ``HUB_MODEL_MB``;
 * **held at once**: a model stage holds one batch: its budget in audio seconds, or the
   shard's longest segment when that is longer (a segment is never split across batches).
   On the CPU (``device: cpu``) the batch's activations are in the job's memory:
@@ -43,7 +45,12 @@ from ..core.config import BatchBudget
 from ..core.jobs import Memory
 from ..io.modelfiles import is_local_model
 
-MODEL_COPIES = 3
+# copies of a model's file in memory at once while it is restored (the checkpoint's tensors and
+# the module's, one copied into the other): at real size the restore's peak is the fixed part
+# plus twice the file (parakeet-size TDT 5,467 MB for a 2,474 MB file, HuBERT-large 2,785 for
+# 1,267: docs/benchmarks.md, "Real-size models"). The second copy is collected before the
+# first batch (speechprep.core.modelstage), so a job holds the larger of it and its batch.
+RESTORE_COPIES = 2
 JOB_MB = 250
 ROUND_MB = 256
 HUB_MODEL_MB = 4000  # a pretrained model by name: its size is not known before the download
@@ -128,11 +135,13 @@ def memory_mb(
     """The MB a job of ``memory``'s model needs for ``shard`` at attempt 1, rounded up to
     ``ROUND_MB`` (see the module's docstring; for VAD, ``shard`` is the dataset's manifest;
     ``batch`` and ``device``: a model stage's ``batch`` block and ``device``)."""
-    mb = JOB_MB + memory.fixed_mb + MODEL_COPIES * model_mb(list(models))
-    mb += memory.shard_mb_per_s * shard.seconds
+    files = model_mb(list(models))
+    mb = JOB_MB + memory.fixed_mb + files + memory.shard_mb_per_s * shard.seconds
+    held = 0.0
     if memory.workers:
         block = shard.max_channel_rate * min(block_seconds, shard.longest or block_seconds) * 4 / 1e6
-        mb += max(1, threads) * (VAD_WORKER_MB + VAD_BLOCK_COPIES * block)
+        held = max(1, threads) * (VAD_WORKER_MB + VAD_BLOCK_COPIES * block)
     elif memory.batch_mb_per_s is not None:
-        mb += batch_mb(memory, batch, device, shard.longest)
+        held = batch_mb(memory, batch, device, shard.longest)
+    mb += max((RESTORE_COPIES - 1) * files, held)  # the restore's second copy is gone before a batch
     return int(-(-mb // ROUND_MB) * ROUND_MB)

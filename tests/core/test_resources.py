@@ -9,7 +9,7 @@ from speechprep.workflow.resources import (
     CUDA_HOST_MB,
     HUB_MODEL_MB,
     JOB_MB,
-    MODEL_COPIES,
+    RESTORE_COPIES,
     ROUND_MB,
     ShardContent,
     memory_mb,
@@ -49,10 +49,18 @@ def test_request_grows_with_what_the_job_holds(tmp_path):
     model = tmp_path / "m.nemo"
     with open(model, "wb") as f:
         f.truncate(200_000_000)  # a 200 MB model file (sparse)
-    assert memory_mb(ASR, small, [str(model)], batch=cpu(60)) - base >= MODEL_COPIES * 200 - ROUND_MB
+    # the model once, and once more while it is restored where that is more than the batch
+    batch = ASR.batch_mb_per_s * 60
+    with_model = memory_mb(ASR, small, [str(model)], batch=cpu(60))
+    assert with_model - base >= 200 + (RESTORE_COPIES - 1) * 200 - batch - ROUND_MB and with_model > base
+    large = tmp_path / "large.nemo"
+    with open(large, "wb") as f:
+        f.truncate(2_474_000_000)  # parakeet-tdt-0.6b's size: its restore's peak, 2 x 2,474 MB + 519
+    want = JOB_MB + ASR.fixed_mb + RESTORE_COPIES * 2474 + ASR.shard_mb_per_s * 50.0
+    assert want <= memory_mb(ASR, small, [str(large)], batch=cpu(60)) < want + ROUND_MB
     # a model by hub name has no size yet; a local model not built yet counts nothing until it is
     hub = memory_mb(ASR, small, ["nvidia/canary-1b-flash"], batch=cpu(60))
-    assert hub - base >= MODEL_COPIES * HUB_MODEL_MB - ROUND_MB
+    assert hub - base >= RESTORE_COPIES * HUB_MODEL_MB - batch - ROUND_MB
     assert memory_mb(ASR, small, [str(tmp_path / "later.nemo")], batch=cpu(60)) == base
     # shards of similar size ask for the same (a job array gets its first task's request)
     assert memory_mb(ASR, ShardContent(900, 3500.0, 29.0), batch=cpu(120)) == memory_mb(
