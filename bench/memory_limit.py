@@ -27,8 +27,9 @@ while the guard is on (a guard subclass in place of modelstage's). ``--limited-o
 limited run alone, compared with the last no-limit run's outputs. The stage's ``infer`` is
 wrapped to log what it raises (the job's log, ``<work>/<job>/<run>/job.log``).
 
-Per run: the log's first batch (padded s), OOMs and halvings, whether the guard was lifted,
-``batch_probe``, the accounting (outputs + rejects == inputs), outputs equal to the
+Per run: the log's first batch (padded s), OOMs and halvings, whether oneDNN was turned off
+(at the first refusal), the segments retried once without the guard, the batches held to
+the memory left, ``batch_probe``, the accounting (outputs + rejects == inputs), outputs equal to the
 reference's (ASR texts, S2S units), the worker's peak RSS (``ru_maxrss``, the restore
 included) and the job's peak RSS after the limit was set (``VmRSS`` sampled every 10 ms),
 wall and CPU seconds of the worker. Figures: docs/benchmarks.md, "A real-size job under a
@@ -307,7 +308,9 @@ def log_facts(log: str) -> dict:
         "budget_s": float(first.group(1)) if first else None,
         "first_oom_batch": f"{oom.group(1)} segs, {oom.group(2)} padded s" if oom else None,
         "halvings": log.count("halving to"),
-        "guard_lifted": "guard lifted" in log,
+        "unguarded_retries": log.count("retried once without it"),
+        "onednn_off": "oneDNN off for the rest" in log,
+        "lowered_to_memory_left": log.count("lowered to the memory left"),
         "primitive_errors": log.count("could not create a primitive"),
         "rejected_oom": log.count("rejected oom"),
     }

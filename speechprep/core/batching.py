@@ -147,6 +147,8 @@ class BatchRunner:
     # an item that does not fit alone: True where that lifted a limit of this process's own
     # (speechprep.core.memprobe.guard), and the item is tried again
     relief: Callable[[], bool] = field(default=lambda: False)
+    # told of every OOM before the batch is halved or retried (memprobe.guard.refused)
+    on_oom: Callable[[], None] = field(default=lambda: None)
     ooms: int = 0
 
     def plan(self, items: list) -> list[list]:
@@ -184,9 +186,10 @@ class BatchRunner:
         """After an OOM on ``b``: its halves onto ``stack``, or a single item's ``oom`` outcome."""
         self.ooms += 1
         self.free_cache()
+        self.on_oom()
         secs = self.padded(b)
         if len(b) == 1 and self.relief():
-            self.logger(f"OOM on a single item ({secs:.1f} s) under the memory guard: guard lifted, retried")
+            self.logger(f"OOM on a single item ({secs:.1f} s) under the memory guard: retried once without it")
             stack.append(b)
             return None
         if len(b) == 1:
@@ -204,6 +207,9 @@ class BatchRunner:
         pending = self.plan(items)
         armed = self.probe is not None
         while pending:
+            cap = self.probe.cap() if self.probe is not None and not armed else None
+            if cap is not None and cap < 0.9 * self.budget:  # the job's memory crept since the probe
+                pending = self._resize(max(cap, 1e-9), pending, "lowered to the memory left")
             stack, shrunk = [pending.pop(0)], False
             while stack:
                 b = stack.pop()
@@ -216,7 +222,7 @@ class BatchRunner:
                     if not is_oom(e):
                         raise
                     out = self._halve(b, stack)
-                    if out is None:  # halved; or retried alone, the guard lifted: it was not the size
+                    if out is None:  # halved; or retried alone without the guard: it was not the size
                         shrunk = len(b) > 1
                     else:
                         yield out

@@ -168,6 +168,9 @@ class guard:
         self.limit_mb = limit_mb
         self.data_mb: float | None = None
         self.saved: tuple[int, int] | None = None
+        self.lifted = 0  # items that ran with the guard lifted (:meth:`lift`)
+        self.onednn_off = False  # oneDNN turned off by :meth:`refused`
+        self._skip = False
 
     def __enter__(self) -> guard:
         _start_threads()
@@ -178,10 +181,14 @@ class guard:
         return self
 
     def rearm(self) -> None:
-        """The data limit anchored to now: private writable memory now plus what is left
-        of ``limit_mb`` over resident memory now."""
+        """The data limit anchored to now (the C heap's free memory given back first): private
+        writable memory now plus what is left of ``limit_mb`` over resident memory now."""
         if self.saved is None or self.saved[0] != resource.RLIM_INFINITY:
             return
+        if self._skip:  # the item it was lifted for runs now, unguarded
+            self._skip = False
+            return
+        trim()  # what earlier batches freed, given back: resident memory is what is live
         data = _status().get("VmData", 0) / 1024
         if not data:
             return
@@ -192,19 +199,40 @@ class guard:
         self.data_mb = want / MB
         _guarded[0] = True
 
+    def refused(self) -> None:
+        """An allocation was refused under the guard: torch's oneDNN off for the rest of the job
+        (once). A refusal inside oneDNN can leave it failing every later call with "could not
+        create a primitive", guarded or not, or end the process (SIGSEGV): measured with the
+        real-size HuBERT-large (docs/benchmarks.md, "A real-size job under a memory limit").
+        Without it a HuBERT-large batch took 786 MB where it took 950, at 22 % more CPU."""
+        torch = sys.modules.get("torch")
+        if _guarded[0] and not self.onednn_off and torch is not None and torch.backends.mkldnn.enabled:
+            torch.backends.mkldnn.enabled = False
+            self.onednn_off = True
+            log.warning("an allocation refused under the memory guard: oneDNN off for the rest of the job")
+
     def lift(self) -> bool:
-        """Off for good (an item that does not fit alone under it: a library's state a refused
-        allocation broke, or a limit too low for one item; the job then goes on as without
-        the guard). False where it was not on."""
+        """Off for the next batch only: an item that does not fit alone under it (private
+        writable memory runs ahead of resident memory, so the data limit can refuse an item
+        that fits under the job's; or a limit too low for one item) is tried once more without
+        it, and the batch after it is guarded again (:meth:`rearm`). False where it was not on
+        (the item was refused unguarded: it does not fit)."""
         on = self.data_mb is not None and self.saved is not None and _guarded[0]
-        self.__exit__()
-        self.saved = None
+        self._release()
+        if on:
+            self._skip, self.lifted = True, self.lifted + 1
         return on
 
-    def __exit__(self, *exc) -> None:
+    def _release(self) -> None:
         if self.data_mb is not None and self.saved is not None:
             resource.setrlimit(resource.RLIMIT_DATA, self.saved)
         _guarded[0] = False
+
+    def __exit__(self, *exc) -> None:
+        self._release()
+        if self.onednn_off:
+            sys.modules["torch"].backends.mkldnn.enabled = True
+            self.onednn_off = False
 
 
 def _cuda(device: str) -> Any:
@@ -258,6 +286,16 @@ class Probe:
         # what the job held before the batch: what a batch took is freed after it (the
         # allocator may keep it, resident, for the next batch to reuse)
         return peak_mb() - self.before_mb, self.limit_mb - self.before_mb
+
+    def cap(self) -> float | None:
+        """On the CPU after a measured probe: the padded seconds a batch may have now, from what
+        is left of the job's memory over its resident memory now (the allocator keeps what
+        earlier batches freed, and a job's memory creeps after its probe). None: no cap."""
+        r = self.result
+        if self.cuda or not r or not r["measured"] or r["mb_per_second"] <= 0:
+            return None
+        trim()
+        return max(0.0, self.limit_mb - rss_mb()) * HEADROOM / r["mb_per_second"]
 
     def size(self, probe_seconds: float, budget: float) -> float:
         """After the probe batch of ``probe_seconds`` padded seconds: the budget for the rest

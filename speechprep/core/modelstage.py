@@ -240,7 +240,8 @@ def _run_batches(stage: ModelStage, job: ShardJob, todo: list[dict], scratch: Sc
     runner.on_batch_start = lambda batch: _batch_start(batch, wd, limited)
     warm = sorted(todo, key=lambda s: float(s["duration"]))[:WARMUP] if limited is not None else []
     rest = [s for s in todo if all(s is not w for w in warm)]
-    runner.relief = limited.lift if limited is not None else runner.relief
+    if limited is not None:
+        runner.relief, runner.on_oom = limited.lift, limited.refused
     for part, guarded, probing in ((warm, None, None), (rest, limited, probe)):
         runner.probe = probing
         with guarded or contextlib.nullcontext():

@@ -220,7 +220,7 @@ def test_a_batch_past_the_guarded_limit_halves_and_the_probe_sizes_the_rest():
     assert 3.6 <= got["mb_per_second"] <= 4.6
 
 
-def test_an_item_that_does_not_fit_alone_under_the_guard_is_retried_with_the_guard_lifted():
+def test_an_item_that_does_not_fit_alone_under_the_guard_is_retried_without_it():
     """Under the guard, a single item's OOM lifts it (relief) and the item is tried again;
     the budget stays (the guard, not the batch's size, was the cause)."""
     lifted, messages = [], []
@@ -234,5 +234,77 @@ def test_an_item_that_does_not_fit_alone_under_the_guard_is_retried_with_the_gua
     r.relief = lambda: not lifted and not lifted.append(True)
     out = list(r.run(items([1.0] * 4)))
     assert [o.result for o in out] == [o.item["id"] for o in out] and len(out) == 4 and lifted
-    assert any("guard lifted, retried" in m for m in messages) and not any(o.oom for o in out)
+    assert any("retried once without it" in m for m in messages) and not any(o.oom for o in out)
     assert r.budget == 4.0
+
+
+def test_the_guard_is_lifted_for_the_one_item_refused_alone_and_holds_the_next_batch_again():
+    """Each item (one a batch) takes 150 MB, the guard leaves 100: each is refused, retried
+    once unguarded and produced; the batch after it runs under the guard again (it was lifted
+    for good before: every item after the first ran unguarded)."""
+    guarded_at_call = []
+
+    def infer(batch):
+        guarded_at_call.append(memprobe.guarded())
+        held = torch.ones(150 * 2**20 // 4)
+        return [float(held[0])] * len(batch)
+
+    before = resource.getrlimit(resource.RLIMIT_DATA)
+    messages = []
+    r = runner(1.0, infer, messages)
+    with memprobe.guard(memprobe.rss_mb() + 100) as g:
+        r.on_batch_start, r.relief = lambda b: g.rearm(), g.lift
+        out = list(r.run(items([1.0] * 4)))
+    assert [o.result for o in out] == [1.0] * 4 and not any(o.oom for o in out)
+    assert guarded_at_call == [True, False] * 4 and g.lifted == 4 and r.ooms == 4
+    assert sum("retried once without it" in m for m in messages) == 4
+    assert resource.getrlimit(resource.RLIMIT_DATA) == before
+
+
+def test_an_allocation_refused_under_the_guard_turns_onednn_off_for_the_rest_of_the_job():
+    """A refusal inside oneDNN can leave it failing every later call ("could not create a
+    primitive", guarded or not) or end the process: after the first refusal the job runs
+    without it; leaving the guard turns it on again. Unguarded, an OOM changes nothing."""
+    calls = []
+
+    def infer(batch):
+        calls.append((len(batch), torch.backends.mkldnn.enabled))
+        if len(batch) > 2:
+            raise RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate 5373952 bytes")
+        x = torch.nn.functional.conv1d(torch.ones(1, 1, 16000), torch.ones(8, 1, 5))  # native, not oneDNN
+        return [float(x[0, 0, 0])] * len(batch)
+
+    assert torch.backends.mkldnn.enabled
+    r = runner(8.0, infer)
+    with memprobe.guard(memprobe.rss_mb() + 500) as g:
+        r.on_oom = g.refused
+        out = list(r.run(items([1.0] * 8)))
+        assert g.onednn_off and not torch.backends.mkldnn.enabled and memprobe.guarded()
+    assert [o.result for o in out] == [5.0] * 8 and calls[0] == (8, True)
+    assert all(not on for _, on in calls[1:]) and torch.backends.mkldnn.enabled
+    r = runner(8.0, infer)
+    r.on_oom = memprobe.guard(1e9).refused  # not entered: not guarded
+    assert len(list(r.run(items([1.0] * 4)))) == 4 and torch.backends.mkldnn.enabled
+
+
+def test_batches_after_the_probe_fit_the_memory_left_when_the_job_creeps():
+    """A model that keeps 100 MB from each of its batches (a cache that grows): the probe
+    sized 40 s batches from the memory left before it; once the job holds more, the batches
+    are lowered to what is left over its resident memory now, and every item is produced."""
+    kept, calls, messages = [], [], []
+
+    def infer(batch):
+        padded = len(batch) * max(x["duration"] for x in batch)
+        calls.append(padded)
+        held = torch.ones(int(4.0 * padded * 2**20 / 4))
+        kept.append(torch.ones(100 * 2**20 // 4))
+        return [float(held[0])] * len(batch)
+
+    probe = memprobe.Probe("cpu", memprobe.rss_mb() + 700, ceiling=1000.0, source="mem_mb")
+    r = runner(40.0, infer, messages)
+    r.probe = probe
+    out = list(r.run(items([1.0] * 200)))
+    assert len(out) == 200 and not any(o.oom for o in out)
+    assert probe.result["seconds_chosen"] == 40.0 and calls[0] == 40.0
+    assert any("lowered to the memory left" in m for m in messages) and min(calls) < 30
+    assert r.budget < 40.0
