@@ -241,16 +241,22 @@ def benchmark(path: Path) -> dict | None:
     return {"s": num.get("s", 0.0), "cpu_s": num.get("cpu_time", 0.0), "rss_mb": num.get("max_rss", 0.0)}
 
 
-def job_used(log: Path) -> dict | None:
-    """What a job of speechprep's CLI logged it used (:func:`speechprep.core.logs.used`): its
-    process's wall and CPU seconds (its workers' included) and peak memory, with ``threads``
-    workers at its largest worker's peak at once."""
+def logged(log: Path, tag: str):
+    """The JSON value after ``tag`` on the last line of a job's log that holds it (None: none)."""
     if not log.exists():
         return None
     found = None
     for line in log.read_text(encoding="utf-8", errors="replace").splitlines():
-        if logs.USED in line:
-            found = json.loads(line.split(logs.USED, 1)[1])
+        if tag in line:
+            found = json.loads(line.split(tag, 1)[1])
+    return found
+
+
+def job_used(log: Path) -> dict | None:
+    """What a job of speechprep's CLI logged it used (:func:`speechprep.core.logs.used`): its
+    process's wall and CPU seconds (its workers' included) and peak memory, with ``threads``
+    workers at its largest worker's peak at once."""
+    found = logged(log, logs.USED)
     if found is None:
         return None
     workers = found["threads"] * found["worker_rss_mb"]
@@ -259,13 +265,7 @@ def job_used(log: Path) -> dict | None:
 
 def file_costs(log: Path) -> list[list[float]] | None:
     """The ``[seconds, CPU seconds]`` per file a job logged (:func:`speechprep.core.logs.file_costs`)."""
-    if not log.exists():
-        return None
-    found = None
-    for line in log.read_text(encoding="utf-8", errors="replace").splitlines():
-        if logs.FILE_COSTS in line:
-            found = json.loads(line.split(logs.FILE_COSTS, 1)[1])
-    return found
+    return logged(log, logs.FILE_COSTS)
 
 
 def job_cost(pilot: Path, job: dict) -> dict | None:
