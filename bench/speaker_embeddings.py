@@ -14,7 +14,8 @@ path is read as ``speakers.model`` reads it (e.g. the real-size TitaNet-L of
 ``python -m speechprep models build-real-size``). Per model, repeats interleaved, medians:
 
 * ours: :func:`speechprep.encoders.make_encoder`, every clip in one call (it batches them:
-  Resemblyzer's partials through the LSTM together, NeMo's clips padded to 120 s a forward,
+  Resemblyzer's partials through the LSTM together, NeMo's clips padded to 8 s a forward on
+  the CPU (120 s on a GPU),
   ONNX clips of one length a run);
 * loop: the library's own way, one clip a call: Resemblyzer's ``preprocess_wav`` and
   ``embed_utterance``, NeMo's
@@ -23,7 +24,8 @@ path is read as ``speakers.model`` reads it (e.g. the real-size TitaNet-L of
 
 Prints embeddings per second of each, their ratio, and the largest 1 - cosine between the
 two ways' vectors. ``--per-forward N ...``: for each ``.nemo`` model, ours again with at most
-``N`` clips a forward (``encoders.nemo_speaker.BATCH_SAMPLES``; 120 s of audio by default).
+``N`` clips a forward (``encoders.nemo_speaker.CPU_BATCH_SAMPLES``, 8 s of audio by default;
+``BATCH_SAMPLES``, 120 s, on a GPU).
 ``--device cuda`` runs both on a GPU (ONNX on the CUDA provider when the
 env has it).
 """
@@ -106,18 +108,19 @@ def per_forward(spec: str, data: list[np.ndarray], sizes: list[int], repeats: in
     """Embeddings/s of ours on a ``.nemo`` model at each of ``sizes`` clips a forward."""
     from speechprep.encoders import make_encoder, nemo_speaker
 
-    encoder, default = make_encoder(spec, device, threads), nemo_speaker.BATCH_SAMPLES
+    name = "BATCH_SAMPLES" if device.startswith("cuda") else "CPU_BATCH_SAMPLES"
+    encoder, default = make_encoder(spec, device, threads), getattr(nemo_speaker, name)
     encoder(data[:2])
     times: dict[int, list[float]] = {n: [] for n in sizes}
     try:
         for _ in range(repeats):
             for n in sizes:
-                nemo_speaker.BATCH_SAMPLES = n * max(len(x) for x in data)
+                setattr(nemo_speaker, name, n * max(len(x) for x in data))
                 t = time.perf_counter()
                 encoder(data)
                 times[n].append(time.perf_counter() - t)
     finally:
-        nemo_speaker.BATCH_SAMPLES = default
+        setattr(nemo_speaker, name, default)
     return {n: len(data) / statistics.median(t) for n, t in times.items()}
 
 

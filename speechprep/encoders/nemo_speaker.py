@@ -29,7 +29,11 @@ LANGUAGE_LABEL = "curate.language_model"
 # 25 ms, one analysis window (as the ONNX encoders); under 10 ms (one feature frame) NeMo's
 # per-feature normalisation makes every output NaN
 MIN_SAMPLES = 400
-BATCH_SAMPLES = 120 * SAMPLE_RATE  # padded audio per forward
+BATCH_SAMPLES = 120 * SAMPLE_RATE  # padded audio per forward on a GPU
+# on the CPU a large convolutional model runs fastest at a few clips a forward: TitaNet-L
+# (real size) 5.36 embeddings/s at one 1.6 s window a forward, 6.97 at 4, 6.40 at 8, 4.05 at
+# 64 (bench/speaker_embeddings.py --per-forward; docs/benchmarks.md, "Speaker embeddings")
+CPU_BATCH_SAMPLES = 8 * SAMPLE_RATE
 
 
 def _refused(label: str, path: str, reason: str) -> ModelFileError:
@@ -118,7 +122,8 @@ class NemoSpeakerEncoder:
     cannot embed (empty, under 25 ms, NaN/Inf samples, a zero or non-finite embedding).
 
     Clips run sorted by length in zero-padded batches with their lengths (the model
-    masks the padding), at most ``BATCH_SAMPLES`` padded samples each, under
+    masks the padding), at most ``BATCH_SAMPLES`` padded samples each on a GPU and
+    ``CPU_BATCH_SAMPLES`` on the CPU, under
     ``torch.inference_mode()``. ``dim``: the embedding's size; ``threads``: torch's CPU threads."""
 
     package = "nemo_toolkit"
@@ -187,10 +192,10 @@ class NemoSpeakerEncoder:
             else:
                 todo.append((i, w))
         todo.sort(key=lambda item: len(item[1]))
-        start = 0
+        start, budget = 0, BATCH_SAMPLES if self.device.startswith("cuda") else CPU_BATCH_SAMPLES
         while start < len(todo):
             end = start + 1  # the longest clips that fit the padded budget together (a longer one alone)
-            while end < len(todo) and (end - start + 1) * len(todo[end][1]) <= BATCH_SAMPLES:
+            while end < len(todo) and (end - start + 1) * len(todo[end][1]) <= budget:
                 end += 1
             part = todo[start:end]
             logits, embs = self._forward([w for _, w in part])

@@ -80,7 +80,7 @@ def test_embeddings_equal_nemo_forward_clip_by_clip(speaker_models, real_clips, 
     from speechprep.encoders import nemo_speaker
     from speechprep.encoders.nemo_speaker import NemoSpeakerEncoder
 
-    monkeypatch.setattr(nemo_speaker, "BATCH_SAMPLES", batch_seconds * 16000)
+    monkeypatch.setattr(nemo_speaker, "CPU_BATCH_SAMPLES", batch_seconds * 16000)
     enc = NemoSpeakerEncoder(str(speaker_models[name]), "cpu", 1)
     assert enc.dim == dim and enc.package == "nemo_toolkit" and not enc.model.training
     reference = EncDecSpeakerLabelModel.restore_from(str(speaker_models[name]), map_location="cpu").eval()
