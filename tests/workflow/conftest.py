@@ -197,6 +197,7 @@ ORDER = (
     "test_growth.py",  # 386 s
     "test_tts_workflow.py",  # 332 s
     "test_reruns.py",  # 322 s
+    "test_speaker_models_workflow.py",  # 231 s
     "test_plan.py",  # 179 s
     "test_vad_workflow.py",  # 124 s
     "test_curate_workflow.py",  # 101 s
