@@ -9,7 +9,7 @@ a SLURM run) must write the same files with the same content. Compared:
 * every file under both trees, by relative path (a file in one tree only is a
   difference, but for empty ones matching ``--new`` globs), except logs,
   Snakemake's benchmark files and state, the resume/scratch directories of jobs
-  (``.partial``) and the report's plots of job times, which hold times;
+  (``.partial``, ``.partial_annotate``, ...) and the report's plots of job times, which hold times;
 * JSON and JSONL (``.gz`` too) as parsed values, with each run's own root
   directory replaced by ``<ROOT>`` in strings (absolute paths differ between
   working directories) and the fields that hold times, rates or the config
@@ -52,7 +52,7 @@ IGNORED_FIELDS = frozenset(
 )
 # report files drawn from the jobs' times
 TIMED = frozenset({"throughput.png"})
-SKIPPED_DIRS = frozenset({"logs", "benchmarks", ".partial", ".snakemake", ".cache"})
+SKIPPED_DIRS = frozenset({"logs", "benchmarks", ".snakemake", ".cache"})
 SKIPPED_SUFFIXES = (".log", ".snakemake_timestamp")
 
 
@@ -63,6 +63,7 @@ def files(root: Path) -> dict[str, Path]:
         if (
             not p.is_file()
             or SKIPPED_DIRS.intersection(rel.parts)
+            or any(x.startswith(".partial") for x in rel.parts)  # every job's resume and reuse stores
             or p.name.endswith(SKIPPED_SUFFIXES)
             or p.name in TIMED
         ):
