@@ -2,7 +2,7 @@
 """Does the plan hold? A pilot on a share of a real corpus, then the whole run, compared.
 
     .venvs/workflow/bin/python bench/plan_accuracy.py --corpus prompts|music [--hours 1.0]
-        [--sample 0.1] [--shard-hours 0.05] [--work DIR]
+        [--sample 0.1] [--shard-hours 0.05] [--models demo|real-size] [--work DIR]
 
 (``music`` mixes audio with soxr: build it first in the VAD env, ``.venvs/vad/bin/python
 bench/plan_accuracy.py --corpus music --work DIR --build-only``, then run the line above with
@@ -21,6 +21,16 @@ and a run that keeps nothing fails). Runs
 ``python -m speechprep plan --sample S`` in WORK, then the whole run (snakemake, the local
 profile), then ``plan --compare``; prints per stage the plan's and the run's CPU seconds,
 peak job memory and output bytes, the totals, and the run's wall time beside the plan's.
+
+``--models real-size`` points the run at the real-size models with random weights
+(``python -m speechprep models build-real-size``, cached in ~/.cache/speechprep/real_size;
+built first if missing): ASR the parakeet-tdt-0.6b-sized TDT model; S2S HuBERT base, layer 6,
+its 1000-unit k-means (``kmeans-1000``) and the unit HiFi-GAN of 1000 units; speakers (curation
+and diarization) TitaNet-L, ``speakers.calibrated_for`` its sha256 and the default thresholds.
+Random weights cost what trained ones cost (FLOPs, memory, the restore), so this measures the
+plan's cost figures only: the speakers' thresholds are not this model's, and what the ASR
+model emits is not speech's text: the curation checks that would reject every segment for it
+are off (``REAL_SIZE_CURATE``, each with why), since a run that keeps nothing fails.
 """
 
 from __future__ import annotations
@@ -39,6 +49,7 @@ sys.path.insert(0, str(REPO / "bench"))
 
 from corpus_growth import config, duration, snakemake  # noqa: E402
 
+from speechprep.models import real_size  # noqa: E402
 from tests import real_speech  # noqa: E402
 
 
@@ -63,6 +74,39 @@ def music_corpus(dest: Path, hours: float) -> None:
         out = dest / f"ivr_{k:03d}.wav"
         real_speech.with_music_between(prompts[k * 20 : (k + 1) * 20], music, out, seed=k)
         total, k = total + duration(out), k + 1
+
+
+# the real-size models the run's config points at (speechprep.models.real_size names)
+REAL_SIZE = ("parakeet-tdt-0.6b", "hubert-base", "kmeans-1000", "hifigan-unit", "titanet-l")
+# curation checks that would reject every segment on random-weight ASR output (the pilot keeps
+# nothing, and a run that keeps nothing fails): off. The text checks stay on: on the prompts
+# the random TDT model's text ("bench benchab bench ...") reads 10-25 characters/s (``--hours
+# 0.03``), within speaking_rate's 3-30, and loops past max_repeated_ngram_share on some
+# segments (repetitive_text: 39 of 208 at ``--hours 0.25``), as a real corpus's odd ones would.
+REAL_SIZE_CURATE = {
+    # its confidences are about 6e-28 (random logits over 1024 tokens): low_confidence on every
+    # segment (corpus_growth.config turns it off for the demo model already)
+    "min_confidence": None,
+}
+
+
+def real_size_models(cfg: dict) -> dict:
+    """``cfg`` with the real-size models (module docstring), built first where missing."""
+    import hashlib
+
+    built = {n: real_size.default_dir() / real_size.MODELS[n][2] for n in REAL_SIZE}
+    missing = [n for n, path in built.items() if not path.is_file()]
+    if missing:
+        real_size.build(real_size.default_dir(), missing)
+    vocoder = built["hifigan-unit"]
+    cfg["asr"]["model"] = str(built["parakeet-tdt-0.6b"])
+    cfg["s2s"] = {"hubert": str(built["hubert-base"]), "layer": 6, "kmeans": str(built["kmeans-1000"])}
+    cfg["s2s"] |= {"vocoder": str(vocoder), "vocoder_config": str(vocoder.with_suffix(".json"))}
+    with open(built["titanet-l"], "rb") as f:  # random weights: the default thresholds, for cost only
+        sha = hashlib.file_digest(f, "sha256").hexdigest()
+    cfg["speakers"] = {"model": str(built["titanet-l"]), "calibrated_for": sha}
+    cfg["curate"] |= REAL_SIZE_CURATE
+    return cfg
 
 
 def plan(work: Path, *args: str) -> None:
@@ -101,6 +145,7 @@ def main() -> None:
     ap.add_argument("--hours", type=float, default=1.0)
     ap.add_argument("--sample", type=float, default=0.1)
     ap.add_argument("--shard-hours", type=float, default=0.05)
+    ap.add_argument("--models", choices=("demo", "real-size"), default="demo", help="the demo or real-size models")
     ap.add_argument("--work", help="keep the run here (default: a temporary directory)")
     ap.add_argument("--build-only", action="store_true", help="build the corpus in WORK/corpus and stop")
     a = ap.parse_args()
@@ -112,10 +157,12 @@ def main() -> None:
         if a.build_only:
             return
         config(work, a.shard_hours)
+        cfg = json.loads((work / "config.yaml").read_text(encoding="utf-8"))
         if a.corpus == "music":  # the music around each prompt is the noise snr_db measures
-            cfg = json.loads((work / "config.yaml").read_text(encoding="utf-8"))
             cfg["curate"]["min_snr_db"] = 0
-            (work / "config.yaml").write_text(json.dumps(cfg), encoding="utf-8")
+        if a.models == "real-size":
+            cfg = real_size_models(cfg)
+        (work / "config.yaml").write_text(json.dumps(cfg), encoding="utf-8")
         t0 = time.time()
         plan(work, "--sample", str(a.sample), "--out", str(work / "plan.json"))
         t1 = time.time()

@@ -33,12 +33,20 @@ def default_dir() -> Path:
 
 
 def describe(path: Path) -> dict:
-    """Parameter count (every tensor of the saved weights: BatchNorm statistics included) and
-    file size of a built model."""
+    """Parameter count (every tensor of the saved weights: BatchNorm statistics included; a
+    k-means: its centres' values) and file size of a built model."""
     import tarfile
 
     import torch
 
+    if path.suffix == ".bin":  # a k-means, loaded as the S2S stage loads it
+        from ..s2s.models import load_kmeans_centers
+
+        return {
+            "file": str(path),
+            "parameters": int(load_kmeans_centers(path).size),
+            "file_mb": round(path.stat().st_size / 1e6, 1),
+        }
     if path.suffix == ".nemo":
         with tarfile.open(path) as tar:
             member = next(m for m in tar.getmembers() if m.name.endswith("model_weights.ckpt"))

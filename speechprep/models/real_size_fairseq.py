@@ -11,9 +11,14 @@ S2S stage loads them (:mod:`speechprep.s2s.fairseq_legacy`, :func:`speechprep.s2
     hifigan-unit   the unit HiFi-GAN of fairseq's speech-to-speech examples and textlesslib
                    (hop 5*4*4*2*2 = 320 samples, 512 initial channels, resblocks 3/7/11,
                    128-d unit embeddings of 1000 units, with the duration predictor)
+    kmeans-1000    a textlesslib-style k-means of 1000 units over hubert-base's layer-6 features
+                   (768-d): scikit-learn's MiniBatchKMeans fitted on those features of ~260 s of
+                   real calibration speech (tests/real_speech.py ``distinct_voices(12)``), so the
+                   units of real speech change as a real k-means's do; needs this checkout's tests/
 
 Each checkpoint is a fairseq ``.pt`` with its config as a dict and the task's state
-(its label dictionary), as fairseq's own trainer saves it. Seeded; written atomically.
+(its label dictionary), as fairseq's own trainer saves it; the k-means is ``joblib.dump`` of
+the estimator, as textlesslib ships it. Seeded; written atomically.
 """
 
 from __future__ import annotations
@@ -66,7 +71,9 @@ FILES = {
     "hubert-base": "hubert_base_random.pt",
     "hubert-large": "hubert_large_random.pt",
     "hifigan-unit": "unit_hifigan_random.pt",
+    "kmeans-1000": "hubert_base_random_L6_km1000.bin",
 }
+KMEANS = {"units": 1000, "layer": 6, "clips_per_voice": 12}  # kmeans-1000: on hubert-base, layer 6
 
 
 def hubert(name: str, label_dir: Path, seed: int = SEED):
@@ -134,5 +141,51 @@ def build_vocoder(out: Path, seed: int = SEED) -> Path:
     return out
 
 
+def calibration_speech() -> list:
+    """Real speech at 16 kHz (float32 arrays): tests/real_speech.py's ``distinct_voices`` (the
+    LibriVox reader, the cards speaker, the ALSA voice, the first ``clips_per_voice`` clips of
+    each distinct klettres voice), calibration sources only, never the held-apart prompts."""
+    import sys
+
+    import numpy as np
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))
+    import real_speech
+
+    voices = real_speech.distinct_voices(KMEANS["clips_per_voice"])
+    return [np.ascontiguousarray(real_speech.read(u.path, 16000)[0], dtype=np.float32) for u in voices]
+
+
+def build_kmeans(out: Path, seed: int = SEED) -> Path:
+    """``out``: a 1000-unit MiniBatchKMeans (joblib) over hubert-base's layer-6 features of
+    :func:`calibration_speech`, the hubert-base beside it (built first if missing) loaded as
+    the S2S stage loads it."""
+    import joblib
+    import numpy as np
+    import torch
+    from sklearn.cluster import MiniBatchKMeans
+
+    from ..s2s import fairseq_legacy
+    from ..s2s.models import dense_features
+
+    hubert_path = out.parent / FILES["hubert-base"]
+    if not hubert_path.is_file():
+        build_hubert("hubert-base", hubert_path, seed)
+    torch.manual_seed(seed)
+    model = fairseq_legacy.load(hubert_path)[0].eval()
+    feats = [dense_features(model, [w], KMEANS["layer"], normalize=False)[0].numpy() for w in calibration_speech()]
+    train = np.concatenate(feats).astype(np.float32)
+    km = MiniBatchKMeans(n_clusters=KMEANS["units"], random_state=seed, n_init=1, batch_size=4096).fit(train)
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    try:
+        joblib.dump(km, tmp)
+        os.replace(tmp, out)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return out
+
+
 def build(name: str, out: Path, seed: int = SEED) -> Path:
+    if name == "kmeans-1000":
+        return build_kmeans(out, seed)
     return build_vocoder(out, seed) if name == "hifigan-unit" else build_hubert(name, out, seed)
