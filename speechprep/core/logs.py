@@ -30,6 +30,7 @@ def setup(stage: str, shard: str = "-", level: int = logging.INFO, stream=None) 
 
 
 USED = "job used "  # the line a finished job's log ends with (speechprep.workflow.pilot reads it)
+READY = "job ready "  # a job's CPU and wall seconds until its model is loaded (the plan's fixed part)
 FILE_COSTS = "file costs "  # a job's cost per file: [seconds, CPU seconds] pairs (the pilot fits them)
 MOST_FILE_COSTS = 2000  # pairs logged at most (every k-th file where a job did more)
 
@@ -45,6 +46,19 @@ def _process_seconds() -> float | None:
             return float(f.read().split()[0]) - start / os.sysconf("SC_CLK_TCK")
     except (OSError, ValueError, IndexError):
         return None
+
+
+def ready() -> dict:
+    """Log the CPU and wall seconds of the process so far, once a job is ready to process its
+    items (its imports done, its model loaded): the fixed part of the job's cost, which the
+    plan cannot tell from its part per audio hour where a pilot has few jobs of one size."""
+    import json
+    import resource
+
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    out = {"cpu_s": round(me.ru_utime + me.ru_stime, 3), "wall_s": round(_process_seconds() or 0.0, 3)}
+    logging.getLogger("speechprep.job").info(READY + json.dumps(out))
+    return out
 
 
 def used(seconds: float, threads: int) -> dict:

@@ -45,6 +45,7 @@ from typing import Any, ClassVar
 
 from ..io.audio import SAMPLE_RATE, AudioError, read_segment
 from ..io.jsonio import read_jsonl
+from . import logs
 from .artifacts import Kind, Scratch
 from .batching import BatchRunner, isolate, resolve_device, seconds_budget
 from .failures import FailureRule
@@ -262,6 +263,7 @@ def _process(stage: ModelStage, job: ShardJob, todo: list[dict], scratch: Scratc
             stage.load(device, threads)
             gc.collect()  # the restore's second copy of the weights (NeMo's lingers until a collection)
             trim()
+            logs.ready()
             log.info("%s loaded on %s in %.1f s", stage.model_name(), device, time.monotonic() - t)
             runner = _run_batches(stage, job, todo, scratch, wd)
         if wd is not None:

@@ -34,6 +34,7 @@ from typing import Any
 
 from ..errors import describe
 from ..io.jsonio import read_jsonl, write_jsonl
+from . import logs
 from .failures import FailureRule, ModelFailures
 from .progress import Progress
 from .rejects import reject
@@ -173,7 +174,10 @@ class ShardJob:
     @contextlib.contextmanager
     def running(self, todo: list[dict]) -> Iterator[ShardJob]:
         """Process ``todo`` inside this block, calling :meth:`emit` per item. On any
-        exception the resume file is kept for the next attempt."""
+        exception the resume file is kept for the next attempt. What the job cost until now is
+        logged (:func:`~speechprep.core.logs.ready`; a model job logs it again once its model is
+        loaded)."""
+        logs.ready()
         self.progress = Progress(len(todo), self.unit)
         self.resume.start(self._saved(k, o) for k, o in self.outcomes.items())
         if self.failures:  # what a resumed job already did counts for the share

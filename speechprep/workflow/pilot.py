@@ -46,7 +46,7 @@ from ..core.config import defaults, effective, merge
 from ..diarize.params import runs_for as diarize_runs_for
 from ..io.inventory import walk_audio
 from ..io.jsonio import read_jsonl, write_json
-from .bill import Cluster, RuleLoad, capacity_bound, critical_path, fit, fit_files, fit_jobs, interval
+from .bill import Cluster, Line, RuleLoad, capacity_bound, critical_path, fit, fit_files, fit_jobs, interval
 from .plan_page import compare_html, plan_html, write_page
 from .probe import PROBED, read, sizes, target
 
@@ -316,6 +316,9 @@ def measure(pilot: Path, datasets: list[str]) -> Measured:
         files = file_costs(pilot / job["log"]) if job.get("log") else None
         if files:
             m.jobs[key]["files"] = files
+        ready = logged(pilot / job["log"], logs.READY) if job.get("log") else None
+        if ready:
+            m.jobs[key]["ready"] = ready
     return m
 
 
@@ -365,6 +368,7 @@ def _shard_rule(jobs: list[tuple[tuple, dict]], m: Measured, c: Corpus) -> dict:
     hours = {k: m.shard_hours.get((k[1], k[2]), 0.0) for k, _ in jobs}
     for what in ("cpu_s", "s"):
         line = fit_jobs([(hours[k], (j["bench"] or {}).get(what, 0.0)) for k, j in jobs])
+        line = _with_ready(line, jobs, hours, what)
         out["fits"][what] = {"fixed": round(line.fixed, 3), "per_audio_hour": round(line.per_item, 3)}
         for ds in sorted({k[1] for k, _ in jobs}):
             mine = [k for k, _ in jobs if k[1] == ds]
@@ -386,6 +390,20 @@ def _shard_rule(jobs: list[tuple[tuple, dict]], m: Measured, c: Corpus) -> dict:
             out["rss_mb"] = max(out["rss_mb"], alone)
             out["fits"][f"{ds}.rss_mb.longest"] = alone
     return out
+
+
+def _with_ready(line: Line, jobs: list[tuple[tuple, dict]], hours: dict, what: str) -> Line:
+    """Where the jobs are too few or too alike in size for the fit to tell a job's fixed part
+    from its part per audio hour (``line`` has none), the fixed part each job logged as it
+    became ready (:func:`speechprep.core.logs.ready`: imports, the model's restore), the rest
+    per hour. A real-size pilot's two ASR jobs of one size scaled a 34.5 CPU-s restore with the
+    hours and were 33 % high (docs/benchmarks.md, "With the real-size models")."""
+    key = {"cpu_s": "cpu_s", "s": "wall_s"}[what]
+    done = [(hours[k], (j["bench"] or {}).get(what, 0.0), (j.get("ready") or {}).get(key)) for k, j in jobs]
+    if line.fixed > 0 or not done or any(r is None for _, _, r in done) or sum(h for h, _, _ in done) <= 0:
+        return line
+    fixed = min(min(v for _, v, _ in done), sum(r for _, _, r in done) / len(done))
+    return Line(fixed, max(0.0, sum(v - fixed for _, v, _ in done) / sum(h for h, _, _ in done)))
 
 
 def _by_files(rule: str, jobs: list[tuple[tuple, dict]], m: Measured, c: Corpus, out: dict) -> None:

@@ -263,3 +263,27 @@ def test_the_longest_file_is_diarized_alone_where_its_dataset_is_diarized():
     assert [longest_rules(cfg, d) for d in ("calls", "read", "one")] == [["vad", "diarize"], ["vad"], ["vad"]]
     assert longest_rules({**cfg, "stages": ["vad"]}, "calls") == ["vad"]  # nothing reads diarization
     assert longest_rules({**cfg, "stages": ["asr"]}, "calls") == []
+
+
+def test_a_jobs_fixed_part_is_what_it_logged_ready_where_the_pilots_jobs_cannot_tell_it():
+    from speechprep.workflow.pilot import Corpus, Measured, rule_costs
+
+    # two ASR jobs of one size: 35 CPU-s until the model is loaded, then 1,700 per audio hour
+    jobs = {
+        ("asr", "a", f"shard-000{k}", ""): {
+            "bench": {"cpu_s": 35.0 + 1700 * 0.0143, "s": 40.0 + 1800 * 0.0143, "rss_mb": 4000.0},
+            "threads": 2,
+            "mem_mb": 6656,
+            "ready": {"cpu_s": 35.0, "wall_s": 40.0},
+        }
+        for k in range(2)
+    }
+    m = Measured(hours={"a": 0.0286}, segments={"a": 40}, shards={"a": 2}, jobs=jobs)
+    m.shard_hours.update({("a", "shard-0000"): 0.0143, ("a", "shard-0001"): 0.0143})
+    c = Corpus(scale={"a": 0.25 / 0.0286}, shards={"a": 13})  # 0.25 h in 13 shards
+    r = rule_costs(m, None, c)["asr"]
+    assert r["fits"]["cpu_s"] == {"fixed": 35.0, "per_audio_hour": 1700.0}
+    assert r["cpu_s"] == pytest.approx(13 * 35.0 + 1700 * 0.25) and r["s"] == pytest.approx(13 * 40.0 + 1800 * 0.25)
+    for j in jobs.values():  # without it: proportional, each fixed part scaled with the hours
+        del j["ready"]
+    assert rule_costs(m, None, c)["asr"]["cpu_s"] == pytest.approx((35.0 + 1700 * 0.0143) * 2 * 0.25 / 0.0286)
