@@ -305,7 +305,7 @@ def measure(pilot: Path, datasets: list[str]) -> Measured:
         root = results / ds
         manifest = root / "manifest.jsonl"
         m.hours[ds] = sum(x.get("duration") or 0.0 for x in read_jsonl(manifest)) / 3600 if manifest.exists() else 0.0
-        m.segments[ds] = sum(1 for p in (root / "vad").glob("shard-*.jsonl") for _ in read_jsonl(p))
+        m.segments[ds] = sum(1 for p in (root / "vad").glob("shard-*.segments.jsonl") for _ in read_jsonl(p))
         for shard in sorted((root / "shards").glob("*.jsonl")):
             m.shard_hours[(ds, shard.stem)] = sum(x.get("duration") or 0.0 for x in read_jsonl(shard)) / 3600
         m.shards[ds] = sum(1 for k in m.shard_hours if k[0] == ds)

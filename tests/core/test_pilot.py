@@ -287,3 +287,13 @@ def test_a_jobs_fixed_part_is_what_it_logged_ready_where_the_pilots_jobs_cannot_
     for j in jobs.values():  # without it: proportional, each fixed part scaled with the hours
         del j["ready"]
     assert rule_costs(m, None, c)["asr"]["cpu_s"] == pytest.approx((35.0 + 1700 * 0.0143) * 2 * 0.25 / 0.0286)
+
+
+def test_the_pilots_segments_are_vads_segment_lines_not_its_rejects_or_stats(tmp_path):
+    from speechprep.io.jsonio import write_jsonl
+
+    vad = tmp_path / "results" / "a" / "vad"
+    write_jsonl(vad / "shard-0000.segments.jsonl", [{"id": f"s{k}"} for k in range(3)])
+    write_jsonl(vad / "shard-0000.rejects.jsonl", [{"id": "bad", "reason": "unreadable"}])
+    write_jsonl(vad / "shard-0000.stats.jsonl", [{"id": "f0"}, {"id": "f1"}])
+    assert pilot.measure(tmp_path, ["a"]).segments == {"a": 3}
