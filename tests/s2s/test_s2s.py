@@ -22,7 +22,7 @@ from speechprep.io.jsonio import read_jsonl, write_jsonl
 from speechprep.s2s import fairseq_legacy as legacy
 from speechprep.s2s import models as s2s
 from speechprep.s2s import stage
-from tests.support import DEMO, REPO, demo_segments
+from tests.support import DEMO, demo_segments
 from tests.support import params as config_params
 
 warnings.simplefilter("ignore")
@@ -494,43 +494,3 @@ def test_the_stage_through_onnx_runtime_gives_the_same_units(tmp_path, demo_mode
     with pytest.raises(UsageError, match="no export of the HuBERT was given"):
         s2s.Models(p, "cpu")
 
-
-LIMITED_SCRIPT = """
-import json, os, sys
-sys.path.insert(0, {repo!r})
-from speechprep.core import logs, memprobe
-from speechprep.core.modelstage import ShardFiles
-from speechprep.s2s import models as s2s, stage
-from tests.support import cpu_batch
-from tests.support import params as config_params
-logs.setup("s2s")
-p = config_params(s2s.S2sParams, **{paths!r}, layer=2, runtime="torch", device="cpu", batch=cpu_batch(160.0))
-models = s2s.Models(p, "cpu")
-os.environ[memprobe.MEM_ENV] = str(round(memprobe.rss_mb() + 5))  # the rule's mem_mb,
-os.environ[memprobe.GUARD_ENV] = "1"  # enforced, as a cgroup's would be
-files = ShardFiles({segs!r}, {out!r}, {rej!r}, {resume!r}, {{"wav": {wavs!r}}}, "files")
-print(json.dumps(stage.run(files, p, models=models)))
-"""
-
-
-def test_a_job_under_a_memory_limit_below_its_first_batch_finishes_with_the_same_units(tmp_path, demo_models, models):
-    """The demo S2S models told 5 MB over what they hold once loaded; the first batch (all 32
-    segments, ~50 padded s) takes ~12 MB: refused, halved, oneDNN off after the first refusal
-    (an allocation refused inside it made every later call fail, and the job with it); an
-    item refused alone is tried once more without the guard. Every segment gets the units
-    it gets without a limit."""
-    segs = segments()
-    _, free, _, _ = run(tmp_path, segs, params(demo_models), tag="free", models=models)
-    shard = tmp_path / "lim.segments.jsonl"
-    write_jsonl(shard, segs)
-    out, rej = tmp_path / "lim.units.jsonl", tmp_path / "lim.rej.jsonl"
-    code = LIMITED_SCRIPT.format(
-        repo=str(REPO), paths=demo_models[1], segs=str(shard), out=str(out), rej=str(rej),
-        resume=str(tmp_path / ".partial" / "lim.jsonl"), wavs=str(tmp_path / "lim"),
-    )  # fmt: skip
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    counts = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert "halving to" in proc.stderr and counts["ooms"] >= 1 and counts["batch_probe"]["limit_from"] == "mem_mb"
-    assert counts["ok"] == len(segs) and counts["rejected"] == 0 and not list(read_jsonl(rej))
-    assert [(x["id"], x["units"]) for x in read_jsonl(out)] == [(x["id"], x["units"]) for x in free]
