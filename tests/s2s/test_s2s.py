@@ -493,4 +493,3 @@ def test_the_stage_through_onnx_runtime_gives_the_same_units(tmp_path, demo_mode
         assert (out_f["wavs"] / name).read_bytes() == (out_e["wavs"] / name).read_bytes()
     with pytest.raises(UsageError, match="no export of the HuBERT was given"):
         s2s.Models(p, "cpu")
-
