@@ -104,13 +104,14 @@ def hubert(name: str, label_dir: Path, seed: int = SEED):
     return model, task, task_cfg, model_cfg
 
 
-def _atomic_save(state, out: Path) -> None:
+def _atomic_save(state, out: Path, dump=None) -> None:
+    """``dump(state, path)`` (``torch.save`` by default) into a temporary name, then renamed."""
     import torch
 
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
     try:
-        torch.save(state, tmp)
+        (dump or torch.save)(state, tmp)
         os.replace(tmp, out)
     finally:
         tmp.unlink(missing_ok=True)
@@ -176,12 +177,7 @@ def build_kmeans(out: Path, seed: int = SEED) -> Path:
     feats = [dense_features(model, [w], KMEANS["layer"], normalize=False)[0].numpy() for w in calibration_speech()]
     train = np.concatenate(feats).astype(np.float32)
     km = MiniBatchKMeans(n_clusters=KMEANS["units"], random_state=seed, n_init=1, batch_size=4096).fit(train)
-    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
-    try:
-        joblib.dump(km, tmp)
-        os.replace(tmp, out)
-    finally:
-        tmp.unlink(missing_ok=True)
+    _atomic_save(km, out, joblib.dump)
     return out
 
 
