@@ -1,0 +1,118 @@
+"""Readers of corpora in the layout they already have: one module per source format.
+
+A dataset names its source by one key beside ``audio_dir`` and ``manifest``:
+``kaldi``, ``common_voice``, ``lhotse``, ``lhotse_recipe`` or ``hf``. Each key is
+read by the module of the same name in this package (``kaldi.py``,
+``common_voice.py``, ``lhotse.py``, ``lhotse_recipe.py``, ``hf.py``), which exposes::
+
+    def read(spec, out: Sink) -> None
+
+``spec`` is the dataset's value for its key, as the config holds it (a path
+string or a dict); relative paths in it are relative to the working directory.
+
+The contract a reader keeps:
+
+* **One call per source item.** Every item the source lists (a Kaldi utterance,
+  a Common Voice row, a supervision, a dataset row) ends in exactly one
+  ``out.line(rec)`` or ``out.reject(...)``: nothing is dropped silently, and
+  one bad item never stops the reader. A reader raises only for a usage
+  error of the whole source (its directory or main file missing), as
+  :class:`speechprep.errors.UsageError`.
+* **``rec``** is a manifest-line dict, the keys a NeMo-style manifest line may
+  have (:meth:`speechprep.ingest.stage.Ingest._manifest_line`):
+
+  - ``audio_filepath`` (str, required): an absolute path to a file every
+    stage can read (soundfile/libsndfile, or a codec ffmpeg decodes); audio
+    that lives inside another file is written out first;
+  - ``source_id`` (str, required): the source's own id (utterance id,
+    supervision id, Common Voice ``path``, dataset row id); ingest derives
+    the manifest ``id`` from it and keeps it on every output line;
+  - ``offset`` (float seconds, optional): where the utterance starts in the
+    file; absent for a whole file;
+  - ``duration`` (float seconds, optional): the utterance's length where the
+    source records it (``utt2dur``, a segment, ``num_samples``); absent when
+    it does not, and ingest probes the file;
+  - ``text``, ``speaker``, ``gender``, ``language`` (str, optional): what the
+    source gives; absent (not ``None``, not ``""``) when it gives nothing;
+  - ``channel`` (int, optional): the channel of a multi-channel file the
+    source names (0-based).
+
+  Ingest feeds every ``rec`` through the same checks as a manifest line
+  (``text: given|verify``, ``exclude``, duplicate ids, probing), so a reader
+  does not repeat them.
+* **``out.reject(source_id, path, reason, detail)``**: the item cannot be used;
+  ``reason`` is a short code (``wav_scp_command``, ``no_recording``,
+  ``segment_past_end``, ``duplicate_id``, ``bad_columns``, ``bad_encoding``,
+  ``missing``, ``speaker_mismatch``, ...), ``detail`` says why in a sentence
+  and quotes the offending input (a wav.scp line's text, a TSV line number).
+  ``path`` is the audio file where known, else the source file holding the
+  item, else ``None``.
+* **Nothing from the source is executed**: a wav.scp command is parsed, never
+  run; a pickle is never loaded.
+
+:data:`READERS` maps each key to its reader, importing the module only when
+the key is used (a reader's library may live in one env only).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, Protocol
+
+FORMATS = ("kaldi", "common_voice", "lhotse", "lhotse_recipe", "hf")
+
+
+class Sink(Protocol):
+    """Where a reader puts what it reads (see the module's docstring for the contract)."""
+
+    def line(self, rec: dict[str, Any]) -> None:
+        """One usable item: a manifest-line dict with ``audio_filepath`` and ``source_id``."""
+
+    def reject(self, source_id: str, path: str | None, reason: str, detail: str) -> None:
+        """One item that cannot be used, with a reason code and a sentence saying why."""
+
+
+class Collect:
+    """A :class:`Sink` that keeps everything in two lists (for tests and tools)."""
+
+    def __init__(self) -> None:
+        self.lines: list[dict[str, Any]] = []
+        self.rejects: list[dict[str, Any]] = []
+
+    def line(self, rec: dict[str, Any]) -> None:
+        self.lines.append(rec)
+
+    def reject(self, source_id: str, path: str | None, reason: str, detail: str) -> None:
+        self.rejects.append({"source_id": source_id, "path": path, "reason": reason, "detail": detail})
+
+    def reasons(self) -> dict[str, str]:
+        """Each rejected source id's reason."""
+        return {r["source_id"]: r["reason"] for r in self.rejects}
+
+
+Reader = Callable[[Any, Sink], None]
+
+
+class _Readers(Mapping):
+    """``READERS[key]`` is the ``read`` of ``speechprep.ingest.sources.<key>``, imported on first use."""
+
+    def __getitem__(self, key: str) -> Reader:
+        if key not in FORMATS:
+            raise KeyError(key)
+        return importlib.import_module(f"{__name__}.{key}").read
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(FORMATS)
+
+    def __len__(self) -> int:
+        return len(FORMATS)
+
+
+READERS: Mapping[str, Reader] = _Readers()
+
+
+def source_key(dataset: Mapping[str, Any]) -> str | None:
+    """The source-format key a dataset's config uses, or ``None`` (``audio_dir``/``manifest``)."""
+    keys = [k for k in FORMATS if dataset.get(k) is not None]
+    return keys[0] if keys else None
