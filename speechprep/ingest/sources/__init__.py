@@ -47,6 +47,11 @@ The contract a reader keeps:
   and quotes the offending input (a wav.scp line's text, a TSV line number).
   ``path`` is the audio file where known, else the source file holding the
   item, else ``None``.
+* **``out.audio_dir``** (str): a directory of this dataset's results that ingest
+  owns (``results/<ds>/audio``), where a reader writes audio that lives inside
+  another file or that no stage could decode (HF bytes, shorten SPHERE) as
+  FLAC at the source's rate, each file once: written atomically, left alone
+  when it is already there, so a resumed or grown ingest writes nothing twice.
 * **Nothing from the source is executed**: a wav.scp command is parsed, never
   run; a pickle is never loaded.
 
@@ -66,6 +71,8 @@ FORMATS = ("kaldi", "common_voice", "lhotse", "lhotse_recipe", "hf")
 class Sink(Protocol):
     """Where a reader puts what it reads (see the module's docstring for the contract)."""
 
+    audio_dir: str
+
     def line(self, rec: dict[str, Any]) -> None:
         """One usable item: a manifest-line dict with ``audio_filepath`` and ``source_id``."""
 
@@ -76,7 +83,8 @@ class Sink(Protocol):
 class Collect:
     """A :class:`Sink` that keeps everything in two lists (for tests and tools)."""
 
-    def __init__(self) -> None:
+    def __init__(self, audio_dir: str = "") -> None:
+        self.audio_dir = audio_dir
         self.lines: list[dict[str, Any]] = []
         self.rejects: list[dict[str, Any]] = []
 
