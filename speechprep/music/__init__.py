@@ -1,0 +1,1 @@
+"""Music under speech: detection per segment (detect), and separation where it pays."""

@@ -1,0 +1,329 @@
+"""Music (or other accompaniment) under a speech segment: ``music_prob`` in 0..1.
+
+:func:`load` gives a :class:`Detector` for the ``music`` section's settings:
+
+* ``music.detector: signal`` (the default, built in): a measured rule on the segment's
+  own spectrum, and on the file's non-speech next to it where the caller gives it.
+  Music holds notes: spectral peaks that stay on one frequency for a quarter of a second
+  and more, between the words and under them; a voice moves its harmonics with its pitch
+  and leaves its pauses quiet. The rule reads a few such measures
+  (:func:`features`) and maps them through a logistic fitted on calibration voices and
+  music (bench/music/detect_accuracy.py prints the fit and the held-apart figures;
+  docs/stages/music.md). It gives ``speech_prob`` too: how much of the segment is a
+  moving voice, so that music alone (what VAD took for speech) can be told from
+  speech over music.
+* ``music.detector: onnx`` with ``music.model`` a local ``.onnx`` file: an AudioSet tagger
+  a lab brings (PANNs ``Cnn14``, BEATs, AST exported to ONNX): input the waveform
+  ``(batch, samples)`` float32 at ``music.model_rate`` Hz, output the clip-wise class
+  probabilities ``(batch, classes)``; ``music_prob`` is output ``music.output_index``
+  (AudioSet's "Music" is 137) and ``speech_prob`` output ``music.speech_index``
+  (AudioSet's "Speech" is 0). Logits (any value outside 0..1) go through a sigmoid.
+
+The stage drops a segment as music with no speech where :meth:`Detector.music_only_prob`
+is at least ``music.drop_prob``; curation drops a line whose ``music_prob`` is over
+``curate.max_music_prob`` (``background_music``).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import UsageError
+
+log = logging.getLogger("speechprep.music")
+
+RATE = 16000  # the signal rule's rate: everything is resampled to it
+N_FFT = 1024  # 64 ms frames: 15.6 Hz bins, fine enough to tell a held note from a gliding harmonic
+HOP = 256  # 16 ms
+BAND_HZ = (100.0, 3800.0)  # under 8 kHz telephone audio's Nyquist: one rule for both bands
+HOLD_S = 0.25  # a peak held this long on one bin (+-1) is a note
+PEAK_DB = 6.0  # a local maximum this far over the frame's median level is a peak
+PEAK_RANGE_DB = 35.0  # ... and within this of the frame's loudest bin
+MIN_SECONDS = 0.2  # shorter audio gives no figure (None)
+
+
+@dataclass(frozen=True)
+class Assessment:
+    """What the detector says of one segment."""
+
+    music_prob: float  # music or accompaniment under (or instead of) the speech
+    speech_prob: float  # a moving voice in it
+
+    @property
+    def music_only_prob(self) -> float:
+        return float(self.music_prob * (1.0 - self.speech_prob))
+
+
+def _resampled(audio: np.ndarray, sr: int, rate: int) -> np.ndarray:
+    x = np.asarray(audio, dtype=np.float32).reshape(-1)
+    if sr != rate:
+        import soxr
+
+        x = soxr.resample(x, sr, rate).astype(np.float32)
+    return x
+
+
+@functools.cache
+def _window() -> np.ndarray:
+    from ..core.spectral import hann
+
+    return hann(N_FFT).astype(np.float32)
+
+
+def power_spectrogram(x: np.ndarray) -> np.ndarray:
+    """``(frames, bins)`` power of ``x`` (16 kHz) in :data:`BAND_HZ`."""
+    if len(x) < N_FFT:
+        x = np.pad(x, (0, N_FFT - len(x)))
+    n = 1 + (len(x) - N_FFT) // HOP
+    idx = np.arange(N_FFT)[None, :] + HOP * np.arange(n)[:, None]
+    spec = np.abs(np.fft.rfft(x[idx] * _window(), axis=1)) ** 2
+    f = np.fft.rfftfreq(N_FFT, 1.0 / RATE)
+    band = (f >= BAND_HZ[0]) & (f <= BAND_HZ[1])
+    return spec[:, band].astype(np.float64)
+
+
+def _held_peaks(db: np.ndarray) -> np.ndarray:
+    """``(frames, bins)`` bool: the bins that are a peak held :data:`HOLD_S` or longer."""
+    t, k = db.shape
+    med = np.median(db, axis=1, keepdims=True)
+    top = db.max(axis=1, keepdims=True)
+    peak = np.zeros_like(db, dtype=bool)
+    peak[:, 1:-1] = (db[:, 1:-1] >= db[:, :-2]) & (db[:, 1:-1] >= db[:, 2:])
+    peak &= (db >= med + PEAK_DB) & (db >= top - PEAK_RANGE_DB)
+    near = peak.copy()  # a peak that drifts by one bin between frames still holds
+    near[:, 1:] |= peak[:, :-1]
+    near[:, :-1] |= peak[:, 1:]
+    hold = max(2, int(round(HOLD_S * RATE / HOP)))
+    # run length of `near` along time, per bin: a run of `hold` frames or more is a note
+    held = np.zeros_like(near)
+    run = np.zeros(k, dtype=np.int32)
+    for i in range(t):
+        run = np.where(near[i], run + 1, 0)
+        done = run >= hold
+        if done.any():
+            held[max(0, i - hold + 1) : i + 1, done] = True  # mark the whole run so far
+    return held & near
+
+
+def features(audio: np.ndarray, sr: int) -> dict[str, float] | None:
+    """The signal rule's measures of ``audio`` (float32 mono at ``sr``), or None when it is
+    shorter than :data:`MIN_SECONDS`:
+
+    * ``held``: share of frames holding a note (a peak on one bin for :data:`HOLD_S`);
+    * ``held_power``: share of the band's power in held peaks;
+    * ``floor_db``: the 10th-percentile frame level below the 95th (dB): a voice's pauses
+      are quiet, music fills them;
+    * ``centroid_spread``: std of the spectral centroid over frames (Hz): speech moves it;
+    * ``modulation``: share of the band envelope's modulation at 2-8 Hz (syllables) among
+      0.5-25 Hz.
+    """
+    x = _resampled(audio, sr, RATE)
+    if len(x) < MIN_SECONDS * RATE:
+        return None
+    spec = power_spectrogram(x)
+    power = spec.sum(axis=1)
+    if not np.isfinite(power).all() or power.max() <= 0:
+        return {"held": 0.0, "held_power": 0.0, "floor_db": -100.0, "centroid_spread": 0.0, "modulation": 0.0}
+    db = 10 * np.log10(spec + 1e-12)
+    held = _held_peaks(db)
+    level = 10 * np.log10(power + 1e-12)
+    loud = level >= level.max() - 50.0  # frames with something in them
+    f = np.linspace(BAND_HZ[0], BAND_HZ[1], spec.shape[1])
+    centroid = (spec * f).sum(axis=1) / (power + 1e-12)
+    env = np.sqrt(power)
+    env = env - env.mean()
+    m = np.abs(np.fft.rfft(env * np.hanning(len(env)))) ** 2 if len(env) > 8 else np.zeros(1)
+    mf = np.fft.rfftfreq(len(env), HOP / RATE) if len(env) > 8 else np.zeros(1)
+    wide = m[(mf >= 0.5) & (mf <= 25.0)].sum()
+    return {
+        "held": float(held[loud].any(axis=1).mean()) if loud.any() else 0.0,
+        "held_power": float((spec * held).sum() / (spec.sum() + 1e-12)),
+        "floor_db": float(np.percentile(level[loud], 10) - np.percentile(level[loud], 95)) if loud.any() else -100.0,
+        "centroid_spread": float(np.std(centroid[loud])) if loud.sum() > 1 else 0.0,
+        "modulation": float(m[(mf >= 2.0) & (mf <= 8.0)].sum() / wide) if wide > 0 else 0.0,
+    }
+
+
+def context_features(pieces: Iterable[np.ndarray], sr: int, segment_level_db: float | None) -> dict[str, float]:
+    """The file's non-speech next to a segment: ``ctx_held`` (share of its frames holding a
+    note) and ``ctx_level_db`` (its level under the segment's, dB; -100 with none)."""
+    xs = [_resampled(p, sr, RATE) for p in pieces]
+    xs = [x for x in xs if len(x) >= N_FFT]
+    if not xs or segment_level_db is None:
+        return {"ctx_held": 0.0, "ctx_level_db": -100.0}
+    specs = [power_spectrogram(x) for x in xs]
+    held = np.concatenate([_held_peaks(10 * np.log10(s + 1e-12)).any(axis=1) for s in specs])
+    level = 10 * np.log10(np.mean(np.concatenate([s.sum(axis=1) for s in specs])) + 1e-12)
+    return {"ctx_held": float(held.mean()), "ctx_level_db": float(max(-100.0, level - segment_level_db))}
+
+
+def _level_db(audio: np.ndarray, sr: int) -> float | None:
+    x = _resampled(audio, sr, RATE)
+    if len(x) < N_FFT:
+        return None
+    return float(10 * np.log10(np.mean(power_spectrogram(x).sum(axis=1)) + 1e-12))
+
+
+def _logistic(z: float) -> float:
+    return float(1.0 / (1.0 + np.exp(-np.clip(z, -50, 50))))
+
+
+# The logistic's weights: (intercept, {feature: weight}) on the features' values as
+# :func:`features` gives them. bench/music/detect_accuracy.py --fit prints them, fitted
+# on the calibration sources only (docs/stages/music.md).
+MUSIC_WEIGHTS = (-4.0, {"held": 6.0, "held_power": 4.0, "floor_db": 0.08, "centroid_spread": -0.002})
+SPEECH_WEIGHTS = (-2.0, {"modulation": 6.0, "centroid_spread": 0.004, "held": -2.0})
+CONTEXT_WEIGHT = 2.0  # added to the music logit per share of held frames in the non-speech, where it is loud
+
+
+class SignalDetector:
+    """The built-in rule (``music.detector: signal``)."""
+
+    kind = "signal"
+
+    def __init__(self, music_weights=MUSIC_WEIGHTS, speech_weights=SPEECH_WEIGHTS, context_weight=CONTEXT_WEIGHT):
+        self.music_weights = music_weights
+        self.speech_weights = speech_weights
+        self.context_weight = context_weight
+
+    @staticmethod
+    def _score(weights, f: dict[str, float]) -> float:
+        b, w = weights
+        return b + sum(v * f[k] for k, v in w.items())
+
+    def assess(self, audio: np.ndarray, sr: int, noise: Sequence[np.ndarray] | None = None) -> Assessment | None:
+        f = features(audio, sr)
+        if f is None:
+            return None
+        z = self._score(self.music_weights, f)
+        if noise:
+            c = context_features(noise, sr, _level_db(audio, sr))
+            if c["ctx_level_db"] > -40.0:  # a pause that holds something
+                z += self.context_weight * c["ctx_held"]
+        return Assessment(_logistic(z), _logistic(self._score(self.speech_weights, f)))
+
+    def assess_batch(self, batch, noises=None) -> list[Assessment | None]:
+        noises = noises or [None] * len(batch)
+        return [self.assess(a, sr, n) for (a, sr), n in zip(batch, noises, strict=True)]
+
+
+def _sigmoid_if_logits(v: np.ndarray) -> np.ndarray:
+    return v if (v.min() >= 0.0 and v.max() <= 1.0) else 1.0 / (1.0 + np.exp(-v))
+
+
+class OnnxTagger:
+    """An AudioSet-class tagger a lab brings as ONNX (``music.detector: onnx``)."""
+
+    kind = "onnx"
+
+    def __init__(self, path: str, output_index: int, speech_index: int | None, rate: int, threads: int = 1):
+        import onnxruntime as ort
+
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = max(1, int(threads))
+        opts.inter_op_num_threads = 1
+        try:
+            self.session = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+        except Exception as e:  # onnxruntime raises its own classes for a bad file
+            raise UsageError(f"music.model {path}: not an ONNX model onnxruntime can load ({e})") from e
+        inputs, outputs = self.session.get_inputs(), self.session.get_outputs()
+        if len(inputs) != 1:
+            raise UsageError(f"music.model {path}: expected one input (the waveform), got {[i.name for i in inputs]}")
+        self.input = inputs[0].name
+        self.output = outputs[0].name
+        classes = outputs[0].shape[-1] if outputs[0].shape else None
+        for name, idx in (("music.output_index", output_index), ("music.speech_index", speech_index)):
+            if idx is not None and isinstance(classes, int) and not 0 <= idx < classes:
+                raise UsageError(f"music.model {path}: {name} {idx} is not one of its {classes} outputs")
+        self.output_index, self.speech_index, self.rate = int(output_index), speech_index, int(rate)
+
+    def _run(self, waves: list[np.ndarray]) -> np.ndarray:
+        n = max(len(w) for w in waves)
+        batch = np.zeros((len(waves), n), dtype=np.float32)
+        for i, w in enumerate(waves):
+            batch[i, : len(w)] = w
+        out = np.asarray(self.session.run([self.output], {self.input: batch})[0], dtype=np.float64)
+        if out.ndim == 3:  # frame-wise (batch, frames, classes): the clip's maximum, as PANNs' clipwise
+            out = out.max(axis=1)
+        if out.ndim != 2 or out.shape[1] <= self.output_index:
+            raise UsageError(f"music.model: output {self.output} has shape {out.shape}, not (batch, classes)")
+        return _sigmoid_if_logits(out)
+
+    def assess(self, audio: np.ndarray, sr: int, noise=None) -> Assessment | None:
+        return self.assess_batch([(audio, sr)])[0]
+
+    def assess_batch(self, batch, noises=None) -> list[Assessment | None]:
+        waves = [_resampled(a, sr, self.rate) for a, sr in batch]
+        ok = [i for i, w in enumerate(waves) if len(w) >= MIN_SECONDS * self.rate]
+        out: list[Assessment | None] = [None] * len(batch)
+        if not ok:
+            return out
+        # one run per group of similar lengths: padding a short clip with a long one's silence
+        # would dilute its frame-wise maximum less than its mean, but still costs compute
+        for i in ok:
+            p = self._run([waves[i]])[0]
+            speech = float(p[self.speech_index]) if self.speech_index is not None else 0.0
+            out[i] = Assessment(float(p[self.output_index]), speech)
+        return out
+
+
+class Detector:
+    """A detector behind one interface, whichever kind ``music.detector`` names."""
+
+    def __init__(self, impl):
+        self.impl = impl
+        self.kind = impl.kind
+
+    def assess(self, audio: np.ndarray, sr: int, noise: Sequence[np.ndarray] | None = None) -> Assessment | None:
+        """The :class:`Assessment` of one segment (``noise``: the file's non-speech next to
+        it, each piece on its own, at ``sr``), or None for audio shorter than 0.2 s."""
+        return self.impl.assess(audio, sr, noise)
+
+    def music_prob(self, audio: np.ndarray, sr: int, noise: Sequence[np.ndarray] | None = None) -> float | None:
+        a = self.assess(audio, sr, noise)
+        return None if a is None else a.music_prob
+
+    def music_only_prob(self, audio: np.ndarray, sr: int, noise: Sequence[np.ndarray] | None = None) -> float | None:
+        a = self.assess(audio, sr, noise)
+        return None if a is None else a.music_only_prob
+
+    def assess_batch(self, batch: Sequence[tuple[np.ndarray, int]], noises=None) -> list[Assessment | None]:
+        return self.impl.assess_batch(list(batch), noises)
+
+    def probs(self, batch: Sequence[tuple[np.ndarray, int]], noises=None) -> list[float | None]:
+        """``music_prob`` of each ``(audio, sr)`` (None where too short)."""
+        return [None if a is None else a.music_prob for a in self.assess_batch(batch, noises)]
+
+
+def load(params) -> Detector:
+    """The detector ``params`` name (any object or mapping with the ``music`` section's keys:
+    ``detector``, ``model``, ``output_index``, ``speech_index``, ``model_rate``, ``threads``)."""
+
+    def get(key, default=None):
+        if isinstance(params, dict):
+            return params.get(key, default)
+        return getattr(params, key, default)
+
+    kind = get("detector", "signal") or "signal"
+    if kind == "signal":
+        return Detector(SignalDetector())
+    if kind == "onnx":
+        from ..io.modelfiles import is_local_model
+
+        path = get("model")
+        if not path or not is_local_model(str(path)):
+            raise UsageError(f"music.detector onnx needs music.model, a local .onnx file (got {path!r})")
+        if not os.path.isfile(os.path.expanduser(str(path))):
+            raise UsageError(f"music.model {path}: no such file")
+        path = os.path.expanduser(str(path))
+        speech = get("speech_index", 0)
+        return Detector(
+            OnnxTagger(path, int(get("output_index", 137)), speech, int(get("model_rate", 32000)), get("threads", 1))
+        )
+    raise UsageError(f"music.detector: {kind!r} is not one of signal, onnx")
