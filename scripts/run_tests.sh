@@ -55,7 +55,7 @@ export PYTEST_ARGS_Q
 # tests; then s2s, tts, diarize and core, 0.7-2 min each; then the rest, under 40 s each), so
 # that the last two end together;
 # all of it niced: in the background of tests/workflow (real snakemake runs), which keep their
-# share of the CPU (docs/benchmarks.md, "Test suite")
+# share of the CPU (docs/benchmarks/workflow.md, "Test suite")
 stages=$(for d in tests/*/; do n="$(basename "$d")"; case "$n" in workflow|__pycache__) ;; *) echo "$n" ;; esac; done \
   | awk '{r = index(" asr curate s2s tts diarize core ", " " $1 " "); print (r ? r : 99), $1}' | sort -n | cut -d' ' -f2)
 (

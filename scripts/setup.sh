@@ -131,7 +131,7 @@ export READTHEDOCS=1
 
 # uv installs no bytecode (pip compiles it), and where Python cannot write it (a read-only
 # install, PYTHONDONTWRITEBYTECODE=1) every job compiles each module it imports again:
-# importing NeMo took 34 s of CPU that way, 14 s with the bytecode (docs/benchmarks.md, "Setup").
+# importing NeMo took 34 s of CPU that way, 14 s with the bytecode (docs/benchmarks/workflow.md, "Setup").
 compile_env() {  # compile_env VENV: the bytecode of every module in its site-packages, once
   local venv="$1" site
   [ -f "$venv/.speechprep-bytecode" ] && return 0

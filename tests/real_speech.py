@@ -70,7 +70,7 @@ PACKAGES = {
     "fortunes-ru": "GPL-2 (Pavel Maryanov)",
 }
 # Sources that settings are never chosen on: the figures on them are what a user with
-# voices and music this project never heard should expect (docs/stages.md).
+# voices and music this project never heard should expect (docs/stages/README.md).
 HELD_OUT = (
     "asterisk-core-sounds-en-wav",
     "asterisk-core-sounds-fr-wav",
@@ -223,8 +223,8 @@ def music(pack: str) -> list[Path]:
     return sorted((fetch(package) / folder).glob(pattern))
 
 
-# klettres names a language, not a person. bench/speaker_calibration.py measures
-# (docs/stages.md, "Speakers on real voices"): German's letters (F0 about 220 Hz)
+# klettres names a language, not a person. bench/speakers/calibration.py measures
+# (docs/stages/speakers.md, "Speakers on real voices"): German's letters (F0 about 220 Hz)
 # and syllables (about 109 Hz) are two people; cs/en_GB, es/nl, pt_BR/tn, de/nds,
 # hu/nds, cs/uk, en_GB/it, ru/tn sit as close in Resemblyzer's space as one
 # speaker's own clips and may be one person. These languages' speakers resemble

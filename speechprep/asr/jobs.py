@@ -30,7 +30,7 @@ def keep_given(f, p):
     inputs="segments",
     outputs="out rejects",
     options="grammars* threads? resume",
-    # the ASR model and the text-normalisation grammars (bench/align_memory.py); per audio second, the
+    # the ASR model and the text-normalisation grammars (bench/asr/align_memory.py); per audio second, the
     # longest recording's kept log-probabilities and greedy tokens (a 2-hour one: 926 MB peak against
     # 832 MB for 10 minutes, docs/benchmarks.md), with headroom
     memory=Memory(1300, batch_mb_per_s=0.05),

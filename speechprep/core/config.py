@@ -202,7 +202,7 @@ def check_speaker_model(config: dict[str, Any], hash_cache: str | None = None) -
             f"speakers.model {model} has no thresholds of its own: speakers.calibrated_for is {calibrated}, "
             f"not {identity}. Every threshold in `speakers:` is a distance on one model's scale: choose them "
             f"for this model on a labelled sample of your own data and give them in `speakers:` with "
-            f'calibrated_for: {identity} (docs/configuration.md, "Speaker models")'
+            f'calibrated_for: {identity} (docs/stages/speakers.md, "Speaker models")'
         )
     condition = str((config.get("tts") or {}).get("condition", ""))
     lab = Path(condition).suffix.lower() in SPEAKER_MODEL_SUFFIXES

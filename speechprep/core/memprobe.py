@@ -203,7 +203,7 @@ class guard:
         """An allocation was refused under the guard: torch's oneDNN off for the rest of the job
         (once). A refusal inside oneDNN can leave it failing every later call with "could not
         create a primitive", guarded or not, or end the process (SIGSEGV): measured with the
-        real-size HuBERT-large (docs/benchmarks.md, "A real-size job under a memory limit").
+        real-size HuBERT-large (docs/benchmarks/real_size.md, "A real-size job under a memory limit").
         Without it a HuBERT-large batch took 786 MB where it took 950, at 22 % more CPU."""
         torch = sys.modules.get("torch")
         if _guarded[0] and not self.onednn_off and torch is not None and torch.backends.mkldnn.enabled:

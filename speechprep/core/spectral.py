@@ -4,7 +4,7 @@ What the measures and speaker encoders read from librosa: the periodic Hann wind
 Slaney mel filters, the centred mel power spectrogram, ``power_to_db`` and YIN. Calling
 librosa for them imports numba, its compiled kernels and ``scipy.signal``: 1.4-2.1
 CPU-seconds in every measure, diarization and TTS features job, before its first segment
-(docs/benchmarks.md, "Corpus growth"). These functions follow librosa 0.11's own steps
+(docs/benchmarks/scale.md, "Corpus growth"). These functions follow librosa 0.11's own steps
 with the same numpy and ``scipy.fft`` calls (librosa's FFT library), in the same order
 (tests/curate/test_spectral.py holds them to librosa's results on real speech).
 """

@@ -8,7 +8,7 @@ rerun neither DNSMOS nor the speaker encoder, and a run made before annotations 
 gains them without measuring again. Writes ``<s>.annotations.jsonl`` (``id`` and the
 annotations, a line per segment read) and ``<s>.annotation_rejects.jsonl`` (segments
 whose audio could not be read; the measure job rejects those too). The decide job joins
-the lines to the measurements (docs/stages.md, "Annotations").
+the lines to the measurements (docs/stages/curate.md, "Annotations").
 """
 
 from __future__ import annotations

@@ -46,7 +46,7 @@ batches of the version before, on 586 real telephone prompts).
 
 Threads: each clip runs on one onnxruntime thread, and ``threads`` clips run at
 once: two intra-op threads per model spend 25 % (an idle machine) to 70 % (a busy
-one) more CPU on the same convolutions, waiting for each other (docs/benchmarks.md,
+one) more CPU on the same convolutions, waiting for each other (docs/benchmarks/curate.md,
 "Curation on short clips").
 """
 

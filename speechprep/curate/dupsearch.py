@@ -1,5 +1,5 @@
 """The duplicates job over a whole dataset in bounded memory: no Python object per
-segment on the hot path, one LSH band in memory at a time (docs/benchmarks.md,
+segment on the hot path, one LSH band in memory at a time (docs/benchmarks/curate.md,
 "Duplicates at scale": 0.6 GB peak at 10^6 segments, 3.6 GB at 10^7).
 
 * :class:`Table`: the few measurements the job needs, as numpy arrays (ids as
@@ -50,8 +50,8 @@ from .duplicates import Candidate, Duplicate, better
 log = logging.getLogger("speechprep.curate")
 # Candidate pairs verified per block of rows read (at most 2 x 8,000 rows, 42 MB, held), compared
 # COMPARE_BLOCK at a time. The job's memory beyond its tables is these blocks, whatever the number of
-# pairs: at 10^6 segments (bench/duplicates_scale.py) blocks of 20,000 and 2,048 peaked at 579 MB,
-# these at 376 MB, as fast (docs/benchmarks.md, "Duplicates at scale").
+# pairs: at 10^6 segments (bench/curate/duplicates_scale.py) blocks of 20,000 and 2,048 peaked at 579 MB,
+# these at 376 MB, as fast (docs/benchmarks/curate.md, "Duplicates at scale").
 VERIFY_CHUNK = 8_000
 
 
@@ -173,7 +173,7 @@ class Rows:
         if scattered and getattr(a, "_mmap", None) is not None and hasattr(mmap, "MADV_RANDOM"):
             # Rows read here and there: without read-ahead. With it, each 2.6 KB fingerprint row
             # read about 38 KB, and once the arrays outgrow the page cache (10^7 segments: 26 GB)
-            # that evicts the rows the next candidate pairs need (bench/duplicates_rows_io.py).
+            # that evicts the rows the next candidate pairs need (bench/curate/duplicates_rows_io.py).
             a._mmap.madvise(mmap.MADV_RANDOM)
         return a
 

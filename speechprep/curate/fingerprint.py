@@ -24,7 +24,7 @@ shard (``<s>.fingerprint.npy``):
 
 Every random projection comes from SHA-256 of a fixed label (``±1`` entries), so
 rows are comparable across machines and numpy versions. Calibration on real copies
-of real speech: ``bench/duplicates_calibration.py`` (docs/stages.md).
+of real speech: ``bench/curate/duplicates_calibration.py`` (docs/stages/curate.md, "Duplicates on real speech").
 """
 
 from __future__ import annotations
@@ -188,7 +188,7 @@ MIN_OVERLAP = 0.8  # of the shorter's stored speech frames must overlap the othe
 # frames voiced in both whose pitch agrees), less OVERLAP_WEIGHT x (1 - speech frames of both /
 # speech frames of either), less ANCHOR_WEIGHT x (share of bits differing between the closest
 # anchors), less EVIDENCE_WEIGHT / sqrt(speech frames of both). Weights chosen on real copies and
-# real same-speaker pairs (bench/duplicates_calibration.py; docs/stages.md).
+# real same-speaker pairs (bench/curate/duplicates_calibration.py; docs/stages/curate.md, "Duplicates on real speech").
 PITCH_WEIGHT = 0.5
 OVERLAP_WEIGHT = 0.5
 ANCHOR_WEIGHT = 3.0
@@ -234,7 +234,7 @@ def anchor_sketches(rows: np.ndarray, band: int, band_bits: int) -> np.ndarray:
     anchor bits after the band's key, wrapping round. They are projections the key does not
     use, so between two anchors that share the key they differ about as much as the anchors'
     other bits do: a copy's matched anchors in a few, two different sounds in a quarter or more
-    (``fingerprint_sketch_max_diff``; docs/benchmarks.md, "Duplicates at scale")."""
+    (``fingerprint_sketch_max_diff``; docs/benchmarks/curate.md, "Duplicates at scale")."""
     start, end = (band + 1) * (band_bits // 8) % (ANCHOR_BITS // 8), ANCHOR_BITS // 8
     bits = rows["anchor_bits"]
     if start + SKETCH_BYTES <= end:

@@ -167,7 +167,7 @@ def reverb_s(x: np.ndarray, rate: int) -> float | None:
     of that band's loudest frame; ``-60 / slope`` at the 5th percentile of all those
     slopes (the steepest falls), clipped to 0..10 s. It ranks rooms rather than measuring
     RT60: dry read speech reads about 0.2 s, the same speech in rooms of RT60 0.3/0.6/1.0 s
-    about 0.3/0.5/0.7 (docs/stages.md, "Annotations"). ``None`` for a segment shorter
+    about 0.3/0.5/0.7 (docs/stages/curate.md, "Annotations"). ``None`` for a segment shorter
     than the window."""
     frame, hop, width = int(_REVERB_FRAME * rate), int(_REVERB_HOP * rate), round(_REVERB_WINDOW / _REVERB_HOP)
     if len(x) < frame:

@@ -5,7 +5,7 @@ which DNSMOS already uses): a pitch and a voicing confidence for every 16 ms fra
 16 kHz audio. One detector per process, one onnxruntime thread (the annotate job
 decodes segments in a pool of threads; ``detect`` may be called from several at
 once). On real voices its per-speaker median F0 is within 5% of Praat's
-autocorrelation pitch (tests/curate/test_annotations.py; docs/stages.md, "Annotations").
+autocorrelation pitch (tests/curate/test_annotations.py; docs/stages/curate.md, "Annotations").
 """
 
 from __future__ import annotations

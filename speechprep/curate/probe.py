@@ -10,11 +10,11 @@ and the duplicates job's MinHash signatures (random) and fingerprints.
 The duplicates job's memory grows with how many of its band keys collide, and a corpus's
 keys collide mostly between one speaker's utterances. So its fingerprints are the pilot's
 own real rows (their anchors, frames and speech as the corpus has them) in groups of
-:data:`GROUP` segments, as bench/duplicates_scale.py makes its background: a group is one
+:data:`GROUP` segments, as bench/curate/duplicates_scale.py makes its background: a group is one
 real row under one random word XORed into every anchor and one into every frame; each
 member flips a further :data:`MEMBER_FLIP` of those words' bits (two members then differ in
 28 % of their anchor bits, the median of real same-speaker pairs in
-bench/duplicates_calibration.py) and each of its frames :data:`FRAME_FLIP` of its own. No
+bench/curate/duplicates_calibration.py) and each of its frames :data:`FRAME_FLIP` of its own. No
 copies are planted.
 """
 

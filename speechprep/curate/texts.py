@@ -12,7 +12,7 @@ TTS manifest unless they are caught, and the audio measures do not see them.
   no check) is less likely than ``min_declared_language_prob`` is ``wrong_language``. The
   declared language's own probability, not the winner's: a Spanish text spreads its
   probability over Spanish, Galician and Portuguese, but English gets none of it (on real
-  quotations written as a transcript, tests/curate/test_texts.py and docs/stages.md,
+  quotations written as a transcript, tests/curate/test_texts.py and docs/stages/curate.md,
   "Transcripts that lie").
 * :func:`repeated_ngram_share`: the share of a text's word 3-grams that repeat an earlier
   one. A loop repeats most of them; real sentences almost none. A text of at least

@@ -38,11 +38,11 @@ LABELS = [" "] + [chr(c) for c in range(ord("a"), ord("z") + 1)] + ["'"]
 # file holds, the float32 model. float64 costs ~13 % more time here and makes the
 # trajectory far less sensitive to the order of float reductions.
 TRAIN_THREADS = 1
-# For checking that the criterion holds on other floating-point paths (docs/benchmarks.md,
+# For checking that the criterion holds on other floating-point paths (docs/benchmarks/demo.md,
 # "The demo ASR model on other CPUs"): threads for the training math, and oneDNN off.
 THREADS_ENV, MKLDNN_ENV = "SPEECHPREP_DEMO_TRAIN_THREADS", "SPEECHPREP_DEMO_TRAIN_MKLDNN"
 SAMPLE_RATE = 16000
-STEPS = 600  # the schedule's batches: the demo's clean phrases are all right from 300 (bench/demo_asr_model.py)
+STEPS = 600  # the schedule's batches: the demo's clean phrases are all right from 300 (bench/demo/asr_model.py)
 BATCH = 16
 # Each side of a training cut is moved by a uniform draw in JITTER (s; negative: into the
 # words), each time the phrase is drawn. The criterion reads each clean phrase cut at its true

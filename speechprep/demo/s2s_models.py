@@ -311,7 +311,7 @@ def tiny_vocoder(out: Path, config_out: Path, n_units: int, seed: int = 0, dur_p
 # phrase's re-encoded copies -- has its nearest centre closer than the second by MIN_GAP of the frame's
 # norm (~8: layer-normed features). ONNX Runtime moves such a frame from eager PyTorch by at most 1.8e-6
 # of its norm, batching by 4.3e-7; a unit can flip only where the gap is under twice the move
-# (bench/demo_s2s_models.py --moves; docs/benchmarks.md, "The demo S2S models on other CPUs").
+# (bench/demo/s2s_models.py --moves; docs/benchmarks/demo.md, "The demo S2S models on other CPUs").
 MIN_GAP = 1e-5
 # The re-encodes that tests/curate/test_duplicates.py reads: (libsndfile format, gain dB). Each keeps at least
 # MIN_COPY_JACCARD of the first phrase's unit n-grams (NGRAM: the config's minhash_ngram), exactly; the

@@ -9,7 +9,7 @@ from typing import Any
 
 from ..core.config import BatchBudget, StageParams, from_config, from_dataset, nested
 
-# a dataset whose text is given belongs to whole manifest lines: never cut (docs/stages.md)
+# a dataset whose text is given belongs to whole manifest lines: never cut (docs/stages/diarize.md)
 GIVEN_TEXT = ("given", "verify")
 
 
@@ -70,7 +70,7 @@ class DiarizeParams(StageParams):
     def for_band(self, narrow: bool) -> DiarizeParams:
         """The parameters a file of that band is diarized with: a telephone-band file's pieces
         are cut at ``narrowband_threshold`` and its local speakers joined under
-        ``narrowband_merge`` (voices sit closer through 4 kHz: docs/stages.md, "Diarization")."""
+        ``narrowband_merge`` (voices sit closer through 4 kHz: docs/stages/diarize.md, "Diarization")."""
         if not narrow:
             return self
         return replace(self, threshold=self.narrowband_threshold, speaker_threshold=self.narrowband_merge)

@@ -32,7 +32,7 @@ MIN_SAMPLES = 400
 BATCH_SAMPLES = 120 * SAMPLE_RATE  # padded audio per forward on a GPU
 # on the CPU a large convolutional model runs fastest at a few clips a forward: TitaNet-L
 # (real size) 5.36 embeddings/s at one 1.6 s window a forward, 6.97 at 4, 6.40 at 8, 4.05 at
-# 64 (bench/speaker_embeddings.py --per-forward; docs/benchmarks.md, "Speaker embeddings")
+# 64 (bench/speakers/embeddings.py --per-forward; docs/benchmarks/speakers.md, "Speaker embeddings")
 CPU_BATCH_SAMPLES = 8 * SAMPLE_RATE
 
 
@@ -84,7 +84,7 @@ def restore(path: str, device: str, class_name: str, label: str):
     except ImportError as e:
         raise UsageError(
             f"{label}: {path} is a NeMo model, and this job's environment has no NeMo ({describe(e)}); "
-            'NeMo is in the asr env (docs/configuration.md, "Speaker models")'
+            'NeMo is in the asr env (docs/stages/speakers.md, "Speaker models")'
         ) from None
 
     expected = getattr(models, class_name)

@@ -207,7 +207,7 @@ def grid_span(start: float, end: float, within: tuple[float, float] | None = Non
     number of 10 ms frames, the hop of the models that read it, and two segments that
     meet still meet. DNSMOS scores a short clip repeated to 9 s; a clip of whole
     160-sample hops repeats frame for frame, so its frames are computed once per clip
-    rather than once per 9 s (docs/benchmarks.md, "Curation on short clips")."""
+    rather than once per 9 s (docs/benchmarks/curate.md, "Curation on short clips")."""
     a, b = round(round(start / GRID_S) * GRID_S, 2), round(round(end / GRID_S) * GRID_S, 2)
     if within is not None:
         a, b = max(a, within[0]), min(b, within[1])

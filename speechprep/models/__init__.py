@@ -9,7 +9,7 @@ default. Random weights in each architecture a lab brings its own file of.
 ``python -m speechprep models build-tiny --out DIR`` writes them all (:mod:`.jobs`).
 
 * :mod:`.real_size` (:mod:`.real_size_nemo`, :mod:`.real_size_fairseq`): every stage's model
-  at its real architecture and size, random weights, for ``bench/real_size.py``:
+  at its real architecture and size, random weights, for ``bench/workflow/real_size.py``:
   ``python -m speechprep models build-real-size [--out DIR] [--only NAME ...]``.
 
 Nothing is imported here: the Snakefile reads the jobs' declarations.

@@ -24,7 +24,7 @@ def build_real_size(f, p):
     FastConformer TDT and CTC, Canary-style AED, TitaNet-L, Sortformer; fairseq HuBERT base
     and large, unit HiFi-GAN, and a 1000-unit k-means over HuBERT base) into --out (default
     ~/.cache/speechprep/real_size), skipping those already there, and print their parameter
-    counts and sizes: for bench/real_size.py, never a default."""
+    counts and sizes: for bench/workflow/real_size.py, never a default."""
     from . import real_size
 
     real_size.main(f.out, f.only)

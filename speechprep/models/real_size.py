@@ -1,5 +1,5 @@
 """Every stage's model at its real architecture and size, random weights, for measuring what a
-lab's models cost (bench/real_size.py): NOT real models, never a default, never in the demo.
+lab's models cost (bench/workflow/real_size.py): NOT real models, never a default, never in the demo.
 
 ``python -m speechprep models build-real-size [--out DIR] [--only NAME ...]`` writes them into
 ``DIR`` (default :func:`default_dir`, a per-machine cache), skipping each whose file is there

@@ -1,6 +1,6 @@
 """NeMo models at the real models' architecture and size, random weights: NOT real models.
 
-For measuring what a lab's models cost (bench/real_size.py): random weights in the
+For measuring what a lab's models cost (bench/workflow/real_size.py): random weights in the
 real architecture and size cost the same FLOPs and memory as the trained ones.
 NeMo 3.0's wheel ships no example configs (``find .venvs/asr -name "*fastconformer*"``
 finds none), so each config below is written from the published model's hyperparameters

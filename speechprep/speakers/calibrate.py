@@ -1,5 +1,5 @@
 """Thresholds for the run's speaker model, chosen on a lab's labelled sample (``python -m
-speechprep speakers calibrate``; docs/configuration.md, "Speaker models").
+speechprep speakers calibrate``; docs/stages/speakers.md, "Speaker models").
 
 The sample's voices (or sources) are split in two by a hash of their name, never by segment:
 the calibration part chooses ``speakers.threshold`` (the cut of the configured linkage, files
@@ -235,7 +235,7 @@ def run(configfiles: list[str], manifest: str, out: str, split: str = "auto", th
     if calibrated is None:
         header += [
             "speakers.diarize: scaled from Resemblyzer's by the ratio of the thresholds (no conversations with",
-            "reference turns in the sample): check them on your conversations (bench/diarize_accuracy.py)",
+            "reference turns in the sample): check them on your conversations (bench/diarize/accuracy.py)",
         ]
     else:
         header += [

@@ -1,5 +1,5 @@
 """Diarization's distances (``speakers.diarize``) chosen on a lab's conversations with reference
-turns, for ``speakers calibrate`` (docs/configuration.md, "Speaker models").
+turns, for ``speakers calibrate`` (docs/stages/speakers.md, "Speaker models").
 
 A conversation is a manifest line with ``turns``: ``[[start, end, speaker], ...]`` in seconds
 from the clip's start (its ``offset``; turns of two voices may overlap). Its VAD segments are

@@ -8,8 +8,8 @@ also looks like speech (:func:`music_gate`): speech moves its spectrum from
 syllable to syllable (vowels, fricatives, pauses), a sustained note or chord
 does not, so a window whose spectral centroid barely moves needs a higher peak
 probability. The gate's two numbers were fitted on real calibration voices
-and music and are reported on held-apart ones (bench/vad_narrowband.py,
-docs/stages.md "VAD").
+and music and are reported on held-apart ones (bench/vad/narrowband.py,
+docs/stages/vad.md "VAD").
 """
 
 from __future__ import annotations

@@ -397,7 +397,7 @@ def _with_ready(line: Line, jobs: list[tuple[tuple, dict]], hours: dict, what: s
     from its part per audio hour (``line`` has none), the fixed part each job logged as it
     became ready (:func:`speechprep.core.logs.ready`: imports, the model's restore), the rest
     per hour. A real-size pilot's two ASR jobs of one size scaled a 34.5 CPU-s restore with the
-    hours and were 33 % high (docs/benchmarks.md, "With the real-size models")."""
+    hours and were 33 % high (docs/benchmarks/plan.md, "With the real-size models")."""
     key = {"cpu_s": "cpu_s", "s": "wall_s"}[what]
     done = [(hours[k], (j["bench"] or {}).get(what, 0.0), (j.get("ready") or {}).get(key)) for k, j in jobs]
     if line.fixed > 0 or not done or any(r is None for _, _, r in done) or sum(h for h, _, _ in done) <= 0:

@@ -48,7 +48,7 @@ from ..io.modelfiles import is_local_model
 # copies of a model's file in memory at once while it is restored (the checkpoint's tensors and
 # the module's, one copied into the other): at real size the restore's peak is the fixed part
 # plus twice the file (parakeet-size TDT 5,467 MB for a 2,474 MB file, HuBERT-large 2,785 for
-# 1,267: docs/benchmarks.md, "Real-size models"). The second copy is collected before the
+# 1,267: docs/benchmarks/real_size.md, "Real-size models"). The second copy is collected before the
 # first batch (speechprep.core.modelstage), so a job holds the larger of it and its batch.
 RESTORE_COPIES = 2
 JOB_MB = 250

@@ -3,7 +3,7 @@ audio whose speakers are clustered with Resemblyzer is warned about (:func:`narr
 
 Resemblyzer is a 2019 wideband d-vector. Through 8 kHz telephone audio it draws voices
 together and spreads one voice's clips apart, so a voice of many one-clip files splits over
-several speaker ids whatever the threshold (docs/stages.md, "Speakers on real voices"). The
+several speaker ids whatever the threshold (docs/stages/speakers.md, "Speakers on real voices"). The
 check reads a sample of each dataset's files: their sample rate from the header, and, where
 the rate is wideband, the bandwidth of a few seconds of their audio (8 kHz speech upsampled
 to 16 kHz reads about 4 kHz). Standard library, numpy and soundfile: the Snakefile runs it.
@@ -23,7 +23,7 @@ from ..io.inventory import walk_audio
 SAMPLE_FILES = 12  # files read per dataset
 READ_SECONDS = 8.0  # audio read from each wideband-rate file for its bandwidth (from 10 % into it)
 MANIFEST_LINES = 2000  # manifest lines read for the sample and for `speaker`
-# the figures the warning gives (docs/stages.md, "Speakers on real voices": 542 real telephone
+# the figures the warning gives (docs/stages/speakers.md, "Speakers on real voices": 542 real telephone
 # prompts of five professional voices, a file each, average linkage at the default 0.18)
 FIGURES = "inverse purity 0.69 at purity 0.97: one voice split over several speaker ids"
 
@@ -105,9 +105,9 @@ def narrowband_warnings(config: dict[str, Any]) -> list[str]:
             f"WARNING: dataset {name}: {narrow} of {len(bands)} sampled files are telephone band (under "
             f"{narrow_hz:.0f} Hz), and its speakers are clustered with the built-in speaker model "
             f"(speakers.model: resemblyzer, a wideband d-vector). On real telephone prompts, a file each, it "
-            f'gives {FIGURES} (docs/stages.md, "Speakers on real voices"). Two ways out: a speaker model '
+            f'gives {FIGURES} (docs/stages/speakers.md, "Speakers on real voices"). Two ways out: a speaker model '
             f"trained on telephone speech (speakers.model: a TitaNet .nemo, a WeSpeaker or 3D-Speaker .onnx, "
-            f'with its own thresholds: docs/configuration.md, "Speaker models"), or `speaker` on every line '
+            f'with its own thresholds: docs/stages/speakers.md, "Speaker models"), or `speaker` on every line '
             f"of the input manifest (taken as given)."
         )
     return lines

@@ -8,7 +8,7 @@ spoken form), every fifth sentence two phrases joined by a comma. With
 ``intro``, the text opens with sentences nobody reads; with ``announcement``, a
 real human voice (the LibriVox reader's sentences) speaks in the middle, which
 the text lacks; with ``outro``, the text ends with a sentence nobody reads.
-Used by tests/asr/test_transcripts_align.py and bench/align_memory.py."""
+Used by tests/asr/test_transcripts_align.py and bench/asr/align_memory.py."""
 
 from __future__ import annotations
 

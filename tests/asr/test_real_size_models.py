@@ -1,4 +1,4 @@
-"""The real-size model builder (speechprep.models.real_size; bench/real_size.py measures its
+"""The real-size model builder (speechprep.models.real_size; bench/workflow/real_size.py measures its
 models) still builds: its smallest model, TitaNet-L, through the command line."""
 
 import json

@@ -155,7 +155,7 @@ def mismatch(x):
 
 def test_verify_keeps_correct_transcripts_and_drops_wrong_ones(verified):
     """The figures per case (the demo model of the tests, 400 steps, on the 32 clean phrases;
-    docs/stages.md, "Transcribed datasets", has them as a table): WER 0 for the correct and the
+    docs/stages/asr.md, "Transcribed datasets", has them as a table): WER 0 for the correct and the
     written texts (all kept), 0.67 to 1.5 swapped, 0.5 to 1.0 truncated, 0.25 to 0.33 padded (9
     characters inserted at the start): none of these kept."""
     counts, by_case, rejects = verified

@@ -25,7 +25,7 @@ from tests import real_speech as rs
 sys.path.insert(0, str(Path(__file__).parent))
 import longform
 
-# measured on this recording (docs/benchmarks.md, "Long-form alignment"): the defaults proposed for phase 2
+# measured on this recording (docs/benchmarks/asr.md, "Long-form alignment"): the defaults proposed for phase 2
 P = al.AlignParams(
     max_segment=20.0,
     min_align_score=-3.0,

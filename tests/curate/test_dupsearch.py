@@ -53,7 +53,7 @@ def test_sketches_pair_only_close_anchors():
 def test_the_jobs_lsh_finds_what_lsh_candidates_says(tmp_path):
     """On real recordings (one speaker's syllables, whose anchors meet in bands, and real codec
     copies), the band files' pairs are exactly the pairs :func:`fingerprint.lsh_candidates` calls
-    candidates (what bench/duplicates_calibration.py measures recall with)."""
+    candidates (what bench/curate/duplicates_calibration.py measures recall with)."""
     utts = R.klettres_voices("lt")[:16] + R.librivox()[:2]
     paths = [u.path for u in utts] + [
         R.through_codec(utts[k].path, codec, tmp_path / f"c{k}.wav", gain_db=3.0, delay_s=0.2)

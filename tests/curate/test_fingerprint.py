@@ -1,7 +1,7 @@
 """The acoustic fingerprint on real speech through real codecs (tests/real_speech.py: Debian's
 recordings; sox GSM 06.10 and MP3, ffmpeg G.722 and Opus, a resample to 8 kHz; +-3/6 dB,
 0.1-0.5 s offsets): copies are found by the duplicates job's search, different utterances of
-one speaker never are. Calibration: bench/duplicates_calibration.py (docs/stages.md)."""
+one speaker never are. Calibration: bench/curate/duplicates_calibration.py (docs/stages/README.md)."""
 
 import itertools
 from collections import defaultdict
@@ -76,7 +76,7 @@ def voices() -> dict[str, list[R.Utterance]]:
     out = defaultdict(list)
     for u in R.librivox() + R.cards() + R.alsa_voice():
         out[u.speaker].append(u)
-    for lang in ("lt", "he", "da", "en", "fr"):  # lt: the closest pairs of bench/duplicates_calibration.py
+    for lang in ("lt", "he", "da", "en", "fr"):  # lt: the closest pairs of bench/curate/duplicates_calibration.py
         for u in R.klettres_voices(lang):
             out[u.speaker].append(u)
     return out

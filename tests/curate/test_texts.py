@@ -4,7 +4,7 @@ The texts are quotations from Debian's fortune packages (tests/real_speech.py: E
 German and Spanish for calibration; Italian and Russian held apart), lower-cased and
 without punctuation, as an ASR model writes a transcript. The thresholds in
 config/config.yaml were chosen on the calibration languages; the figures on the held-apart
-ones are what the docs report (docs/stages.md, "Transcripts that lie")."""
+ones are what the docs report (docs/stages/curate.md, "Transcripts that lie")."""
 
 import random
 
@@ -40,7 +40,7 @@ def flagged(probs: list[dict], declared: str) -> float:
 @pytest.mark.parametrize("lang", LANGUAGES)
 def test_real_text_in_its_declared_language_is_kept(probabilities, lang):
     """At most 1% of a language's quotations are taken for another language (measured on
-    1,000 by bench/text_checks.py: English 0, German 0.3%, Spanish 0.1%; held apart:
+    1,000 by bench/curate/text_checks.py: English 0, German 0.3%, Spanish 0.1%; held apart:
     Italian 0.6%, Russian 0.1%)."""
     assert flagged(probabilities[lang], lang) <= 0.01, (lang, FORTUNES[lang] in HELD_OUT)
 

@@ -193,7 +193,7 @@ class Builder:
 
 
 # ---------------------------------------------------------------------------
-# the plans the tests and bench/diarize_accuracy.py build
+# the plans the tests and bench/diarize/accuracy.py build
 # ---------------------------------------------------------------------------
 REAL = ("librivox", "cards", "alsa", *(f"klettres_{x}" for x in ("ar", "en", "fr", "he", "lt", "nb")))
 ESPEAK = tuple(f"espeak_{x}" for x in ("us_male", "us_female", "scottish", "caribbean"))
@@ -208,7 +208,7 @@ def voices(*names: str) -> dict[str, list[np.ndarray]]:
     return {n: _VOICES[n] for n in names}
 
 
-# Conditions the diarization is measured in (bench/diarize_accuracy.py): the voices of each,
+# Conditions the diarization is measured in (bench/diarize/accuracy.py): the voices of each,
 # ``first`` (real) and ``second`` (any of the condition's). Calibration: the voices the
 # parameters were chosen on, wideband and through telephone codecs; held apart: voices they
 # were never chosen on, KLettres' other speakers (wideband) and the telephone prompts'

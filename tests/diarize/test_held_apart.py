@@ -2,7 +2,7 @@
 telephone prompts (tests/real_speech.py ``HELD_OUT``, 8 kHz as published, read at 16 kHz as
 the pipeline reads them). The telephone-band parameters (``diarize.bandwidth: auto``,
 ``narrowband_threshold``, ``narrowband_merge``) were chosen on the calibration voices
-through telephone codecs (bench/diarize_accuracy.py --condition telephone); these are the
+through telephone codecs (bench/diarize/accuracy.py --condition telephone); these are the
 issue's must-shows on the held-apart ones. With the wideband parameters on these files,
 pause-free changes between the two closest voices were missed 4 times in 4 and a
 three-voice conversation came out with two speakers (DER 0.30)."""
@@ -49,7 +49,7 @@ def test_one_telephone_voice_loses_nothing(model, params, name):
     """One voice alone: no segment dropped, and one speaker, but for Menardi's prompts: they
     were recorded in (at least) two sessions that sit 0.19 apart in the encoder's space, more
     than the telephone merge threshold, so a file mixing them holds two local speakers and is
-    cut where they meet (the run-wide speakers job then judges them: docs/stages.md)."""
+    cut where they meet (the run-wide speakers job then judges them: docs/stages/README.md)."""
     conv = C.one_voice(name, seed=7)
     result = diarize(model, params, conv)
     assert not [d for d in result.decisions if d.reason is not None]

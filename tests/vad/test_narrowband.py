@@ -1,6 +1,6 @@
 """The narrowband path on real recordings: telephone-band voices kept, telephone-band music
 not taken for speech. The music gate was fitted on the calibration sources
-(bench/vad_narrowband.py); these tests use the held-apart ones (tests/real_speech.py
+(bench/vad/narrowband.py); these tests use the held-apart ones (tests/real_speech.py
 ``HELD_OUT``: the Asterisk prompts' voices, music on hold, ASC's music)."""
 
 from pathlib import Path
@@ -33,7 +33,7 @@ def cache(tmp_path_factory):
 def test_music_through_telephone_codecs_is_not_speech(cache):
     """Eight held-apart music tracks (music on hold, ASC), 20 s of each through three
     telephone codecs: before the music gate, 0.35/0.3 hysteresis took about 14 % of such
-    music for speech (bench/vad_narrowband.py); now under 1 %."""
+    music for speech (bench/vad/narrowband.py); now under 1 %."""
     found = total = 0.0
     for track in R.music("moh") + R.music("asc"):
         piece = R.excerpt(track, 30, 20, cache / f"x_{track.stem}.wav")
@@ -46,7 +46,7 @@ def test_music_through_telephone_codecs_is_not_speech(cache):
 def test_prompts_with_music_between_keep_the_prompts_not_the_music(cache):
     """Long telephone recordings of held-apart professional voices with music between the
     prompts: every prompt is found, and under a fifth of what VAD calls speech is music
-    (0.39 with the hysteresis alone, 0.19 at TEN-VAD's own 0.5: bench/vad_narrowband.py)."""
+    (0.39 with the hysteresis alone, 0.19 at TEN-VAD's own 0.5: bench/vad/narrowband.py)."""
     called = inside = 0.0
     prompts = [u.path for spk in R.TELEPHONE_VOICES for u in R.telephone_prompts(spk)[3::25][:8]]
     for k in range(4):

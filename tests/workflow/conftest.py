@@ -189,7 +189,7 @@ def demo(tmp_path_factory, demo_copy):
 # The files in the order the workers take them (any other after these, by name). First the SLURM
 # tests (their first half needs no demo run) and the file whose first test builds the demo run;
 # then the longest first, so that the last file to start is a short one and the two workers end
-# together (each file's test times, summed, from a `make test` run: docs/benchmarks.md, "Test suite").
+# together (each file's test times, summed, from a `make test` run: docs/benchmarks/workflow.md, "Test suite").
 ORDER = (
     "test_slurm.py",  # 1,082 s
     "test_asr_workflow.py",  # 325 s: the demo run

@@ -195,7 +195,7 @@ def test_a_conversation_is_cut_at_its_speaker_changes(talk):
 def test_a_conversations_rttm_scores_as_its_truth(talk, tmp_path):
     """pyannote.metrics reads the RTTM: diarization error rate (0.25 s collar each side of a
     boundary: pyannote's collar=0.5) against the truth the test wrote, VAD's misses and pads
-    included (bench/diarize_accuracy.py scores 5-minute conversations on true segments,
+    included (bench/diarize/accuracy.py scores 5-minute conversations on true segments,
     docs/benchmarks.md); speakers named by their file alone (no curation in this run)."""
     work, _, convs = talk
     truth = tmp_path / "truth.rttm"
