@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Does the ASR encoder pay through ONNX Runtime on CPU (issue #59, item 5)? The real-size
+"""Does the ASR encoder pay through ONNX Runtime on the CPU? The real-size
 FastConformer encoder in eager PyTorch against its ONNX export in onnxruntime, on the same
 preprocessor features of the same real speech, and the pipeline's decoding on each output.
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A real-size model job under a memory limit below what its first batch needs (issue #59):
+"""A real-size model job under a memory limit below what its first batch needs:
 does it halve, finish, account for every id, and write what it writes without the limit?
 
     nice -n 10 python3 bench/workflow/memory_limit.py [--jobs asr,s2s] [--asr-seconds 150]

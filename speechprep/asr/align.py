@@ -1,7 +1,7 @@
 """A long recording aligned to its text, cut into utterances with an ``align_score``.
 
 What a manifest line of a transcribed dataset becomes when its recording is longer
-than ``vad.max_segment`` (issue #24, item 2):
+than ``vad.max_segment``:
 
 1. **Text** (:func:`text_units`): split into sentences (nemo-text-processing's
    splitter where the language has grammars, which knows "Mr." and "a.m."; else

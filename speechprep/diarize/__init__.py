@@ -1,4 +1,4 @@
-"""Per-file speaker diarization on the speaker encoder the pipeline ships (issue #25).
+"""Per-file speaker diarization on the speaker encoder the pipeline ships.
 
 Plain functions on numpy audio and VAD segments, no workflow: :func:`diarize_file`
 (:mod:`.core`) windows a file's speech with Resemblyzer (:mod:`.embed`), finds its

@@ -148,7 +148,7 @@ def test_threshold_change_reruns_only_the_decision(tmp_path, models):
 
 
 def test_an_excluded_speaker_leaves_the_kept_lines_and_the_ledger_says_so(tmp_path):
-    """A takedown of a speaker (#40): every segment of a speaker listed in the run's exclude
+    """A takedown of a speaker: every segment of a speaker listed in the run's exclude
     file is rejected `excluded` by the decide job (no model runs), the others are kept as
     they were, and the summary job records each in the dataset's removed.jsonl once."""
     from speechprep.curate import stage

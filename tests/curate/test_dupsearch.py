@@ -133,7 +133,7 @@ def test_the_job_over_shards_finds_exact_and_codec_copies(tmp_path):
 
 
 def test_a_copy_added_later_never_replaces_the_first_ingested_one(tmp_path):
-    """Corpus growth (#40): a run keeps a real MP3 copy (the only copy then); the clean original
+    """Corpus growth: a run keeps a real MP3 copy (the only copy then); the clean original
     and an exact copy of it arrive later, in a new shard. Though cleaner, the original is the
     duplicate: the copy an earlier run kept stays kept, and the first shard's output is as it
     was. Without the earlier run's record, the cleaner original would have won."""
@@ -174,7 +174,7 @@ def unit_shard(root, name, units):
 
 
 def test_a_new_segment_tying_two_kept_ones_leaves_both_kept(tmp_path):
-    """Corpus growth (#40): two segments kept by a first run, unlike each other, and a later
+    """Corpus growth: two segments kept by a first run, unlike each other, and a later
     one whose units hold both (each pair of it and one of them at a Jaccard similarity of about
     0.5, over the 0.35 threshold): the later one is the copy, of the better of the two, and
     neither of the first two becomes a copy of the other; a fourth run with an unrelated
@@ -254,7 +254,7 @@ def test_inputs_that_do_not_belong_together_are_refused(tmp_path):
 
 
 def test_a_grown_corpus_verifies_only_pairs_touching_new_rows(tmp_path):
-    """Corpus growth (#40): the pairs a run verified are kept beside its record, so the next run
+    """Corpus growth: the pairs a run verified are kept beside its record, so the next run
     verifies only candidates that touch a new or changed row, and decides exactly as a run that
     verifies every pair again. Real recordings: a first shard holding a real GSM copy of one of
     them; a second shard, added later, with a real MP3 copy of another. Then the first shard's

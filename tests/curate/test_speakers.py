@@ -240,7 +240,7 @@ def test_one_voice_in_two_datasets_is_one_speaker(tmp_path, real_voices):
 
 
 def test_a_diarized_files_local_speakers_are_items_of_their_own(tmp_path, real_voices):
-    """Conversations (issue #25): three files hold two real voices each, told apart by the
+    """Conversations: three files hold two real voices each, told apart by the
     diarization (``diarize_speaker`` spk0/spk1 on their lines); other files one voice each.
     Pooled by ``<file id>#<diarize_speaker>``, every voice gets one run id in every file it
     speaks in, and the two voices of a conversation two ids. Pooled by file alone, a
@@ -310,7 +310,7 @@ def _one_dataset(root, utts, x, files):
 
 
 def test_a_grown_corpus_keeps_its_speakers_and_new_files_join_them(tmp_path, real_voices):
-    """Corpus growth (#40): a run over 8 real voices, then the same files plus new files of
+    """Corpus growth: a run over 8 real voices, then the same files plus new files of
     two of those voices and of three voices never heard. Every old segment keeps its speaker
     id and its distance to the byte; a new file of an old voice gets that voice's id; each new
     voice gets a new id of its own. `speaker_recluster` (or other clustering settings) makes

@@ -37,7 +37,7 @@ def test_diarize_runs_per_shard_and_touches_no_one_voice_file(demo):
         assert got["segments"] == given  # one voice a file: its lines as VAD wrote them
         log = (res / "logs" / "diarize" / f"{s}.log").read_text(encoding="utf-8")
         assert "stage 'curate' env ok" in log
-    assert vad == 47 and touched / vad <= 0.02  # issue #25: one voice alone, <= 2% cut or dropped
+    assert vad == 47 and touched / vad <= 0.02  # one voice alone, <= 2% cut or dropped
 
 
 def test_asr_reads_the_diarized_segments(demo):
