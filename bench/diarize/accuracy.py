@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Per-file diarization: changes cut, overlaps flagged, DER and one-voice segments kept whole, on conversations of real and espeak-ng voices.
+"""Per-file diarization: changes cut, overlaps flagged, DER and one-voice segments kept whole,
+on conversations of real and espeak-ng voices.
 
     SPEECHPREP_REAL_SPEECH=.cache/real_speech .venvs/curate/bin/python bench/diarize/accuracy.py \\
         [--pairs 24] [--overlap-pairs 10] [--seed 0] [--condition wideband] [--set key=value ...]
