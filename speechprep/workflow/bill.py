@@ -212,3 +212,130 @@ def fit_files(points: list[tuple[float, float]]) -> FileCost:
             best = (err, full)
     c0, c1, c2 = best[1]
     return FileCost(c0, c1 / top, c2 / top / top)
+
+
+# -- sizing a run for a cluster (docs/cluster.md, "Sizing a run for a cluster") -------------
+# Snakemake's own cost per job of the project's DAG (Snakemake 9.27, the project's pins), measured
+# by bench/workflow/scheduler.py: update them here from its figures.
+SNAKEMAKE_DAG_S_PER_JOB = 1.55e-3  # CPU seconds to build the DAG, per job
+SNAKEMAKE_DAG_KB_PER_JOB = 27.0  # the DAG's memory per job
+SNAKEMAKE_SCHEDULER_S_PER_JOB = 9e-3  # CPU seconds to start a job, --scheduler-subsample 1000
+SUBMIT_S_PER_JOB = 1.0  # wall seconds the SLURM executor plugin takes per submission
+FIXED_SHARE = 0.05  # the most of a model job's wall time its fixed part may take
+# the largest shard whose jobs' peak memory was measured (bench/workflow/shard_memory.py):
+# nothing larger is recommended
+MAX_SHARD_HOURS = 50.0
+
+
+@dataclass(frozen=True)
+class RuleSize:
+    """A shard rule as the sizing sees it: ``fixed_s`` wall seconds of a job before its first
+    item (its ``job ready`` line: imports, the model's restore, warm-up), ``per_hour_s`` wall
+    seconds per audio hour of its shard after that, on its device; ``at_once`` of its jobs the
+    cluster runs at once; ``jobs_per_shard``; ``most_hours``: the largest shard whose job fits a
+    node's memory; ``model``: its fixed part is a model's (the share rule applies)."""
+
+    name: str
+    fixed_s: float
+    per_hour_s: float
+    at_once: int
+    jobs_per_shard: float = 1.0
+    most_hours: float = math.inf
+    model: bool = True
+
+    def share(self, hours: float) -> float:
+        """The fixed part's share of a job of a shard of ``hours``."""
+        whole = self.fixed_s + self.per_hour_s * hours
+        return self.fixed_s / whole if whole > 0 else 0.0
+
+    def hours_for_share(self, share: float = FIXED_SHARE) -> float:
+        """The smallest shard (hours) whose job's fixed part is at most ``share`` of it."""
+        if self.fixed_s <= 0:
+            return 0.0
+        if self.per_hour_s <= 0:
+            return math.inf
+        return self.fixed_s * (1 - share) / share / self.per_hour_s
+
+    def hours_to_feed(self, jobs: int, submit_s: float = SUBMIT_S_PER_JOB) -> float:
+        """The smallest shard whose job lasts as long as submitting ``jobs`` of the rule one by
+        one takes (shorter jobs end before their devices are all fed: the submissions are the
+        bottleneck)."""
+        if self.per_hour_s <= 0:
+            return 0.0
+        return max(0.0, (min(jobs, self.at_once) * submit_s - self.fixed_s) / self.per_hour_s)
+
+
+def _round_up(hours: float) -> float:
+    """``hours`` rounded up to a quarter hour (from 1 h), else to two significant digits."""
+    if hours <= 0:
+        return 0.0
+    if hours >= 1:
+        return math.ceil(hours * 4 - 1e-9) / 4
+    step = 10 ** (math.floor(math.log10(hours)) - 1)
+    return round(math.ceil(hours / step - 1e-9) * step, 12)
+
+
+def concurrent_jobs(rules: Iterable[RuleSize], max_queued: int | None = None, jobs: int | None = None) -> int:
+    """Snakemake's ``--jobs`` for the run: as many as the rule the cluster runs most of at once
+    can use, within the site's limits (``max_queued``: jobs a user may have queued or running,
+    array tasks counted; ``jobs``: a cap of the site's or the user's)."""
+    most = max((r.at_once for r in rules), default=1)
+    return max(1, min(x for x in (most, max_queued, jobs) if x))
+
+
+def recommend(
+    rules: list[RuleSize],
+    hours: float,
+    configured: float,
+    max_queued: int | None = None,
+    jobs: int | None = None,
+    most: float = MAX_SHARD_HOURS,
+) -> dict:
+    """The shard size for a corpus of ``hours`` on a cluster (``rules``' ``at_once``) and a
+    site's limits: the smallest that keeps each model rule's fixed part under
+    :data:`FIXED_SHARE` of its job and each rule's jobs long enough for the submissions to
+    keep its devices fed, at most ``most`` and each rule's ``most_hours`` (memory); where no
+    constraint binds, ``configured``. Where a rule needs shards larger than that allows, its
+    jobs would have to take several shards each (``shards_per_job``). Returns ``shard_hours``,
+    ``jobs`` (Snakemake's ``--jobs``), ``range`` (the smallest and largest size that hold),
+    ``shards_per_job``, each rule's fixed share at that size and notes."""
+    n = concurrent_jobs(rules, max_queued, jobs)
+    need = {r.name: r.hours_for_share() for r in rules if r.model}
+    feed = {r.name: r.hours_to_feed(n) for r in rules}
+    low = max([*need.values(), *feed.values(), 0.0])
+    high = min([most, *(r.most_hours for r in rules)])
+    notes = []
+    size = min(_round_up(low), high) if low > 0 else min(configured, high)
+    per_job = {name: max(1, math.ceil(h / size)) for name, h in need.items() if size and h > size}
+    for name in per_job:
+        why = f"shards of at most {high:g} h" if math.isfinite(need[name]) else "no per-hour part measured"
+        notes.append(
+            f"{name}: its fixed part is under {FIXED_SHARE:.0%} of a job only at {need[name]:.3g} h a job "
+            f"({why}): its jobs would take {per_job[name]} shards each; the runner runs one shard a job"
+        )
+    shards = math.ceil(hours / size) if size else 0
+    for r in rules:
+        if shards * r.jobs_per_shard < min(n, r.at_once):
+            notes.append(f"{r.name}: {shards * r.jobs_per_shard:.0f} jobs for {min(n, r.at_once)} slots: some idle")
+    return {
+        "shard_hours": size,
+        "jobs": n,
+        "range": [round(low, 4), high],
+        "shards": shards,
+        "shards_per_job": per_job,
+        "fixed_share": {r.name: round(r.share(size), 4) for r in rules if r.model},
+        "notes": notes,
+    }
+
+
+def snakemake_cost(dag_jobs: int) -> dict:
+    """Snakemake's own cost for a run of ``dag_jobs`` jobs (the constants above): its DAG's
+    build (CPU s) and memory (MB), its scheduler's CPU to start them all, and the wall time of
+    submitting them one by one."""
+    return {
+        "dag_jobs": dag_jobs,
+        "dag_s": round(dag_jobs * SNAKEMAKE_DAG_S_PER_JOB, 1),
+        "dag_mb": round(dag_jobs * SNAKEMAKE_DAG_KB_PER_JOB / 1000, 1),
+        "scheduler_cpu_s": round(dag_jobs * SNAKEMAKE_SCHEDULER_S_PER_JOB, 1),
+        "submit_s": round(dag_jobs * SUBMIT_S_PER_JOB, 1),
+    }

@@ -46,7 +46,21 @@ from ..core.config import defaults, effective, merge
 from ..diarize.params import runs_for as diarize_runs_for
 from ..io.inventory import walk_audio
 from ..io.jsonio import read_jsonl, write_json
-from .bill import Cluster, Line, RuleLoad, capacity_bound, critical_path, fit, fit_files, fit_jobs, interval
+from .bill import (
+    Cluster,
+    Line,
+    RuleLoad,
+    RuleSize,
+    capacity_bound,
+    critical_path,
+    fit,
+    fit_files,
+    fit_jobs,
+    interval,
+    recommend,
+    slots,
+    snakemake_cost,
+)
 from .plan_page import compare_html, plan_html, write_page
 from .probe import PROBED, read, sizes, target
 
@@ -624,6 +638,16 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--cores", type=int, help="cores per node")
     ap.add_argument("--gpus", type=int, help="GPUs per node")
     ap.add_argument("--mem-gb", type=float, help="memory per node (GB)")
+    ap.add_argument("--max-queued", type=int, help="the site's limit on a user's queued and running jobs (array tasks)")
+    ap.add_argument("--jobs", type=int, help="the most jobs the run may have submitted at once (a site's or your cap)")
+    ap.add_argument(
+        "--rtfx",
+        action="append",
+        default=[],
+        metavar="RULE=X",
+        help="a rule's audio seconds per wall second on the cluster's device, where the pilot ran "
+        "elsewhere (asr=3000); repeatable",
+    )
     ap.add_argument("--price-cpu-h", type=float, help="price of a core-hour")
     ap.add_argument("--price-gpu-h", type=float, help="price of a GPU-hour")
     ap.add_argument(
@@ -839,7 +863,118 @@ def plan_of(a: argparse.Namespace, work: Path, cfg: dict, sample: tuple, run: tu
     prices = (a.price_cpu_h or 0.0, a.price_gpu_h or 0.0) if a.price_cpu_h or a.price_gpu_h else None
     pilot = work / SCRATCH / name
     edges = rule_graph(pilot, [*run[0], str(pilot / "pilot.json")], run[1])
-    return estimate(m, first, c, cfg, _cluster(a), edges, prices)
+    plan = estimate(m, first, c, cfg, _cluster(a), edges, prices)
+    plan.update(sized(plan, m, cfg, _cluster(a), a.max_queued, a.jobs, dict(map(rate, a.rtfx))))
+    return plan
+
+
+def rate(spec: str) -> tuple[str, float]:
+    """``--rtfx RULE=X``: the rule's audio seconds per wall second on the cluster's device."""
+    rule, sep, value = spec.partition("=")
+    try:
+        x = float(value)
+    except ValueError:
+        x = 0.0
+    if not sep or x <= 0:
+        raise SystemExit(f"--rtfx {spec!r}: give RULE=X, X the rule's audio seconds per wall second (asr=3000)")
+    return rule.strip(), x
+
+
+def _job_of(rule: str) -> str:
+    """The declared job a rule runs (``asr`` runs "asr run", ``curate_measure`` "curate measure")."""
+    stage, _, job = rule.partition("_")
+    return f"{stage} {job or 'run'}"
+
+
+def rule_sizes(
+    plan: dict, m: Measured, cfg: dict, cluster: Cluster, rtfx: dict[str, float] | None = None
+) -> list[RuleSize]:
+    """Each shard rule of the plan as :func:`~speechprep.workflow.bill.recommend` sizes it:
+    its jobs' fixed part (the wall seconds each logged as it became ready, the mean), its wall
+    seconds per audio hour after that (the pilot's, or 3,600 / ``rtfx[rule]`` where given: the
+    rule's speed on the cluster's device), how many of its jobs the cluster runs at once, and
+    the largest shard whose job fits a node's memory (its peak in the pilot plus what its job
+    declares it keeps per audio second of the shard: :class:`speechprep.core.jobs.Memory`)."""
+    from ..jobs import JOBS
+
+    rtfx = rtfx or {}
+    shards = sum(d["shards"] for d in plan["datasets"].values())
+    out = []
+    for rule, r in plan["rules"].items():
+        if r["kind"] != "shard":
+            continue
+        done = [
+            (
+                m.shard_hours.get((k[1], k[2]), 0.0),
+                (j["bench"] or {}).get("s", 0.0),
+                (j.get("ready") or {}).get("wall_s"),
+            )
+            for k, j in m.jobs.items()
+            if k[0] == rule
+        ]
+        timed = [(h, s, f) for h, s, f in done if f is not None]
+        hours = sum(h for h, _, _ in timed)
+        fixed = sum(f for _, _, f in timed) / len(timed) if timed else r["fits"]["s"]["fixed"]
+        per_hour = (
+            sum(max(0.0, s - f) for _, s, f in timed) / hours if timed and hours else r["fits"]["s"]["per_audio_hour"]
+        )
+        if rule in rtfx:
+            per_hour = 3600 / rtfx[rule]
+        job = JOBS.get(_job_of(rule))
+        grows = job.memory.shard_mb_per_s * 3600 if job is not None and job.memory is not None else 0.0
+        room = cluster.mem_gb * 1024 - max(r["rss_mb"], r["mem_mb_asked"])
+        biggest = max((h for h, _, _ in done), default=0.0)
+        gpus = 1 if _on_gpu(rule, cfg, cluster) else 0
+        load = RuleLoad(1, 1.0, r["threads"], max(r["mem_mb_asked"], r["rss_mb"]), gpus)
+        out.append(
+            RuleSize(
+                name=rule,
+                fixed_s=fixed,
+                per_hour_s=per_hour,
+                at_once=max(1, slots(load, cluster) * cluster.nodes),
+                jobs_per_shard=r["jobs"] / max(1, shards),
+                most_hours=biggest + room / grows if grows > 0 else float("inf"),
+                model=bool(timed),
+            )
+        )
+    return out
+
+
+def dag_jobs(plan: dict, cfg: dict, shard_hours: float) -> int:
+    """The run's jobs with shards of ``shard_hours`` (a dataset with a fixed ``shards`` count
+    keeps it): each shard rule's jobs per shard times the shards, the other rules' as planned,
+    and the target rule."""
+    now = sum(d["shards"] for d in plan["datasets"].values())
+    then = sum(
+        corpus_shards({**cfg["datasets"][name], "shard_hours": shard_hours}, cfg, d["hours"])
+        for name, d in plan["datasets"].items()
+    )
+    jobs = sum(r["jobs"] * (then / max(1, now) if r["kind"] == "shard" else 1.0) for r in plan["rules"].values())
+    return round(jobs) + 1
+
+
+def sized(
+    plan: dict,
+    m: Measured,
+    cfg: dict,
+    cluster: Cluster,
+    max_queued: int | None = None,
+    jobs: int | None = None,
+    rtfx: dict[str, float] | None = None,
+) -> dict:
+    """plan.json's ``recommended`` (the shard size and ``--jobs`` for the cluster and the
+    site's limits: :func:`~speechprep.workflow.bill.recommend`) and ``snakemake`` (the DAG's
+    jobs, Snakemake's own CPU and memory at that size), with ``snakemake_configured``: the same
+    at the config's size."""
+    hours = sum(d["hours"] for d in plan["datasets"].values())
+    configured = float(cfg["ingest"]["shard_hours"])
+    rec = recommend(rule_sizes(plan, m, cfg, cluster, rtfx), hours, configured, max_queued, jobs)
+    rec["limits"] = {"max_queued": max_queued, "jobs": jobs}
+    return {
+        "recommended": rec,
+        "snakemake": snakemake_cost(dag_jobs(plan, cfg, rec["shard_hours"])) if rec["shard_hours"] else {},
+        "snakemake_configured": snakemake_cost(dag_jobs(plan, cfg, configured)),
+    }
 
 
 def run_probes(most: int, pilot: Path, run: tuple, m: Measured, c: Corpus, files: dict[str, int]) -> dict:
@@ -953,6 +1088,21 @@ def _print(plan: dict) -> None:
         f"{t['output_bytes'] / 1e9:.3f} GB; wall {plan['wall_s'] / 3600:.2f} h on {plan['cluster']}; "
         f"bottleneck {plan['bottleneck']}"
     )
+    rec, sm = plan.get("recommended"), plan.get("snakemake")
+    if rec:
+        shares = ", ".join(f"{r} {x:.1%}" for r, x in rec["fixed_share"].items())
+        print(
+            f"recommended: shard_hours {rec['shard_hours']:g} ({rec['shards']} shards; "
+            f"{rec['range'][0]:.3g} to {rec['range'][1]:g} h hold), --jobs {rec['jobs']}; fixed part of a job: {shares}"
+        )
+        for note in rec["notes"]:
+            print(f"  {note}")
+    for name, x in (("at that size", sm), ("at the config's size", plan.get("snakemake_configured"))):
+        if x:
+            print(
+                f"snakemake {name}: {x['dag_jobs']} jobs, DAG {x['dag_s']:.0f} CPU-s and {x['dag_mb']:.0f} MB, "
+                f"scheduler {x['scheduler_cpu_s']:.0f} CPU-s, submissions {x['submit_s'] / 3600:.2f} h"
+            )
 
 
 def compare(plan: dict, work: Path, cfg: dict, out: Path) -> int:

@@ -83,6 +83,30 @@ def probe_rows(plan: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
+def sizing_rows(plan: dict[str, Any]) -> list[dict[str, Any]]:
+    """The recommended shard size and ``--jobs`` beside the config's, with Snakemake's own
+    cost at each (plan.json's ``recommended``, ``snakemake``, ``snakemake_configured``)."""
+    rec = plan.get("recommended") or {}
+    rows = []
+    for name, size, sm in (
+        ("recommended", rec.get("shard_hours"), plan.get("snakemake")),
+        ("configured", None, plan.get("snakemake_configured")),
+    ):
+        if sm:
+            rows.append(
+                {
+                    "size": name,
+                    "shard hours": size,
+                    "DAG jobs": sm["dag_jobs"],
+                    "DAG CPU-s": sm["dag_s"],
+                    "DAG MB": sm["dag_mb"],
+                    "scheduler CPU-s": sm["scheduler_cpu_s"],
+                    "submissions h": _hours(sm["submit_s"]),
+                }
+            )
+    return rows
+
+
 def plan_html(plan: dict[str, Any]) -> str:
     """The page of a ``plan.json``."""
     t, sample = plan["total"], plan.get("sample", {})
@@ -117,6 +141,15 @@ def plan_html(plan: dict[str, Any]) -> str:
         "<h2>Datasets</h2>",
         table_html(datasets, list(datasets[0]) if datasets else [], "datasets"),
     ]
+    if sizing := sizing_rows(plan):
+        rec = plan["recommended"]
+        notes = [
+            f"shard_hours {rec['shard_hours']:g}, --jobs {rec['jobs']}; the fixed part of a job: "
+            + ", ".join(f"{r} {x:.1%}" for r, x in rec["fixed_share"].items()),
+            *rec["notes"],
+        ]
+        parts += ["<h2>Sizing for the cluster</h2>", "".join(f"<p>{html.escape(x)}</p>" for x in notes)]
+        parts.append(table_html(sizing, list(sizing[0]), "sizing"))
     if probes := probe_rows(plan):
         parts += ["<h2>Memory probes</h2>", table_html(probes, list(probes[0]), "probes")]
     if alternatives := alternative_rows(plan):
