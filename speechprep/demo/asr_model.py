@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 
 from ..errors import SpeechprepError
+from ..io.model_archive import save_nemo
 
 log = logging.getLogger("speechprep.demo")
 LABELS = [" "] + [chr(c) for c in range(ord("a"), ord("z") + 1)] + ["'"]
@@ -319,11 +320,7 @@ def _build(truth_path: Path, out: Path, steps: int, max_extra: int, seed: int) -
             "after %d + %d steps: %d phrase cuts wrong, WER %.4f", steps, extra, result["wrong_cuts"], result["wer"]
         )
     train_s = time.monotonic() - t0
-    model = as_saved(model, saved)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp_out = out.with_name(f".{out.name}.tmp")
-    model.save_to(str(tmp_out))
-    os.replace(tmp_out, out)
+    save_nemo(as_saved(model, saved), out)
     info = {
         "parameters": n_params,
         "steps": steps + extra,

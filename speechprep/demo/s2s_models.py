@@ -30,7 +30,6 @@ import argparse
 import contextlib
 import dataclasses
 import logging
-import os
 import time
 from pathlib import Path
 from typing import Any
@@ -38,12 +37,17 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..io.model_archive import save_model
 from .asr_model import CriterionUnmet, phrases
 from .corpus import demo_audio
 
 log = logging.getLogger("speechprep.demo")
 CONV_LAYERS = "[(32, 10, 5)] + [(32, 3, 2)] * 4 + [(32, 2, 2)] * 2"  # 320x: 50 Hz at 16 kHz
 LEGACY_PROBLEMS = ("pickles", "float_ints", "pos_conv")
+# The label directory a built checkpoint that holds its dictionaries records (a trainer's own path in a
+# lab's checkpoint; the stage's loader puts the dictionaries it holds in its place): not the build's
+# temporary directory, so that two builds write the same bytes.
+RECORDED_LABEL_DIR = "labels"
 
 
 def _write_dict(label_dir: Path, label: str, n: int) -> None:
@@ -140,6 +144,11 @@ def tiny_hubert(
     with _drawn_in_float64(seed):
         model = task.build_model(OmegaConf.structured(model_cfg))
     return _as_float32(model, seed, FLOAT32_BUILT).eval(), task, task_cfg, model_cfg
+
+
+def recorded_labels(task_cfg):
+    """``task_cfg`` with :data:`RECORDED_LABEL_DIR` as its data and label directory."""
+    return dataclasses.replace(task_cfg, data=RECORDED_LABEL_DIR, label_dir=RECORDED_LABEL_DIR)
 
 
 def _cfg_dict(task_cfg, model_cfg) -> dict[str, Any]:
@@ -264,11 +273,7 @@ def save_checkpoint(
 ) -> Path:
     """Save :func:`checkpoint_state` to ``out`` with this stack's torch and numpy."""
     state = checkpoint_state(model, task, task_cfg, model_cfg, problems, pos_conv_layout, args_style)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp")
-    torch.save(state, tmp)
-    os.replace(tmp, out)
-    return out
+    return save_model(out, lambda path: torch.save(state, path))
 
 
 VOCODER_CONFIG = {  # a tiny unit HiFi-GAN: hop 5*4*4*4 = 320 samples = one 50 Hz unit
@@ -301,9 +306,8 @@ def tiny_vocoder(out: Path, config_out: Path, n_units: int, seed: int = 0, dur_p
     with _drawn_in_float64(seed):
         gen = CodeGenerator(cfg)
     gen = _as_float32(gen, seed)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    torch.save({"generator": gen.state_dict()}, out)
-    config_out.write_text(json.dumps(cfg, indent=1) + "\n", encoding="utf-8")
+    save_model(out, lambda path: torch.save({"generator": gen.state_dict()}, path))
+    save_model(config_out, lambda path: path.write_text(json.dumps(cfg, indent=1) + "\n", encoding="utf-8"))
 
 
 # The k-means criterion (build_demo). Every demo frame the tests read -- the clean files whole (the
@@ -419,7 +423,13 @@ def build_demo(
     with tempfile.TemporaryDirectory() as tmp:
         model, task, tcfg, mcfg = tiny_hubert(Path(tmp) / "labels", n_labels=n_units, seed=seed)
         hubert = save_checkpoint(
-            model, task, tcfg, mcfg, out_dir / "demo_hubert_legacy.pt", problems=LEGACY_PROBLEMS, args_style=True
+            model,
+            task,
+            recorded_labels(tcfg),
+            mcfg,
+            out_dir / "demo_hubert_legacy.pt",
+            problems=LEGACY_PROBLEMS,
+            args_style=True,
         )
     model = fairseq_legacy.load(hubert)[0]  # as the stage reads it (its pos_conv weight norm converted)
     feats = {
@@ -428,7 +438,7 @@ def build_demo(
     }
     km, criterion = fit_kmeans(feats, n_units, seed, min_gap, max_fits)
     km_path = out_dir / "demo_km.bin"
-    joblib.dump(km, km_path)
+    save_model(km_path, lambda path: joblib.dump(km, path))
     tiny_vocoder(out_dir / "demo_vocoder.pt", out_dir / "demo_vocoder.json", n_units, seed)
     paths = {
         "hubert": str(hubert),

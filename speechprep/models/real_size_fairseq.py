@@ -24,9 +24,10 @@ the estimator, as textlesslib ships it. Seeded; written atomically.
 from __future__ import annotations
 
 import json
-import os
 import tempfile
 from pathlib import Path
+
+from ..io.model_archive import save_model
 
 SEED = 0
 N_LABELS = 500
@@ -104,28 +105,17 @@ def hubert(name: str, label_dir: Path, seed: int = SEED):
     return model, task, task_cfg, model_cfg
 
 
-def _atomic_save(state, out: Path, dump=None) -> None:
-    """``dump(state, path)`` (``torch.save`` by default) into a temporary name, then renamed."""
-    import torch
-
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
-    try:
-        (dump or torch.save)(state, tmp)
-        os.replace(tmp, out)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
 def build_hubert(name: str, out: Path, seed: int = SEED) -> Path:
     """``out``: HuBERT ``name`` as a fairseq checkpoint (config dict, the task's dictionary)."""
-    from ..demo.s2s_models import checkpoint_state
+    import torch
+
+    from ..demo.s2s_models import checkpoint_state, recorded_labels
 
     with tempfile.TemporaryDirectory() as tmp:
         model, task, task_cfg, model_cfg = hubert(name, Path(tmp) / "labels", seed)
-        state = checkpoint_state(model, task, task_cfg, model_cfg)
+        state = checkpoint_state(model, task, recorded_labels(task_cfg), model_cfg)
         state["task_state"] = {"dictionaries": task.dictionaries}  # as fairseq's trainer saves it
-        _atomic_save(state, out)
+        save_model(out, lambda path: torch.save(state, path))
     return out
 
 
@@ -136,9 +126,9 @@ def build_vocoder(out: Path, seed: int = SEED) -> Path:
 
     torch.manual_seed(seed)
     gen = CodeGenerator(VOCODER)
-    config = out.with_suffix(".json")
-    config.write_text(json.dumps(VOCODER, indent=1) + "\n", encoding="utf-8")
-    _atomic_save({"generator": gen.state_dict()}, out)
+    text = json.dumps(VOCODER, indent=1) + "\n"
+    save_model(out.with_suffix(".json"), lambda path: path.write_text(text, encoding="utf-8"))
+    save_model(out, lambda path: torch.save({"generator": gen.state_dict()}, path))
     return out
 
 
@@ -177,7 +167,7 @@ def build_kmeans(out: Path, seed: int = SEED) -> Path:
     feats = [dense_features(model, [w], KMEANS["layer"], normalize=False)[0].numpy() for w in calibration_speech()]
     train = np.concatenate(feats).astype(np.float32)
     km = MiniBatchKMeans(n_clusters=KMEANS["units"], random_state=seed, n_init=1, batch_size=4096).fit(train)
-    _atomic_save(km, out, joblib.dump)
+    save_model(out, lambda path: joblib.dump(km, path))
     return out
 
 

@@ -29,10 +29,10 @@ is what costs). Seeded; written atomically.
 
 from __future__ import annotations
 
-import os
 import tempfile
 from pathlib import Path
 
+from ..io.model_archive import save_nemo
 from . import speaker_nemo
 
 SEED = 0
@@ -234,14 +234,7 @@ def build(name: str, out: Path, seed: int = SEED) -> Path:
     from omegaconf import OmegaConf
 
     cls_name, config, _ = MODELS[name]
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.stem}.{os.getpid()}.tmp.nemo")
     with tempfile.TemporaryDirectory() as work, torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = getattr(models, cls_name)(cfg=OmegaConf.create(config(Path(work)))).eval()
-        try:
-            model.save_to(str(tmp))  # the tokenizer goes into the archive
-            os.replace(tmp, out)
-        finally:
-            tmp.unlink(missing_ok=True)
-    return out
+        return save_nemo(model, out)  # the tokenizer goes into the archive

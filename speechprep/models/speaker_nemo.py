@@ -19,9 +19,10 @@ Every model reads 80-band log-mel features of 16 kHz audio.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
+
+from ..io.model_archive import save_nemo
 
 SAMPLE_RATE = 16000
 N_MELS = 80
@@ -240,19 +241,7 @@ def build_one(name: str, out: Path, seed: int = SEED) -> Path:
     if labels:  # set after construction: a train_ds at construction sets up a data loader
         with open_dict(model._cfg):
             model._cfg.train_ds = {"manifest_filepath": None, "labels": labels, "sample_rate": SAMPLE_RATE}
-    return _save(model, out)
-
-
-def _save(model, out: Path) -> Path:
-    """``model.save_to(out)``, atomically: a temporary name beside it, then renamed."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.stem}.{os.getpid()}.tmp.nemo")
-    try:
-        model.save_to(str(tmp))
-        os.replace(tmp, out)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return out
+    return save_nemo(model, out)
 
 
 def one_voice_sortformer(out: Path, seed: int = SEED) -> Path:
@@ -270,7 +259,7 @@ def one_voice_sortformer(out: Path, seed: int = SEED) -> Path:
         layer.weight.zero_()
         layer.bias.fill_(-4.0)
         layer.bias[0] = 4.0
-    return _save(model, out)
+    return save_nemo(model, out)
 
 
 def build_tiny(out_dir: Path, seed: int = SEED) -> dict[str, Path]:

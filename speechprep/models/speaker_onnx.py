@@ -9,7 +9,6 @@ the same torch module (seeded), so tests can compare the export with its forward
 
 from __future__ import annotations
 
-import os
 import warnings
 from pathlib import Path
 
@@ -17,6 +16,7 @@ import torch
 from torch import nn
 
 from ..encoders.onnx_speaker import CONVENTIONS, NUM_MEL_BINS
+from ..io.model_archive import save_model
 
 OPSET = 18  # as speechprep.s2s.runtime exports HuBERT
 # file name, seed and vector size of each convention's tiny model
@@ -77,14 +77,12 @@ def tiny_model(convention: str) -> nn.Module:
 
 def export_onnx(module: nn.Module, path: Path, input_name: str, output_name: str) -> Path:
     """``module`` ((B, T, 80) -> (B, D)) as ONNX at ``path``, batch and time axes dynamic,
-    written under a temporary name and renamed. The TorchScript exporter
+    written atomically (:func:`~speechprep.io.model_archive.save_model`). The TorchScript exporter
     (``dynamo=False``), as :mod:`speechprep.s2s.runtime` uses: it needs only ``onnx``."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     example = torch.zeros(2, 150, NUM_MEL_BINS)
     axes = {input_name: {0: "batch", 1: "frames"}, output_name: {0: "batch"}}
-    try:
+
+    def export(tmp: Path) -> None:
         with torch.no_grad(), warnings.catch_warnings():
             warnings.simplefilter("ignore", DeprecationWarning)  # the TorchScript exporter is deprecated, on purpose
             torch.onnx.export(
@@ -97,10 +95,8 @@ def export_onnx(module: nn.Module, path: Path, input_name: str, output_name: str
                 opset_version=OPSET,
                 dynamo=False,
             )
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return path
+
+    return save_model(path, export)
 
 
 def build_tiny(out_dir: Path) -> dict[str, Path]:

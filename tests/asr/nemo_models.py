@@ -25,6 +25,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from speechprep.io.model_archive import save_nemo
+
 REPO = Path(__file__).resolve().parents[2]
 KINDS = ("ctc", "rnnt", "tdt", "tdt_char", "hybrid", "canary", "canary2")
 # the character vocabulary of ``tdt_char``: the letters, the space and the apostrophe, as
@@ -281,6 +283,4 @@ def build(kind: str, out_dir: Path) -> Path:
         with torch.no_grad():
             for c in "y'":
                 model.joint.joint_net[-1].bias[CHARS.index(c)] += 2.0
-    out = out_dir / f"{kind}.nemo"
-    model.save_to(str(out))
-    return out
+    return save_nemo(model, out_dir / f"{kind}.nemo")
