@@ -24,6 +24,7 @@ validate(config, "config/schema.yaml")
 include: "rules/ingest.smk"
 include: "rules/vad.smk"
 include: "rules/diarize.smk"
+include: "rules/music.smk"
 include: "rules/models.smk"
 include: "rules/asr.smk"
 include: "rules/s2s.smk"

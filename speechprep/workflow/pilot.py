@@ -70,7 +70,8 @@ STRATA = 4
 # a dataset's or the run's job between the pilot's two sizes: what is no growth (seconds, MB),
 # and whether one size alone scales with the segments (its CPU does; its memory is taken as is)
 NOISE = {"cpu_s": (1.0, True), "s": (1.0, True), "rss_mb": (16.0, False)}
-STAGE_DIRS = ("vad", "diarize", "asr", "s2s", "curate", "tts", "export")  # results/<ds>/<dir>: a stage's outputs
+# results/<ds>/<dir>: a stage's outputs
+STAGE_DIRS = ("vad", "diarize", "music", "asr", "s2s", "curate", "tts", "export")
 
 
 @dataclass
@@ -940,14 +941,14 @@ def rule_sizes(
     return out
 
 
-def dag_jobs(plan: dict, cfg: dict, shard_hours: float) -> int:
-    """The run's jobs with shards of ``shard_hours`` (a dataset with a fixed ``shards`` count
-    keeps it): each shard rule's jobs per shard times the shards, the other rules' as planned,
-    and the target rule."""
+def dag_jobs(plan: dict, cfg: dict, shard_hours: float | None = None) -> int:
+    """The run's jobs with shards of ``shard_hours`` (None: the config's; a dataset with a
+    fixed ``shards`` count keeps it): each shard rule's jobs per shard times the shards, the
+    other rules' as planned, and the target rule."""
     now = sum(d["shards"] for d in plan["datasets"].values())
+    size = {} if shard_hours is None else {"shard_hours": shard_hours}
     then = sum(
-        corpus_shards({**cfg["datasets"][name], "shard_hours": shard_hours}, cfg, d["hours"])
-        for name, d in plan["datasets"].items()
+        corpus_shards({**cfg["datasets"][name], **size}, cfg, d["hours"]) for name, d in plan["datasets"].items()
     )
     jobs = sum(r["jobs"] * (then / max(1, now) if r["kind"] == "shard" else 1.0) for r in plan["rules"].values())
     return round(jobs) + 1
@@ -973,7 +974,7 @@ def sized(
     return {
         "recommended": rec,
         "snakemake": snakemake_cost(dag_jobs(plan, cfg, rec["shard_hours"])) if rec["shard_hours"] else {},
-        "snakemake_configured": snakemake_cost(dag_jobs(plan, cfg, configured)),
+        "snakemake_configured": snakemake_cost(dag_jobs(plan, cfg)),
     }
 
 

@@ -70,10 +70,16 @@ class Plan:
         return f"{self.results}/{ds}/{step}/{name}"
 
     # -- what each step reads -------------------------------------------------------------
-    def asr_segments(self, ds: str, shard: str) -> str:
-        """The diarization's segments where it runs for ``ds``, else VAD's."""
+    def music_input(self, ds: str, shard: str) -> str:
+        """What the music stage reads: the diarization's segments where it runs for ``ds``, else VAD's."""
         step = "diarize" if self.diarized(ds) else "vad"
         return self._at(ds, step, f"{shard}.segments.jsonl")
+
+    def asr_segments(self, ds: str, shard: str) -> str:
+        """The music stage's segments where it runs, else :meth:`music_input`."""
+        if self.runs("music"):
+            return self._at(ds, "music", f"{shard}.segments.jsonl")
+        return self.music_input(ds, shard)
 
     def needs_align(self, ds: str, shard: str) -> bool:
         """A shard of a transcribed dataset that may hold a long recording with its text (a
@@ -232,6 +238,11 @@ class Plan:
         own = self.config["datasets"][ds].get("diarize_model", self.config["diarize"].get("model"))
         return [f for f in (own, self._speaker_model_file()) if f]
 
+    def music_model_files(self) -> list[str]:
+        """The music stage's model files: ``music.model`` (detector onnx) and ``separate.model``."""
+        music, sep = self.config["music"], self.config.get("separate") or {}
+        return [f for f in (music.get("model") if music.get("detector") != "signal" else None, sep.get("model")) if f]
+
     def curate_model_files(self) -> list[str]:
         """The files of the models curation's measure job loads besides its own:
         ``speakers.model`` and ``curate.language_model``."""
@@ -287,6 +298,8 @@ class Plan:
         if stage == "vad":
             segments = [self._at(ds, "vad", f"{s}.segments.jsonl") for s in self.shards(ds)]
             return [self._at(ds, "vad", "stats.csv"), self._at(ds, "vad", "summary.json"), *segments]
+        if stage == "music":
+            return [self._at(ds, "music", f"{s}.segments.jsonl") for s in self.shards(ds)]
         if stage == "asr":
             return [self._at(ds, "asr", "manifest.jsonl"), self._at(ds, "asr", "summary.json")]
         if stage == "s2s":

@@ -49,6 +49,27 @@ def test_what_a_run_without_curation_or_diarization_reads():
     assert off.diarize_report_files("demo") == []
 
 
+def test_the_music_stage_sits_between_diarization_and_asr_where_it_runs():
+    p = plan(stages=["vad", "music", "asr", "s2s", "curate", "tts"])
+    assert p.music_input("demo", "shard-0001") == "results/demo/diarize/shard-0001.segments.jsonl"
+    assert p.music_input("read", "shard-0000") == "results/read/vad/shard-0000.segments.jsonl"
+    for ds, shard in (("demo", "shard-0001"), ("read", "shard-0000")):
+        assert p.asr_segments(ds, shard) == f"results/{ds}/music/{shard}.segments.jsonl"
+    assert p.s2s_segments("demo", "shard-0000") == "results/demo/music/shard-0000.segments.jsonl"
+    assert p.stage_targets("demo", "music") == [
+        "results/demo/music/shard-0000.segments.jsonl",
+        "results/demo/music/shard-0001.segments.jsonl",
+    ]
+    assert "results/demo/music/shard-0000.rejects.jsonl" in p.report_inputs("demo")
+    assert p.music_model_files() == []  # the signal rule, no separation: no model file
+    p.config["separate"]["model"] = "models/vocals.onnx"
+    p.config["music"].update(detector="onnx", model="models/tagger.onnx")
+    assert p.music_model_files() == ["models/tagger.onnx", "models/vocals.onnx"]
+    # without it in `stages:`, ASR reads what it reads today
+    assert plan().asr_segments("demo", "shard-0001") == "results/demo/diarize/shard-0001.segments.jsonl"
+    assert "music" not in " ".join(plan().all_targets())
+
+
 def test_a_transcribed_shard_with_a_long_recording_is_aligned_first():
     cfg = config()
     cfg["datasets"]["read"]["text"] = "verify"
