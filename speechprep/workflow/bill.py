@@ -334,8 +334,8 @@ def snakemake_cost(dag_jobs: int) -> dict:
     submitting them one by one."""
     return {
         "dag_jobs": dag_jobs,
-        "dag_s": round(dag_jobs * SNAKEMAKE_DAG_S_PER_JOB, 1),
-        "dag_mb": round(dag_jobs * SNAKEMAKE_DAG_KB_PER_JOB / 1000, 1),
-        "scheduler_cpu_s": round(dag_jobs * SNAKEMAKE_SCHEDULER_S_PER_JOB, 1),
+        "dag_s": round(dag_jobs * SNAKEMAKE_DAG_S_PER_JOB, 3),
+        "dag_mb": round(dag_jobs * SNAKEMAKE_DAG_KB_PER_JOB / 1000, 3),
+        "scheduler_cpu_s": round(dag_jobs * SNAKEMAKE_SCHEDULER_S_PER_JOB, 3),
         "submit_s": round(dag_jobs * SUBMIT_S_PER_JOB, 1),
     }

@@ -114,5 +114,5 @@ def test_the_plan_sizes_its_shard_rules_from_their_ready_lines():
     assert rec["shard_hours"] == 0.32  # asr: 30 x 19 / 1800 = 0.317 h, up to 2 digits; vad: 0.317 h
     assert rec["jobs"] == 10 and rec["limits"] == {"max_queued": 10, "jobs": None}
     assert got["snakemake"]["dag_jobs"] == dag_jobs(plan, cfg, 0.32) == 2 * math.ceil(100 / 0.32) + 3
-    assert got["snakemake_configured"]["dag_jobs"] == 203
+    assert got["snakemake_configured"]["dag_jobs"] == dag_jobs(plan, cfg) == 203  # the config's 1-h shards
     assert set(got["snakemake"]) >= {"dag_jobs", "scheduler_cpu_s", "dag_mb"}

@@ -20,7 +20,7 @@ def test_a_pilot_on_half_the_corpus_predicts_the_run(tmp_path):
     work = tmp_path / "run"
     write_config(work, {"demo": {"audio_dir": str(DEMO / "audio"), "shard_hours": 0.005}}, stages=["vad"])
     halved = "datasets.demo.shard_hours=0.0025"  # an alternative: shards half as large
-    args = ("--nodes", "4", "--cores", "8", "--alternative", halved)
+    args = ("--nodes", "4", "--cores", "8", "--max-queued", "6", "--alternative", halved)
     out = plan(work, "--sample", "0.5", "--out", str(tmp_path / "plan.json"), *args)
     p = json.loads((tmp_path / "plan.json").read_text(encoding="utf-8"))
     assert "bottleneck" in out and not (work / "results").exists()  # the pilot ran in its scratch
@@ -36,6 +36,13 @@ def test_a_pilot_on_half_the_corpus_predicts_the_run(tmp_path):
     assert p["datasets"]["demo"]["shards"] == -(-hours // 0.005)  # ceil: the shards ingest will cut
     assert p["cluster"] == {"nodes": 4, "cores": 8, "gpus": 0, "mem_gb": p["cluster"]["mem_gb"]}
     assert p["wall_s"] > 0 and p["critical_path"][0] == "ingest"
+    # sized for the cluster: the VAD job's fixed part (its 'job ready' line) at most 5 % of a
+    # job of the recommended shard, within the queue's 6 jobs; Snakemake's own cost at that size
+    rec, sm = p["recommended"], p["snakemake"]
+    assert 0 < rec["shard_hours"] <= 50 and rec["jobs"] == 6 and "recommended: shard_hours" in out
+    assert rec["fixed_share"]["vad"] <= 0.05 or rec["shards_per_job"], rec
+    assert sm["dag_jobs"] > 1 and sm["scheduler_cpu_s"] > 0 and sm["dag_mb"] > 0
+    assert p["snakemake_configured"]["dag_jobs"] == p["total"]["jobs"] + 1  # the jobs planned and `all`
     # the alternative: its own pilot on the same sample, twice the VAD jobs, each one's fixed part paid
     alt = p["alternatives"][halved]
     assert (work / ".plan" / "pilot-alternative-1" / "step2.json").exists() and halved in out
