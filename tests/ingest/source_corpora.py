@@ -1,0 +1,117 @@
+"""Small copies of published corpus layouts, built from real recordings with their real text.
+
+The voices: the LibriVox reader and the cards speaker of pocketsphinx-testdata (16 kHz, with
+their transcripts; BSD-2-Clause) and the ALSA voice naming loudspeaker positions (alsa-utils,
+48 kHz, GPL-2; its text is what each file's name says it says: ``Front_Left.wav``, "front
+left"). :mod:`tests.real_speech` fetches them from Debian's archive.
+
+* :func:`librispeech`: ``<part>/<speaker>/<chapter>/<speaker>-<chapter>-<nnnn>.flac`` with
+  ``<speaker>-<chapter>.trans.txt`` (upper-case text), as OpenSLR publishes it;
+* :func:`libritts`: ``<part>/<speaker>/<chapter>/<speaker>_<chapter>_<nnnnnn>_000000.wav``
+  with ``.trans.tsv`` (original and normalised text), ``.book.tsv`` and ``SPEAKERS.txt``;
+* :func:`vctk`: ``wav48/p<nnn>/p<nnn>_<nnn>.wav``, ``txt/p<nnn>/p<nnn>_<nnn>.txt`` and
+  ``speaker-info.txt`` (VCTK 0.80's layout).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import soundfile as sf
+
+from tests import real_speech
+
+
+@dataclass(frozen=True)
+class Voice:
+    """A real voice as a corpus numbers it."""
+
+    number: str
+    gender: str
+    utterances: list  # real_speech.Utterance with text
+
+
+def alsa_with_text() -> list:
+    return [
+        real_speech.Utterance(u.path, u.speaker, " ".join(u.path.stem.lower().split("_")))
+        for u in real_speech.alsa_voice()
+    ]
+
+
+def voices() -> list[Voice]:
+    """Three real people with their text: the LibriVox reader (female), the cards speaker and
+    the ALSA voice (as their corpora would number them)."""
+    return [
+        Voice("1001", "F", real_speech.librivox()),
+        Voice("1002", "M", real_speech.cards()),
+        Voice("1003", "F", alsa_with_text()[:4]),
+    ]
+
+
+def _pcm(u) -> tuple:
+    x, sr = real_speech.read(u.path)
+    return x, sr
+
+
+def librispeech(root: Path, part: str = "dev-clean", voices_: list[Voice] | None = None) -> dict[str, dict]:
+    """A LibriSpeech part under ``root``; returns each utterance's truth by id."""
+    truth = {}
+    for v in voices_ or voices():
+        chapter = f"{int(v.number) * 10}"
+        d = root / part / v.number / chapter
+        d.mkdir(parents=True, exist_ok=True)
+        lines = []
+        for k, u in enumerate(v.utterances):
+            uid = f"{v.number}-{chapter}-{k:04d}"
+            x, sr = _pcm(u)
+            sf.write(d / f"{uid}.flac", x, sr, subtype="PCM_16")
+            text = u.text.upper()
+            lines.append(f"{uid} {text}\n")
+            truth[uid] = {"text": text, "speaker": v.number, "duration": len(x) / sr}
+        (d / f"{v.number}-{chapter}.trans.txt").write_text("".join(lines), encoding="utf-8")
+    return truth
+
+
+def libritts(root: Path, part: str = "dev-clean", voices_: list[Voice] | None = None) -> dict[str, dict]:
+    """A LibriTTS part under ``root`` (with ``SPEAKERS.txt``); returns each utterance's truth by id."""
+    truth = {}
+    speakers = [";ID  |SEX| SUBSET           |MINUTES| NAME"]
+    for v in voices_ or voices():
+        chapter = f"{int(v.number) * 7}"
+        d = root / part / v.number / chapter
+        d.mkdir(parents=True, exist_ok=True)
+        trans, book = [], []
+        for k, u in enumerate(v.utterances):
+            uid = f"{v.number}_{chapter}_{k:06d}_000000"
+            x, sr = _pcm(u)
+            sf.write(d / f"{uid}.wav", x, sr, subtype="PCM_16")
+            original = u.text[0].upper() + u.text[1:] + "."
+            trans.append(f"{uid}\t{original}\t{original}\n")
+            book.append(f"{uid}\t{original}\t{original}\t0.0\t{len(x) / sr:.2f}\t30.5\n")
+            truth[uid] = {"text": original, "speaker": v.number, "gender": v.gender, "duration": len(x) / sr}
+        (d / f"{v.number}_{chapter}.trans.tsv").write_text("".join(trans), encoding="utf-8")
+        (d / f"{v.number}_{chapter}.book.tsv").write_text("".join(book), encoding="utf-8")
+        speakers.append(f"{v.number:<5}| {v.gender} | {part:<16} | 1.00  | Reader {v.number}")
+    (root / "SPEAKERS.txt").write_text("\n".join(speakers) + "\n", encoding="utf-8")
+    return truth
+
+
+def vctk(root: Path, voices_: list[Voice] | None = None) -> dict[str, dict]:
+    """VCTK's layout under ``root`` (speakers ``p<nnn>``); returns each utterance's truth by id."""
+    truth = {}
+    info = ["ID  AGE  GENDER  ACCENTS  REGION"]
+    for v in voices_ or voices():
+        spk = f"p{int(v.number) - 700}"
+        for k, u in enumerate(v.utterances, 1):
+            uid = f"{spk}_{k:03d}"
+            for sub in ("wav48", "txt"):
+                (root / sub / spk).mkdir(parents=True, exist_ok=True)
+            x, sr = _pcm(u)
+            sf.write(root / "wav48" / spk / f"{uid}.wav", x, sr, subtype="PCM_16")
+            text = u.text[0].upper() + u.text[1:] + "."
+            (root / "txt" / spk / f"{uid}.txt").write_text(text + "\n", encoding="utf-8")
+            truth[uid] = {"text": text, "speaker": spk, "gender": v.gender, "duration": len(x) / sr}
+        info.append(f"{spk[1:]}  23  {v.gender}    English    Southern  England")
+    (root / "speaker-info.txt").write_text("\n".join(info) + "\n", encoding="utf-8")
+    return truth
