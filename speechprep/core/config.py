@@ -23,6 +23,9 @@ from typing import Any, ClassVar, Self
 
 from ..errors import UsageError
 
+# A dataset's input: exactly one of these keys (the source formats: speechprep.ingest.sources).
+DATASET_INPUTS = ("audio_dir", "manifest", "kaldi", "common_voice", "lhotse", "lhotse_recipe", "hf")
+
 
 class ConfigError(UsageError):
     pass
@@ -93,14 +96,16 @@ def check(config: dict[str, Any]) -> None:
         for name, ds in datasets.items():
             if not isinstance(ds, dict):
                 continue  # the schema says what is wrong
-            given = [k for k in ("audio_dir", "manifest") if ds.get(k)]
+            given = [k for k in DATASET_INPUTS if ds.get(k)]
             if not given:
                 problems.append(
                     f"dataset {name!r} has neither `audio_dir` (a directory of audio files) "
-                    "nor `manifest` (a JSONL file with audio_filepath per line): give one"
+                    "nor `manifest` (a JSONL file with audio_filepath per line) nor a corpus in its own "
+                    f"layout ({', '.join(f'`{k}`' for k in DATASET_INPUTS[2:])}; docs/sources.md): give one"
                 )
-            elif len(given) == 2:
-                problems.append(f"dataset {name!r} has both `audio_dir` and `manifest`: give one")
+            elif len(given) >= 2:
+                both = " and ".join(f"`{k}`" for k in given)
+                problems.append(f"dataset {name!r} has {'both ' if len(given) == 2 else ''}{both}: give one")
             elif given == ["audio_dir"] and ds.get("text") in ("given", "verify"):
                 problems.append(
                     f"dataset {name!r} says `text: {ds['text']}` but an audio_dir has no text: give a `manifest` "

@@ -220,6 +220,8 @@ FIELD_DOCS = {
     "audio_filepath": "the source recording the segment was cut from",
     "offset": "start of the segment in the source (s)",
     "duration": "length of the segment (s)",
+    "source_id": "the corpus's own id of the utterance the segment is from (Kaldi utterance, Common Voice path, ...)",
+    "channel": "the channel of the source recording the segment was read from (0-based)",
     "gender": "the speaker's gender, as the input manifest gave it",
     "phonemes": "espeak-ng IPA phonemes of `text_normalized` (with `tts.phonemes`)",
     "pitch_mean": "mean F0 of the voiced frames (Hz; SwiftF0, octave jumps left out)",

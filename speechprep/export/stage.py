@@ -315,8 +315,9 @@ def write_nemo_tarred(segments, out: Path, shard: str, sample_rate: int, columns
         for item, d, audio, _arrays in segments:
             name = f"{d['key']}.flac"
             _add(tar, name, audio)
+            own = {k: v for k, v in item.items() if k != "channel"}  # the member is that channel alone
             lines.append(
-                {**item, "audio_filepath": name, "offset": 0.0, "shard_id": n, "duration": d["samples"] / sample_rate}
+                {**own, "audio_filepath": name, "offset": 0.0, "shard_id": n, "duration": d["samples"] / sample_rate}
             )
             members.append((f"audio_{n}.tar:{name}", d["sha256"]))
     write_jsonl(out / f"manifest_{n}.json", lines)

@@ -1,10 +1,16 @@
-"""Ingest: a dataset (``audio_dir`` or input ``manifest``) -> manifest, shards, rejects.
+"""Ingest: a dataset (``audio_dir``, input ``manifest`` or a corpus in its own layout:
+:mod:`speechprep.ingest.sources`) -> manifest, shards, rejects.
 
 * every audio file is probed from its header (duration, rate, channels)
   unless ``probe: false``, in which case durations are trusted from the input
   manifest and unreadable files are caught later by VAD;
-* ids are stable: the input manifest's ``id`` or the path relative to the
-  dataset root; collisions are resolved deterministically;
+* ids are stable: the input manifest's ``id``, a source's own id (``source_id``,
+  kept on the line) or the path relative to the dataset root; collisions are
+  resolved deterministically;
+* a source's utterance inside a recording (``offset`` + ``duration``) keeps its
+  bounds: probing checks the file's header and rejects ``segment_past_end``;
+  without probing, the durations the source records are used, and only lines
+  without one are probed;
 * a file keeps its shard from one run to the next, new files fill new shards
   (:mod:`speechprep.ingest.plan`); a file gone from the corpus leaves its shard
   with a line in ``removed.jsonl``;
@@ -42,6 +48,7 @@ STAGE = "ingest"
 PASSTHROUGH = ("text", "speaker", "language", "gender")
 PLAN_FILE = "shard_plan.json"  # beside the manifest: results/<ds>/ (speechprep.ingest.plan)
 REMOVED_FILE = "removed.jsonl"  # the removal ledger: one line per file that left the plan
+SOURCE_AUDIO = "audio"  # beside the manifest: audio a source reader wrote out (speechprep.ingest.sources)
 
 
 def derive_id(rel: str) -> str:
@@ -97,6 +104,48 @@ def _line_problem(rec) -> str | None:
         if k in rec and rec[k] is not None and not isinstance(rec[k], str):
             return f"{k} must be a string, got {type(rec[k]).__name__}"
     return text_file_problem(rec)
+
+
+def _source_problem(rec: dict) -> str | None:
+    """Why a source reader's line (:mod:`.sources`) cannot be used beyond what
+    :func:`_line_problem` checks, or ``None``."""
+    sid = rec.get("source_id")
+    if not isinstance(sid, str) or not sid.strip():
+        return f"source_id must be a non-empty string, got {_short(repr(sid), 80)}"
+    if "\0" in sid:
+        return "source_id contains a NUL byte"
+    if not os.path.isabs(rec["audio_filepath"]):
+        return f"audio_filepath must be absolute, got {_short(rec['audio_filepath'], 120)}"
+    o = rec.get("offset")
+    if o is not None:
+        if not (isinstance(o, (int, float)) and not isinstance(o, bool) and math.isfinite(o) and o >= 0):
+            return f"offset must be a number >= 0, got {_short(repr(o), 80)}"
+        if rec.get("duration") is None:
+            return "an offset needs a duration (the utterance's end)"
+    c = rec.get("channel")
+    if c is not None and not (isinstance(c, int) and not isinstance(c, bool) and c >= 0):
+        return f"channel must be an integer >= 0, got {_short(repr(c), 80)}"
+    return None
+
+
+def source_id_to_id(source_id: str) -> str:
+    """A manifest id from a source's own id: path separators -> ``__`` (ids name files)."""
+    return source_id.replace("/", "__").replace("\\", "__")
+
+
+class _SourceSink:
+    """The :class:`~.sources.Sink` a source reader writes into: each line checked as a
+    manifest line is (:meth:`Ingest.source_line`), each reject kept with its source id."""
+
+    def __init__(self, ing: Ingest, key: str, audio_dir: str):
+        self.ing, self.key, self.audio_dir = ing, key, audio_dir
+
+    def line(self, rec: dict) -> None:
+        self.ing.source_line(self.key, rec)
+
+    def reject(self, source_id: str, path: str | None, reason: str, detail: str) -> None:
+        sid = str(source_id)
+        self.ing.add_reject(source_id_to_id(sid), path, reason, detail, source_id=sid)
 
 
 class Ingest:
@@ -193,6 +242,49 @@ class Ingest:
             entry["text_filepath"] = _absolute(rec["text_filepath"], base)
         self.entries.append(entry)
 
+    def read_source(self, key: str, spec: str | dict, audio_dir: str) -> None:
+        """A corpus in its own layout, read by its reader (:data:`.sources.READERS`)."""
+        from .sources import READERS
+
+        READERS[key](spec, _SourceSink(self, key, audio_dir))
+
+    def source_line(self, key: str, rec: dict) -> None:
+        """One line a source reader gave: checked as a manifest line, its ``source_id`` kept."""
+        sid = rec.get("source_id") if isinstance(rec, dict) else None
+        sid = sid if isinstance(sid, str) and sid.strip() and "\0" not in sid else None
+        path = rec.get("audio_filepath") if isinstance(rec, dict) else None
+        path = path if isinstance(path, str) and "\0" not in path else None
+        where = f"{key} {sid!r}"
+        problem = _not_utf8(rec)
+        if problem is None:
+            problem = _line_problem(rec) or _source_problem(rec)
+            reason = "malformed_line"
+        else:
+            reason = "bad_encoding"
+        if problem:
+            self.warn(f"{where}: {problem}, skipped")
+            extra = {"source_id": sid} if sid else {}
+            self.add_reject(source_id_to_id(sid) if sid else None, path, reason, f"{where}: {problem}", **extra)
+            return
+        entry = {
+            "_source": f"{key}:{sid}",
+            "_explicit": True,
+            "id": source_id_to_id(sid),
+            "audio_filepath": os.path.normpath(path),
+            "source_id": sid,
+        }
+        for k in ("offset", "duration"):
+            if rec.get(k) is not None:
+                entry[k] = float(rec[k])
+        if rec.get("channel") is not None:
+            entry["channel"] = rec["channel"]
+        for k in PASSTHROUGH:
+            if rec.get(k) is not None:
+                entry[k] = rec[k]
+        if rec.get("text_filepath") is not None:
+            entry["text_filepath"] = rec["text_filepath"]
+        self.entries.append(entry)
+
     # -- exclusions ------------------------------------------------------------------
     def exclude(self, listed: set[str]) -> None:
         """Entries whose id or audio file is ``listed`` (:func:`read_exclude`) are rejected
@@ -200,7 +292,7 @@ class Ingest:
         for those an earlier run processed."""
         keep = []
         for e in self.entries:
-            if e["id"] in listed or e["audio_filepath"] in listed:
+            if e["id"] in listed or e["audio_filepath"] in listed or e.get("source_id") in listed:
                 self.add_reject(e["id"], e["audio_filepath"], "excluded", "listed under exclude", line=e.get("_line"))
             else:
                 keep.append(e)
@@ -259,30 +351,48 @@ class Ingest:
         self.entries = keep
 
     # -- probing -----------------------------------------------------------------
-    def probe(self, threads: int) -> None:
+    def probe(self, threads: int, only_unknown: bool = False) -> None:
+        """Each file's header read once (the utterances of one recording share it): its
+        duration, rate, channels; an utterance with an ``offset`` keeps its bounds and is
+        rejected ``segment_past_end`` when they pass the file's end, ``bad_channel`` when
+        its ``channel`` is not in the file. ``only_unknown``: only the entries without a
+        duration are probed (a source's own durations are trusted, ``probe: false``)."""
         from ..io.audio import AudioError, probe
 
-        def one(e):
-            try:
-                info = probe(e["audio_filepath"])
-                st = os.stat(e["audio_filepath"])
-                return e, info, st, None
-            except AudioError as err:
-                return e, None, None, err
+        todo = [e for e in self.entries if not only_unknown or e.get("duration") is None]
+        if not todo:
+            return
 
-        ok = []
+        def one(path):
+            try:
+                return path, probe(path), os.stat(path), None
+            except AudioError as err:
+                return path, None, None, err
+
+        paths = list(dict.fromkeys(e["audio_filepath"] for e in todo))
         with ThreadPoolExecutor(max(1, threads)) as pool:
-            for e, info, st, err in pool.map(one, self.entries, chunksize=64):
-                if err is not None:
-                    self.warn(f"{e['id']}: {err.reason}: {err.detail}")
-                    self.add_reject(e["id"], e["audio_filepath"], err.reason, err.detail)
-                    continue
-                e["duration"] = round(info.duration, 6)
-                e["sample_rate"] = info.sample_rate
-                e["channels"] = info.channels
-                e["file_size"] = st.st_size
-                e["file_mtime_ns"] = st.st_mtime_ns
+            heads = {path: rest for path, *rest in pool.map(one, paths, chunksize=64)}
+        probed = {id(e) for e in todo}
+        ok = []
+        for e in self.entries:
+            if id(e) not in probed:
                 ok.append(e)
+                continue
+            info, st, err = heads[e["audio_filepath"]]
+            if err is None:
+                err = _bounds_problem(e, info)
+            if err is not None:
+                self.warn(f"{e['id']}: {err.reason}: {err.detail}")
+                extra = {"source_id": e["source_id"]} if "source_id" in e else {}
+                self.add_reject(e["id"], e["audio_filepath"], err.reason, err.detail, **extra)
+                continue
+            if e.get("offset") is None:
+                e["duration"] = round(info.duration, 6)
+            e["sample_rate"] = info.sample_rate
+            e["channels"] = info.channels
+            e["file_size"] = st.st_size
+            e["file_mtime_ns"] = st.st_mtime_ns
+            ok.append(e)
         self.entries = ok
 
     def drop_missing_unprobed(self) -> None:
@@ -294,6 +404,22 @@ class Ingest:
             else:
                 keep.append(e)
         self.entries = keep
+
+
+SEGMENT_END_SLACK = 0.01  # s a segment may pass its file's end (rounding in the source's times)
+
+
+def _bounds_problem(e: dict, info):
+    """An AudioError when an utterance's ``offset``/``duration`` or ``channel`` is not in its
+    file (``info``: its header), else ``None``."""
+    from ..io.audio import AudioError
+
+    if e.get("offset") is not None and e["offset"] + e["duration"] > info.duration + SEGMENT_END_SLACK:
+        end = e["offset"] + e["duration"]
+        return AudioError("segment_past_end", f"ends at {end:.3f} s, past the file's end ({info.duration:.3f} s)")
+    if e.get("channel") is not None and e["channel"] >= info.channels:
+        return AudioError("bad_channel", f"channel {e['channel']} named, the file has {info.channels}")
+    return None
 
 
 def public(e: dict) -> dict:
@@ -339,17 +465,27 @@ def write_shards(shards_dir: Path, shards: dict[str, list[str]]) -> None:
 def run(p: IngestParams, manifest_out: str, rejects_out: str, shards_dir: str, threads: int = 1) -> dict:
     """Ingest dataset ``p.name``; returns a summary."""
     ing = Ingest(p.name)
-    if p.audio_dir:
+    source = p.source()
+    if source:
+        ing.read_source(*source, str(Path(manifest_out).parent / SOURCE_AUDIO))
+    elif p.audio_dir:
         ing.scan_dir(p.audio_dir, p.extensions)
     else:
         ing.read_manifest(p.manifest)
     n_inputs = len(ing.entries) + len(ing.rejects)
     ing.resolve_ids()
-    roots = [os.path.abspath(p.audio_dir)] if p.audio_dir else [os.path.dirname(os.path.abspath(p.manifest))]
+    if source:
+        roots = [os.getcwd()]
+    elif p.audio_dir:
+        roots = [os.path.abspath(p.audio_dir)]
+    else:
+        roots = [os.path.dirname(os.path.abspath(p.manifest))]
     ing.exclude(read_exclude(p.exclude, roots))
     ing.read_texts(p.text, threads)
     if p.probe:
         ing.probe(threads)
+    elif source:
+        ing.probe(threads, only_unknown=True)  # the source's durations are trusted, the others read
     else:
         ing.drop_missing_unprobed()
     entries = sorted(ing.entries, key=lambda e: e["id"])

@@ -65,10 +65,12 @@ def stream_mono(
     offset: float = 0.0,
     duration: float | None = None,
     on_damage: Callable[[float, str], None] | None = None,
+    channel: int | None = None,
 ) -> Iterator[np.ndarray]:
     """Decode ``path`` once, block by block: float32 mono at ``target_sr``.
 
-    Multichannel audio is averaged to mono, other rates are resampled with a
+    Multichannel audio is averaged to mono (``channel``: that channel alone, 0-based,
+    AudioError ``bad_channel`` when the file has no such channel), other rates are resampled with a
     streaming soxr resampler, so memory stays bounded for hours-long files.
     Raises AudioError ``unreadable`` (decode failure) or ``non_finite`` (NaN/Inf
     sample, with its time).
@@ -84,6 +86,8 @@ def stream_mono(
         probe(path)  # raises the precise reason (missing, empty, unreadable)
         raise AudioError("unreadable", f"cannot open ({type(e).__name__}: {e})") from None
     with f:
+        if channel is not None and not 0 <= channel < f.channels:
+            raise AudioError("bad_channel", f"channel {channel} named, the file has {f.channels}")
         sr = f.samplerate
         start = int(round(offset * sr))
         stop = f.frames if duration is None else min(f.frames, start + int(round(duration * sr)))
@@ -100,7 +104,10 @@ def stream_mono(
                 break  # header promised more frames than the file holds
             _check_finite(x, pos, sr)
             pos += len(x)
-            mono = x[:, 0] if x.shape[1] == 1 else x.mean(axis=1, dtype=np.float32)
+            if channel is not None:
+                mono = np.ascontiguousarray(x[:, channel])
+            else:
+                mono = x[:, 0] if x.shape[1] == 1 else x.mean(axis=1, dtype=np.float32)
             if resampler is not None:
                 flushed = pos >= stop or damage is not None
                 mono = resampler.resample_chunk(mono, last=flushed)
@@ -173,8 +180,8 @@ def _decodable_part(path: str, start: int, pos: int, stop: int, step: int = 1024
 def read_segment(
     seg: dict, target_sr: int = SAMPLE_RATE, min_duration: float = 0.0, setting: str = "min_duration"
 ) -> np.ndarray:
-    """A segment (``audio_filepath``, ``offset``, ``duration``) as float32 mono at
-    ``target_sr``, decoded in one block. AudioError when it is unusable, including
+    """A segment (``audio_filepath``, ``offset``, ``duration``, ``channel`` where the source
+    names one) as float32 mono at ``target_sr``, decoded in one block. AudioError when it is unusable, including
     ``empty`` and ``too_short`` (below ``min_duration``, the config key ``setting``).
     """
     d = seg.get("duration")
@@ -185,6 +192,7 @@ def read_segment(
             block_seconds=float(d) + 1.0 if d else 60.0,
             offset=float(seg.get("offset") or 0.0),
             duration=d,
+            channel=seg.get("channel"),
         )
     )
     x = np.concatenate(blocks) if blocks else np.zeros(0, np.float32)

@@ -126,7 +126,8 @@ class FeaturesStage(ModelStage):
     def line(self, s: dict, data: dict) -> dict:
         seg = {**s, "text": self.text(s)}
         line = {k: seg[k] for k in ("id", "text", "audio_filepath", "offset", "duration") if k in seg}
-        for k in ("speaker", "language", "text_source", "align_score"):  # text_source: asr or given
+        # text_source: asr or given; source_id: the corpus's own id; channel: the source's, of its file
+        for k in ("speaker", "language", "text_source", "align_score", "source_id", "channel"):
             if s.get(k) is not None:
                 line[k] = s[k]
         if "language" not in line and self.p.dataset_language:

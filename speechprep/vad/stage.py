@@ -45,7 +45,8 @@ STATS_FIELDS = (
     "min_silence",
     "avg_silence",
 )
-PASSTHROUGH = ("speaker", "language", "gender")
+PASSTHROUGH = ("speaker", "language", "gender", "source_id", "channel")
+SEGMENT_END_SLACK = 0.05  # s an utterance's decoded audio may fall short of its duration (resampling)
 
 
 # --------------------------------------------------------------------------
@@ -243,18 +244,29 @@ def analyze_file(entry: dict[str, Any], p: VadParams) -> Outcome:
     fid, path = entry["id"], entry["audio_filepath"]
     damage: list[tuple[float, str]] = []
     spectrum = Centroids(p.hop_size) if narrowband(entry, p) else None
+    # an utterance of a source's recording (speechprep.ingest.sources): its own span, its channel
+    base = float(entry.get("offset") or 0.0)
+    span = entry.get("duration") if entry.get("offset") is not None else None
     try:
-        probs, flags, n = speech_flags(
-            stream_mono(path, SAMPLE_RATE, p.block_seconds, on_damage=lambda t, d: damage.append((t, d))),
-            p,
-            spectrum.feed if spectrum else None,
+        stream = stream_mono(
+            path,
+            SAMPLE_RATE,
+            p.block_seconds,
+            offset=base,
+            duration=span,
+            on_damage=lambda t, d: damage.append((t, d)),
+            channel=entry.get("channel"),
         )
+        probs, flags, n = speech_flags(stream, p, spectrum.feed if spectrum else None)
     except AudioError as e:
         return Rejected(e.reason, e.detail)
     except FileNotFoundError:
         return Rejected("missing", "file does not exist")
     except Exception as e:  # noqa: BLE001 (never let one file abort the shard)
         return Rejected("error", f"{type(e).__name__}: {e}")
+    if span is not None and n / SAMPLE_RATE < span - SEGMENT_END_SLACK:
+        end = base + n / SAMPLE_RATE
+        return Rejected("segment_past_end", f"ends at {base + span:.3f} s, the file's audio at {end:.3f} s")
     if n == 0:
         return Rejected("empty", "no samples decoded")
     duration = n / SAMPLE_RATE
@@ -279,6 +291,11 @@ def analyze_file(entry: dict[str, Any], p: VadParams) -> Outcome:
         seg_lines = _segment_lines(entry, segments)
     else:  # one utterance per line, trimmed, never cut
         seg_lines = utterance_lines(entry, segments, duration, p)
+    if base:  # times on the file's clock, as every stage reads them
+        for line in seg_lines:
+            for key in ("offset", "vad_offset"):
+                if key in line:
+                    line[key] = round(line[key] + base, 4)
     stats = file_stats(fid, duration, segments)
     if damage:
         stats["truncated_at"] = round(damage[0][0], 4)

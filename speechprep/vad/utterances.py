@@ -23,7 +23,7 @@ from typing import Any
 
 from .params import VadParams
 
-PASSTHROUGH = ("speaker", "language", "gender", "text", "text_filepath")
+PASSTHROUGH = ("speaker", "language", "gender", "text", "text_filepath", "source_id", "channel")
 
 
 def utterance_lines(

@@ -1,0 +1,434 @@
+"""A Kaldi data directory (``kaldi: DIR``): ``wav.scp``, ``segments``, ``text``, ``utt2spk``,
+``spk2utt``, ``spk2gender``, ``utt2dur``, ``reco2dur``, ``utt2lang``.
+
+Each file is a Kaldi table: one ``<key> <value>`` line per item, the key up to the first
+whitespace, the value the rest of the line (Lhotse's ``load_kaldi_text_mapping`` splits
+the same way). Lhotse's readers build a dict per file, so a duplicate key replaces the
+first silently, one undecodable byte or a line without a value fails the whole file, and
+``load_kaldi_data_dir`` runs ``wav.scp`` commands (through kaldi_native_io) to learn
+durations; here each line is read on its own so that a bad line costs only its item, with
+its reason.
+
+* An utterance is a ``segments`` line (``<utt> <reco> <start> <end>``; ``end`` -1: to the
+  file's end), else a ``wav.scp`` recording whole (VAD finds its speech).
+* ``wav.scp`` values are file paths (relative ones from the working directory, as Kaldi
+  resolves them from the recipe's) or commands, which are **never run**: ``sph2pipe
+  [-f wav] [-p] [-c N] X.sph |``, ``flac -c -d -s X.flac |``, ``sox X -t wav - |`` and
+  ``ffmpeg -i X -f wav - |`` are recognised and their file ``X`` read directly (``-c N``:
+  channel N-1); any other command is rejected ``wav_scp_command`` with the line's text.
+* NIST SPHERE: PCM (and mu-law) are read by libsndfile as they are; a shorten-compressed
+  file (``sample_coding`` ``...shorten...``) is decoded once by the ``sph2pipe`` tool
+  called on the file, where it is installed, into FLAC at its rate in ``out.audio_dir``
+  (else rejected ``no_decoder``).
+* Durations from ``utt2dur`` (a whole recording) or the segments, checked against
+  ``reco2dur`` where given (``segment_past_end``); absent otherwise, and ingest probes.
+* Speakers from ``utt2spk`` (``spk2utt`` must agree: ``speaker_mismatch``), genders from
+  ``spk2gender`` (``m``/``f`` -> ``male``/``female``), languages from ``utt2lang``.
+
+Every key of every file ends in exactly one line or reject, except a later duplicate of an
+utterance (rejected ``duplicate_id``; the first is read, as a manifest's is). An utterance
+with a problem in any file is rejected with the first: ``bad_encoding``, ``bad_columns``,
+``duplicate_id`` (a second, different value), ``no_recording`` (a ``text``/``utt2dur``/
+``utt2lang`` key, or a segment's recording, that ``wav.scp`` lacks), ``speaker_mismatch``,
+``bad_segment``, ``segment_past_end``, ``missing``, ``wav_scp_command``, ``no_segments``
+(a recording no segment uses, when there is a ``segments`` file).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shlex
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ...errors import UsageError
+from . import Sink
+
+GENDERS = {"m": "male", "f": "female"}
+SEGMENT_END_SLACK = 0.01  # s a segment may pass reco2dur (rounding in the source's times)
+UTTERANCE_FILES = ("text", "utt2spk", "utt2dur", "utt2lang")
+
+
+@dataclass
+class Table:
+    """One Kaldi table file, read line by line: ``values`` by key (the first value of a key
+    given twice with the same value), ``problems`` by key (the first problem of each key)."""
+
+    name: str
+    path: Path
+    values: dict[str, str] = field(default_factory=dict)
+    lines: dict[str, int] = field(default_factory=dict)
+    problems: dict[str, tuple[str, str]] = field(default_factory=dict)
+    duplicates: list[tuple[str, str]] = field(default_factory=list)  # (key, detail): a later line of a kept key
+
+
+def read_table(path: Path, columns: int | None = None, keep_later: bool = False) -> Table:
+    """``path`` as a :class:`Table`. ``columns``: the fields a line must have (``None``: a key and
+    any value, which may be empty: ``text``). A key given twice with different values is a
+    problem of that key (``duplicate_id``); with ``keep_later`` (the file that lists the
+    utterances) the first line is kept and the later one goes to ``duplicates``."""
+    t = Table(path.name, path)
+    with open(path, "rb") as f:
+        for n, raw in enumerate(f, 1):
+            raw = raw.rstrip(b"\r\n")
+            if n == 1 and raw.startswith(b"\xef\xbb\xbf"):
+                raw = raw[3:]
+            if not raw.strip():
+                continue
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                key = raw.split(maxsplit=1)[0].decode("utf-8", "backslashreplace")
+                t.problems.setdefault(
+                    key, ("bad_encoding", f"{t.name} line {n}: invalid UTF-8 byte at column {e.start + 1}")
+                )
+                continue
+            parts = line.split(maxsplit=1)
+            key, value = parts[0], (parts[1].strip() if len(parts) > 1 else "")
+            if columns is not None and len(line.split()) != columns:
+                t.problems.setdefault(
+                    key, ("bad_columns", f"{t.name} line {n}: {len(line.split())} fields, not {columns}: {line!r}")
+                )
+                continue
+            if key in t.values or key in t.problems:
+                first = t.lines.get(key)
+                if keep_later or (key in t.values and t.values[key] == value):
+                    if keep_later:
+                        t.duplicates.append((key, f"{t.name} line {n}: {key!r} is also on line {first}"))
+                    continue
+                t.problems.setdefault(
+                    key, ("duplicate_id", f"{t.name} lists {key!r} twice, differently (lines {first} and {n})")
+                )
+                t.values.pop(key, None)
+                continue
+            t.values[key] = value
+            t.lines[key] = n
+    return t
+
+
+def _optional(d: Path, name: str, columns: int | None = None, keep_later: bool = False) -> Table | None:
+    return read_table(d / name, columns, keep_later) if (d / name).is_file() else None
+
+
+# -- wav.scp -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Audio:
+    """Where a recording's audio is: a file and the channel the line names (``None``: all)."""
+
+    path: str
+    channel: int | None = None
+    sphere: bool = False
+
+
+class NotRead(Exception):
+    """A wav.scp line that is not read: ``reason`` and ``detail`` for its utterances' rejects."""
+
+    def __init__(self, reason: str, detail: str):
+        super().__init__(detail)
+        self.reason, self.detail = reason, detail
+
+
+def _flags(args: list[str], takes_value: set[str], flags: set[str]) -> tuple[dict[str, str], list[str]]:
+    """``args`` split into options (``takes_value``: each with its value; ``flags``) and the
+    rest; an option outside both raises ValueError."""
+    opts, rest, i = {}, [], 0
+    while i < len(args):
+        a = args[i]
+        if a in takes_value and i + 1 < len(args):
+            opts[a] = args[i + 1]
+            i += 2
+        elif a in flags:
+            opts[a] = ""
+            i += 1
+        elif a.startswith("-") and a != "-":
+            raise ValueError(f"option {a!r}")
+        else:
+            rest.append(a)
+            i += 1
+    return opts, rest
+
+
+def parse_command(command: str) -> Audio:
+    """The file (and channel) a recognised decoder command reads (module docstring); ValueError
+    for any other command. Nothing is run."""
+    words = shlex.split(command)
+    if not words or "|" in words:
+        raise ValueError("not one command")
+    prog, args = os.path.basename(words[0]), words[1:]
+    if prog == "sph2pipe":
+        opts, rest = _flags(args, {"-f", "-c"}, {"-p"})
+        if opts.get("-f", "wav") not in ("wav", "rif") or len(rest) != 1:
+            raise ValueError("sph2pipe other than [-f wav] [-p] [-c N] FILE")
+        channel = None
+        if "-c" in opts:
+            if not opts["-c"].isdigit() or int(opts["-c"]) < 1:
+                raise ValueError(f"sph2pipe channel {opts['-c']!r}")
+            channel = int(opts["-c"]) - 1
+        return Audio(rest[0], channel)
+    if prog == "flac":
+        opts, rest = _flags(args, set(), {"-c", "-d", "-s", "--stdout", "--decode", "--silent"})
+        if not ({"-d", "--decode"} & set(opts) and {"-c", "--stdout"} & set(opts)) or len(rest) != 1:
+            raise ValueError("flac other than -c -d [-s] FILE")
+        return Audio(rest[0])
+    if prog == "sox":
+        if len(args) == 4 and args[1:] == ["-t", "wav", "-"]:
+            return Audio(args[0])
+        raise ValueError("sox other than FILE -t wav -")
+    if prog == "ffmpeg":
+        opts, rest = _flags(args, {"-i", "-f", "-loglevel", "-v", "-ac"}, {"-hide_banner", "-nostdin", "-y"})
+        if "-i" not in opts or opts.get("-f") != "wav" or rest != ["-"] or opts.get("-ac", "1") != "1":
+            raise ValueError("ffmpeg other than -i FILE -f wav -")
+        return Audio(opts["-i"])
+    raise ValueError(f"{prog!r} is not a decoder read here")
+
+
+def wav_scp_audio(value: str, where: str) -> Audio:
+    """A wav.scp value as the audio it names (raises :class:`NotRead`)."""
+    v = value.strip()
+    if v.endswith("|"):
+        try:
+            audio = parse_command(v[:-1])
+        except ValueError as e:
+            raise NotRead(
+                "wav_scp_command", f"{where}: a command, never run, that is not a decoder read here ({e}): {v!r}"
+            ) from None
+    else:
+        audio = Audio(v)
+    path = os.path.abspath(audio.path)
+    if not os.path.isfile(path):
+        raise NotRead("missing", f"{where}: {path} does not exist")
+    sphere = path.lower().endswith(".sph")
+    return Audio(path, audio.channel, sphere)
+
+
+def sphere_coding(path: str) -> str:
+    """The ``sample_coding`` field of a NIST SPHERE header (``pcm`` when absent); NotRead if the
+    file has no SPHERE header."""
+    with open(path, "rb") as f:
+        head = f.read(1024)
+    if not head.startswith(b"NIST_1A"):
+        raise NotRead("unreadable", f"{path}: no NIST SPHERE header (NIST_1A)")
+    for raw in head.split(b"\n")[2:]:
+        parts = raw.split(None, 2)
+        if parts and parts[0] == b"end_head":
+            break
+        if len(parts) == 3 and parts[0] == b"sample_coding":
+            return parts[2].decode("ascii", "replace").strip()
+    return "pcm"
+
+
+def decode_shorten(path: str, audio_dir: str, key: str) -> str:
+    """A shorten-compressed SPHERE file decoded once by ``sph2pipe`` (called on the file, all its
+    channels) into ``audio_dir/<key>.flac`` at its own rate; NotRead without sph2pipe."""
+    import soundfile as sf
+
+    tool = shutil.which("sph2pipe")
+    if tool is None:
+        raise NotRead(
+            "no_decoder", f"{path}: shorten-compressed NIST SPHERE needs the sph2pipe tool, which is not installed"
+        )
+    out = Path(audio_dir) / f"{key}.flac"
+    if out.is_file():
+        return str(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
+        wav = Path(tmp) / "x.wav"
+        p = subprocess.run([tool, "-f", "wav", "-p", path, str(wav)], capture_output=True)
+        if p.returncode != 0 or not wav.is_file():
+            raise NotRead("unreadable", f"{path}: sph2pipe failed: {p.stderr.decode('utf-8', 'replace')[-300:]}")
+        x, sr = sf.read(str(wav), dtype="int16", always_2d=True)
+        part = Path(tmp) / "x.flac"
+        sf.write(str(part), x, sr, format="FLAC", subtype="PCM_16")
+        os.replace(part, out)
+    return str(out)
+
+
+# -- the directory ----------------------------------------------------------------------------
+
+
+def _seconds(value: str) -> float | None:
+    try:
+        x = float(value)
+    except ValueError:
+        return None
+    return x if math.isfinite(x) else None
+
+
+def read(spec: str | dict, out: Sink) -> None:
+    """Every utterance of the Kaldi data directory ``spec`` into ``out`` (module docstring)."""
+    d = Path(spec if isinstance(spec, str) else spec.get("dir", "")).absolute()
+    if not (d / "wav.scp").is_file():
+        raise UsageError(f"kaldi: {d} is not a Kaldi data directory (it has no wav.scp)")
+    segments = _optional(d, "segments", columns=4, keep_later=True)
+    wav = read_table(d / "wav.scp", keep_later=segments is None)  # no segments: a recording is an utterance
+    side = {name: _optional(d, name) for name in UTTERANCE_FILES}
+    for name in ("utt2spk", "utt2dur", "utt2lang"):
+        if side[name] is not None:
+            side[name] = read_table(d / name, columns=2)
+    spk2utt = _optional(d, "spk2utt")
+    spk2gender = _optional(d, "spk2gender", columns=2)
+    reco2dur = _optional(d, "reco2dur", columns=2)
+
+    done: set[str] = set()
+
+    def reject(key: str, path: str | None, reason: str, detail: str) -> None:
+        done.add(key)
+        out.reject(key, path, reason, detail)
+
+    # each recording's audio, or why it is not read (the reject of each of its utterances)
+    audio: dict[str, Audio | NotRead] = {}
+    for reco, value in wav.values.items():
+        try:
+            a = wav_scp_audio(value, f"wav.scp line {wav.lines[reco]}")
+            if a.sphere:
+                coding = sphere_coding(a.path)
+                if "shorten" in coding:
+                    a = Audio(decode_shorten(a.path, out.audio_dir, reco.replace("/", "__")), a.channel)
+            audio[reco] = a
+        except NotRead as e:
+            audio[reco] = e
+    for reco, (reason, detail) in wav.problems.items():
+        audio[reco] = NotRead(reason, detail)
+
+    # the utterances: segments lines, else wav.scp's recordings whole
+    if segments is not None:
+        utts: dict[str, tuple[str, float | None, float | None]] = {}
+        for utt, value in segments.values.items():
+            reco, start, end = value.split()
+            s, e = _seconds(start), _seconds(end)
+            if s is None or e is None or s < 0 or (e != -1 and e <= s):
+                reject(utt, None, "bad_segment", f"segments line {segments.lines[utt]}: {utt} {value!r}")
+                continue
+            utts[utt] = (reco, s, None if e == -1 else e)
+        for utt, (reason, detail) in segments.problems.items():
+            reject(utt, None, reason, detail)
+        used = {reco for reco, _, _ in utts.values()}
+        for reco in audio:
+            if reco not in used:
+                reject(
+                    reco,
+                    audio[reco].path if isinstance(audio[reco], Audio) else None,
+                    "no_segments",
+                    f"wav.scp lists recording {reco!r}; no segments line is in it",
+                )
+    else:
+        utts = {reco: (reco, None, None) for reco in audio}
+
+    speakers = _speakers(side["utt2spk"], spk2utt)
+    problems: dict[str, tuple[str, str]] = {}
+    for t in side.values():
+        for key, why in t.problems.items() if t is not None else ():
+            problems.setdefault(key, why)
+    for utt, why in speakers.problems.items():
+        problems.setdefault(utt, why)
+
+    for utt, (reco, start, end) in utts.items():
+        if utt in done:
+            continue
+        a = audio.get(reco)
+        path = a.path if isinstance(a, Audio) else None
+        if utt in problems:
+            reject(utt, path, *problems[utt])
+            continue
+        if a is None:
+            reject(utt, None, "no_recording", f"segments names recording {reco!r}, which wav.scp lacks")
+            continue
+        if isinstance(a, NotRead):
+            reject(utt, None, a.reason, a.detail)
+            continue
+        rec: dict = {"source_id": utt, "audio_filepath": a.path}
+        if a.channel is not None:
+            rec["channel"] = a.channel
+        total = _seconds(reco2dur.values[reco]) if reco2dur is not None and reco in reco2dur.values else None
+        if start is not None:
+            stop = end if end is not None else total
+            if stop is None:
+                try:
+                    stop = _header_seconds(a.path)
+                except Exception as e:  # noqa: BLE001 (libsndfile's errors: the file's reject)
+                    reject(utt, a.path, "unreadable", f"not a readable audio file ({type(e).__name__}: {e})")
+                    continue
+            if total is not None and stop > total + SEGMENT_END_SLACK:
+                reject(utt, a.path, "segment_past_end", f"ends at {stop:.3f} s, past reco2dur's {total:.3f} s")
+                continue
+            rec["offset"], rec["duration"] = start, round(stop - start, 6)
+        else:
+            dur = side["utt2dur"].values.get(utt) if side["utt2dur"] is not None else None
+            dur = _seconds(dur) if dur is not None else total
+            if dur is not None and dur > 0:
+                rec["duration"] = dur
+        if side["text"] is not None and utt in side["text"].values:
+            rec["text"] = side["text"].values[utt]
+        spk = speakers.of.get(utt)
+        if spk:
+            rec["speaker"] = spk
+            g = spk2gender.values.get(spk) if spk2gender is not None else None
+            if g:
+                rec["gender"] = GENDERS.get(g.lower(), g)
+        if side["utt2lang"] is not None and utt in side["utt2lang"].values:
+            rec["language"] = side["utt2lang"].values[utt]
+        done.add(utt)
+        out.line(rec)
+
+    # later duplicates of an utterance, and every key no utterance has
+    for key, detail in (segments or wav).duplicates:
+        out.reject(key, None, "duplicate_id", detail)
+    listing = "segments" if segments is not None else "wav.scp"
+    for name, t in side.items():
+        for key in t.values if t is not None else ():
+            if key not in done:
+                why = "speaker_mismatch" if name == "utt2spk" else "no_recording"
+                reject(key, None, why, f"{name} lists {key!r}, which {listing} lacks")
+    for key in sorted(speakers.listed - done):
+        reject(key, None, "speaker_mismatch", f"spk2utt lists {key!r}, which {listing} lacks")
+    for key, (reason, detail) in problems.items():
+        if key not in done:
+            reject(key, None, reason, detail)
+
+
+def _header_seconds(path: str) -> float:
+    import soundfile as sf
+
+    info = sf.info(path)
+    return info.frames / info.samplerate
+
+
+@dataclass
+class Speakers:
+    of: dict[str, str]  # utterance -> speaker
+    problems: dict[str, tuple[str, str]]  # utterance -> (reason, detail)
+    listed: set[str]  # the utterances spk2utt lists
+
+
+def _speakers(utt2spk: Table | None, spk2utt: Table | None) -> Speakers:
+    """Each utterance's speaker (``utt2spk``), and the utterances where ``spk2utt`` disagrees."""
+    of = dict(utt2spk.values) if utt2spk is not None else {}
+    problems: dict[str, tuple[str, str]] = {}
+    listed: set[str] = set()
+    if spk2utt is None:
+        return Speakers(of, problems, listed)
+    by_utt: dict[str, str] = {}
+    for spk, value in spk2utt.values.items():
+        for utt in value.split():
+            listed.add(utt)
+            if utt in by_utt and by_utt[utt] != spk:
+                why = f"spk2utt lists {utt!r} under {by_utt[utt]!r} and {spk!r}"
+                problems.setdefault(utt, ("speaker_mismatch", why))
+            by_utt.setdefault(utt, spk)
+    for utt in set(of) | set(by_utt):
+        a, b = of.get(utt), by_utt.get(utt)
+        if a != b and utt not in problems:
+            if a and b:
+                why = f"utt2spk gives {utt!r} speaker {a!r}, spk2utt {b!r}"
+            else:
+                why = f"{'utt2spk' if a else 'spk2utt'} gives {utt!r} speaker {a or b!r}, the other file none"
+            problems[utt] = ("speaker_mismatch", why)
+    for utt in problems:
+        of.pop(utt, None)
+    return Speakers(of, problems, listed)
