@@ -1,0 +1,191 @@
+"""Kaldi data directories (speechprep.ingest.sources.kaldi), from real speech: SPHERE files behind
+sph2pipe lines, FLAC behind flac lines, segments, and one line of each bad kind; nothing in
+wav.scp is ever run."""
+
+import shutil
+
+import numpy as np
+import pytest
+import soundfile as sf
+
+from speechprep.errors import UsageError
+from speechprep.ingest import stage as ingest
+from speechprep.ingest.params import IngestParams
+from speechprep.ingest.sources import READERS, Collect
+from speechprep.ingest.sources.kaldi import Audio, parse_command
+from speechprep.io.audio import read_segment
+from speechprep.io.jsonio import read_jsonl
+from tests import real_speech as rs
+from tests.ingest.source_layouts import kaldi_dir
+from tests.support import config
+
+
+def run(tmp_path, ds, name="k", exclude=None):
+    out = tmp_path / "out"
+    cfg = {**config(), "datasets": {name: ds}, "exclude": exclude}
+    p = IngestParams.from_config(cfg, name, name=name)
+    summary = ingest.run(p, str(out / "manifest.jsonl"), str(out / "rejects.jsonl"), str(out / "shards"), threads=2)
+    return summary, list(read_jsonl(out / "manifest.jsonl")), list(read_jsonl(out / "rejects.jsonl"))
+
+
+def keys(d):
+    """Every key of every Kaldi table in ``d`` (spk2utt: its utterances; spk2gender: none)."""
+    found = set()
+    for name in ("wav.scp", "segments", "text", "utt2spk", "utt2lang", "spk2utt"):
+        for raw in (d / name).read_bytes().splitlines():
+            parts = raw.decode("utf-8", "backslashreplace").split()
+            found.update(parts[1:] if name == "spk2utt" else parts[:1])
+    return found
+
+
+@pytest.fixture(scope="module")
+def bad_dir(tmp_path_factory):
+    d = tmp_path_factory.mktemp("kaldi") / "data" / "train"
+    return d, kaldi_dir(d, bad=True)
+
+
+def test_every_utterance_read_or_rejected_with_its_reason(bad_dir, tmp_path):
+    d, truth = bad_dir
+    summary, manifest, rejects = run(tmp_path, {"kaldi": str(d), "text": "given", "probe": True})
+    assert not truth.marker.exists()  # `evil touch PWNED |` was never run
+    by_sid = {m["source_id"]: m for m in manifest}
+    assert set(by_sid) == set(truth.utterances)
+    for sid, want in truth.utterances.items():
+        m = by_sid[sid]
+        assert m["id"] == sid and m["text"] == want["text"] and m["speaker"] == want["speaker"]
+        assert m["audio_filepath"] == want["audio_filepath"] and m["language"] == "en"
+        assert m["offset"] == pytest.approx(want["offset"]) and m["duration"] == pytest.approx(want["duration"])
+        assert m.get("channel") == want.get("channel")
+    assert {by_sid["librivox_reader-0870"]["channels"], by_sid["cards_speaker-001"]["sample_rate"]} == {2, 16000}
+    reasons = {}
+    for r in rejects:
+        assert r["stage"] == "ingest" and r["detail"] and r["id"] == r["source_id"]
+        reasons.setdefault(r["source_id"], []).append(r["reason"])
+    assert {k: v[0] for k, v in reasons.items() if k != truth.duplicate} == truth.rejects
+    assert reasons[truth.duplicate] == ["duplicate_id"]  # its first line is read, the later one rejected
+    evil = next(r for r in rejects if r["source_id"] == "evil-1")
+    assert f"touch {truth.marker} |" in evil["detail"]  # the line's text
+    # every key of every file: in the manifest or the rejects (the recordings by their segments)
+    recordings = {line.split()[0] for line in (d / "wav.scp").read_text(encoding="utf-8").splitlines()}
+    assert keys(d) - recordings <= set(by_sid) | set(reasons)
+    assert summary["accepted"] == len(manifest) and summary["rejected"] == len(rejects)
+
+
+def test_the_channel_a_sph2pipe_line_names_is_the_audio_read(bad_dir):
+    d, truth = bad_dir
+    out = Collect()
+    READERS["kaldi"](str(d), out)
+    line = next(x for x in out.lines if x["source_id"] == "cards_speaker-001")
+    x = read_segment(line)  # channel 1 of the SPHERE file, from the segment's offset
+    want, _ = rs.read(rs.cards()[0].path, 16000)
+    assert len(x) == pytest.approx(len(want), abs=2)
+    n = min(len(x), len(want))
+    assert np.abs(x[:n] - want[:n]).max() < 1e-3  # 16-bit PCM of the same samples
+    other = read_segment({**line, "channel": 0})  # the LibriVox channel at that time is not the cards
+    assert np.abs(other[:n] - want[:n]).max() > 0.05
+
+
+@pytest.mark.parametrize(
+    ("command", "audio"),
+    [
+        ("sph2pipe -f wav -p -c 2 /c/x.sph", Audio("/c/x.sph", 1)),
+        ("/opt/kaldi/tools/sph2pipe_v2.5/sph2pipe -f wav x.sph", Audio("x.sph")),
+        ("sph2pipe -p x.sph", Audio("x.sph")),
+        ("flac -c -d -s 'a b.flac'", Audio("a b.flac")),
+        ("sox x.wav -t wav -", Audio("x.wav")),
+        ("ffmpeg -hide_banner -i x.m4a -f wav -", Audio("x.m4a")),
+    ],
+)
+def test_decoder_commands_give_their_file(command, audio):
+    assert parse_command(command) == audio
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "sph2pipe -f wav -t 1:2 x.sph",  # a time range: not the file as it is
+        "sox x.wav -t wav - remix 1",
+        "sox x.wav -r 8000 -t wav -",
+        "ffmpeg -i x.wav -af volume=2 -f wav -",
+        "flac -d x.flac",  # to a file, not stdout
+        "cat x.wav",
+        "sph2pipe x.sph | sox -t wav - -t wav -",
+        'python3 -c \'open("/tmp/x", "w")\'',
+    ],
+)
+def test_other_commands_are_not_read(command):
+    with pytest.raises(ValueError):
+        parse_command(command)
+
+
+def whole_files(d, seconds_said):
+    """A Kaldi directory without segments: two real recordings whole, utt2dur saying ``seconds_said``."""
+    d.mkdir(parents=True)
+    utts = rs.librivox()[:2]
+    (d / "wav.scp").write_text("".join(f"r{k} {u.path}\n" for k, u in enumerate(utts)), encoding="utf-8")
+    (d / "text").write_text("".join(f"r{k} {u.text}\n" for k, u in enumerate(utts)), encoding="utf-8")
+    (d / "utt2spk").write_text("r0 reader\nr1 reader\n", encoding="utf-8")
+    (d / "spk2gender").write_text("reader m\n", encoding="utf-8")
+    (d / "utt2dur").write_text("".join(f"r{k} {seconds_said}\n" for k in range(2)), encoding="utf-8")
+    return utts
+
+
+def test_durations_from_utt2dur_unless_probe_is_asked(tmp_path):
+    utts = whole_files(tmp_path / "d", 9.25)
+    _, trusted, rejects = run(tmp_path / "a", {"kaldi": str(tmp_path / "d"), "probe": False})
+    assert not rejects and [m["duration"] for m in trusted] == [9.25, 9.25]  # no header was read
+    assert all(m["sample_rate"] is None and "offset" not in m and m["gender"] == "male" for m in trusted)
+    _, probed, _ = run(tmp_path / "b", {"kaldi": str(tmp_path / "d"), "probe": True})
+    assert [m["duration"] for m in probed] == [pytest.approx(sf.info(u.path).duration) for u in utts]
+
+
+def test_without_utt2dur_the_headers_are_read(tmp_path):
+    utts = whole_files(tmp_path / "d", 1.0)
+    (tmp_path / "d" / "utt2dur").unlink()
+    _, manifest, _ = run(tmp_path, {"kaldi": str(tmp_path / "d"), "probe": False})
+    assert [m["duration"] for m in manifest] == [pytest.approx(sf.info(u.path).duration) for u in utts]
+
+
+def test_a_grown_directory_keeps_old_ids_shards_and_lines(tmp_path):
+    d = tmp_path / "d"
+    kaldi_dir(d, alsa=1)
+    full = (d / "segments").read_text(encoding="utf-8").splitlines()
+    (d / "segments").write_text("".join(x + "\n" for x in full[:6]), encoding="utf-8")
+    ds = {"kaldi": str(d), "text": "given", "probe": False, "shard_hours": 0.002}
+    _, before, _ = run(tmp_path, ds)
+    shards_before = {p.name: p.read_text(encoding="utf-8") for p in (tmp_path / "out" / "shards").iterdir()}
+    (d / "segments").write_text("".join(x + "\n" for x in full), encoding="utf-8")
+    _, after, rejects = run(tmp_path, ds)
+    assert len(after) == len(full) == len(before) + 5 and not [r for r in rejects if r["reason"] != "no_segments"]
+    old = {m["id"]: m for m in after}
+    assert all(old[m["id"]] == m for m in before)  # old lines unchanged
+    shards_after = {p.name: p.read_text(encoding="utf-8") for p in (tmp_path / "out" / "shards").iterdir()}
+    assert all(shards_after[k] == v for k, v in shards_before.items())  # old shards unchanged
+
+
+def test_text_given_rejects_an_utterance_without_text_and_exclude_takes_source_ids(tmp_path):
+    whole_files(tmp_path / "d", 3.0)
+    (tmp_path / "d" / "text").write_text("r0 he was not an ill disposed young man\n", encoding="utf-8")
+    (tmp_path / "x.txt").write_text("r0\n", encoding="utf-8")
+    _, manifest, rejects = run(
+        tmp_path, {"kaldi": str(tmp_path / "d"), "text": "given"}, exclude=str(tmp_path / "x.txt")
+    )
+    assert not manifest
+    assert sorted((r["id"], r["reason"]) for r in rejects) == [("r0", "excluded"), ("r1", "no_text")]
+
+
+def test_shorten_sphere_needs_sph2pipe(tmp_path):
+    d = tmp_path / "d"
+    d.mkdir()
+    head = b"NIST_1A\n   1024\nsample_rate -i 16000\nsample_coding -s26 pcm,embedded-shorten-v2.00\nend_head\n"
+    (d / "x.sph").write_bytes(head.ljust(1024, b" ") + b"ajkg\x02" + bytes(64))
+    (d / "wav.scp").write_text(f"x sph2pipe -f wav -p {d / 'x.sph'} |\n", encoding="utf-8")
+    out = Collect(str(tmp_path / "audio"))
+    READERS["kaldi"](str(d), out)
+    want = "no_decoder" if shutil.which("sph2pipe") is None else "unreadable"  # these bytes are no shorten
+    assert not out.lines and out.reasons() == {"x": want}
+
+
+def test_a_directory_without_wav_scp_is_a_usage_error(tmp_path):
+    with pytest.raises(UsageError, match=r"no wav\.scp"):
+        READERS["kaldi"](str(tmp_path), Collect())
