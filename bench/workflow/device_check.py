@@ -83,7 +83,8 @@ multiprocess==0.70.19 webdataset==1.0.2 braceexpand==0.1.7 StrEnum==0.4.15 toml=
 truststore==0.10.5 sniffio==1.3.1 httpx2==2.17.0 httpcore2==2.17.0 googleapis-common-protos==1.76.0
 nv-one-logger-core==2.3.1 nv-one-logger-training-telemetry==2.3.1
 nv-one-logger-pytorch-lightning-integration==2.3.1
-audioread==3.1.0 decorator==5.3.2 pooch==1.9.0 platformdirs==4.14.9
+audioread==3.1.0 decorator==5.3.2 pooch==1.9.0 platformdirs==4.14.9 smart_open==9.0.4 text-unidecode==1.3 aistore==2.0.0
+msgspec==0.23.0 tenacity==9.2.1
 """.split()  # noqa: SIM905
 # source distributions, built here into pure-Python wheels (fairseq-fixed without its C++ parts,
 # as envs/s2s.yaml installs it; built by the s2s environment, which has torch and Cython)
@@ -248,12 +249,19 @@ def load(name: str, path: Path, device: str, threads: int) -> tuple:
 
     torch.set_num_threads(threads)
     if kind == "asr":
+        import nemo.collections.asr  # the restore imports it: timed here, with the imports
+
         from speechprep.asr.model import load_model
         from speechprep.asr.words import NemoTranscriber
     elif kind == "s2s":
+        import fairseq.models
+        import fairseq.tasks  # noqa: F401
+
         from speechprep.s2s import fairseq_legacy
         from speechprep.s2s.models import dense_features
     else:
+        import nemo.collections.asr  # noqa: F401
+
         from speechprep.encoders import make_encoder
     sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
     fixed = {"import_s": time.perf_counter() - t}
@@ -340,7 +348,7 @@ def oom_check(run, device: str, clips: list, mb_per_s: float, sizes: dict) -> di
     import torch
 
     from speechprep.core.batching import BatchRunner, free_device_cache
-    from speechprep.core.memprobe import guard, rss_mb
+    from speechprep.core.memprobe import _status, guard, rss_mb, trim
 
     items = pieces(clips, sizes["item_s"], sizes["items"])
     long_item = pieces(clips, 4 * sizes["fit_s"], 1)
@@ -364,6 +372,8 @@ def oom_check(run, device: str, clips: list, mb_per_s: float, sizes: dict) -> di
     else:
         limit = rss_mb() + headroom
         out["cap"] = f"speechprep.core.memprobe.guard: {limit:.0f} MB resident (RLIMIT_DATA)"
+        trim()  # as the guard's rearm does: private memory mapped but not resident can be reused unrefused
+        out["private_not_resident_mb"] = _status().get("VmData", 0) / 1024 - rss_mb()
         with guard(limit) as g:
             runner.relief, runner.on_oom = g.lift, g.refused
             runner.on_batch_start = lambda b: g.rearm()
@@ -398,12 +408,12 @@ def worker(name: str, path: Path, device: str, threads: int, mode: str, t_start:
     per_s = real_size.per_batch_second(out["probe"])
     out["mb_per_batch_s"] = per_s
     out["throughput"] = throughput(run, device, MODELS[name][2], clips)
-    slope = per_s["slope_mb_per_s"]
-    out["oom"] = oom_check(run, device, clips, slope if slope and slope > 0 else per_s["largest_mb_per_s"], sizes)
-    if device.startswith("cuda"):
+    if device.startswith("cuda"):  # over the throughput pass (its probe reset the peak)
         import torch
 
         out["peak_gpu_mb"] = torch.cuda.max_memory_allocated() / 2**20
+    slope = per_s["slope_mb_per_s"]
+    out["oom"] = oom_check(run, device, clips, slope if slope and slope > 0 else per_s["largest_mb_per_s"], sizes)
     return out
 
 
@@ -484,41 +494,56 @@ def python_for(env: str) -> str:
     return str(p) if p.is_file() else sys.executable
 
 
-def sub(cmd: list[str], what: str) -> str:
+def sub(cmd: list[str], what: str, timeout: float | None = None) -> str:
     env = dict(
         os.environ,
         PYTHONWARNINGS="ignore",
         PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
     )
-    p = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True)
+    try:
+        p = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired as e:
+        raise RuntimeError(f"{what} ran past {timeout:.0f} s and was stopped") from e
     if p.returncode:
         raise RuntimeError(f"{what} failed ({p.returncode}):\n{p.stderr[-3000:]}")
     return p.stdout
 
 
 def build(names: list[str], out: Path) -> dict:
-    """The models built from code into ``out`` (each once), timed."""
-    t, files = time.perf_counter(), {}
-    real = [n for n in names if n in real_size.MODELS]
-    if real:
-        sub(
-            [python_for("asr"), "-m", "speechprep", "models", "build-real-size", "--out", str(out), "--only", *real],
-            "build-real-size",
-        )
-        files.update({n: out / f for n, f in real_size.real_size_files().items() if n in real})
+    """The models built from code into ``out`` (each once), timed; one library at a time (NeMo's,
+    fairseq's), so that one whose imports fail (on the lent machine: a carried wheel that does
+    not fit its packages) costs only its own models: ``failed`` says why."""
+    t, files, failed = time.perf_counter(), {}, {}
+    paths = real_size.real_size_files()
+    from speechprep.models.real_size import MODELS as BUILT
+
+    for library in ("nemo", "fairseq"):
+        some = [n for n in names if n in BUILT and BUILT[n][0] == library]
+        if not some:
+            continue
+        cmd = [python_for(BUILT[some[0]][1]), "-m", "speechprep", "models", "build-real-size", "--out", str(out)]
+        try:
+            sub([*cmd, "--only", *some], f"build-real-size ({library})")
+            files.update({n: out / paths[n] for n in some})
+        except RuntimeError as e:
+            failed.update(dict.fromkeys(some, str(e)))
     if "titanet-tiny" in names:
-        files["titanet-tiny"] = out / "titanet-tiny.nemo"
-        if not files["titanet-tiny"].is_file():
-            code = "import sys, pathlib; from speechprep.models import speaker_nemo as s; "
-            code += "s.build_one('titanet', pathlib.Path(sys.argv[1]))"
-            sub([python_for("asr"), "-c", code, str(files["titanet-tiny"])], "build titanet-tiny")
-    return {"wall_s": time.perf_counter() - t, "files": {n: str(p) for n, p in files.items()}}
+        path = out / "titanet-tiny.nemo"
+        code = "import sys, pathlib; from speechprep.models import speaker_nemo as s; "
+        code += "s.build_one('titanet', pathlib.Path(sys.argv[1]))"
+        try:
+            if not path.is_file():
+                sub([python_for("asr"), "-c", code, str(path)], "build titanet-tiny")
+            files["titanet-tiny"] = path
+        except RuntimeError as e:
+            failed["titanet-tiny"] = str(e)
+    return {"wall_s": time.perf_counter() - t, "files": {n: str(p) for n, p in files.items()}, "failed": failed}
 
 
 def machine(device: str) -> str:
     with open("/proc/cpuinfo", encoding="utf-8") as f:
         cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), "?")
-    text = f"{cpu}, {os.cpu_count()} cores"
+    text = f"{cpu}, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}"
     if device.startswith("cuda"):
         code = (
             "import torch; p = torch.cuda.get_device_properties(0); print(f'{p.name}, "
@@ -539,7 +564,7 @@ def report(r: dict) -> None:
     print(
         f"  memory per batch-second: {slope} MB/s (slope over {', '.join(f'{s:g}' for s, _ in r['probe'])} padded s: "
         f"{', '.join(f'{mb:.0f}' for _, mb in r['probe'])} MB); largest batch {m['largest_mb_per_s']:.2f} MB/s"
-        + (f"; peak GPU memory {r['peak_gpu_mb']:.0f} MB" if "peak_gpu_mb" in r else "")
+        + (f"; peak GPU memory of the throughput pass {r['peak_gpu_mb']:.0f} MB" if "peak_gpu_mb" in r else "")
     )
     pr = t["probe"] or {}
     print(
@@ -553,6 +578,8 @@ def report(r: dict) -> None:
         f"{o['batch_done']} of {o['batch_items']} done, {o['batch_rejected_oom']} rejected oom; budget after "
         f"{o['budget_after_s']:.1f} s; one item of {o['long_item_s']:g} s: {o['long_item']}"
     )
+    if "private_not_resident_mb" in o:
+        print(f"    (private memory mapped but not resident at the start: {o['private_not_resident_mb']:.0f} MB)")
     for line in o["log"]:
         print(f"    | {line}")
 
@@ -575,6 +602,7 @@ def main() -> None:
         "--dir", default=str(Path.home() / ".cache/speechprep/real_size"), help="where the models are built"
     )
     ap.add_argument("--json", help="write every figure here")
+    ap.add_argument("--budget-s", type=float, help="no model worker starts after this (s; 420 on CUDA, 1800 on CPU)")
     ap.add_argument("--s2s-python", default=str(REPO / ".venvs/s2s/bin/python"), help="carry: builds the sdists")
     a = ap.parse_args()
     if a.command == "carry":
@@ -583,14 +611,25 @@ def main() -> None:
     code = "import torch; print('cuda' if torch.cuda.is_available() else 'cpu')"
     device = sub([python_for("asr"), "-c", code], "torch").strip() if a.device == "auto" else a.device
     mode = "quick" if a.quick else ("cuda" if device.startswith("cuda") else "cpu")
+    a.budget_s = a.budget_s or (420.0 if device.startswith("cuda") else 1800.0)
     names = a.models.split(",") if a.models else (["titanet-tiny"] if a.quick else list(real_size.MODELS))
     if not device.startswith("cuda"):
         print("NO CUDA DEVICE: the same steps on the CPU, at smaller sizes (figures of this CPU, not a GPU's)")
     print(f"device {device}; {machine(device)}; sizes {mode}: {SIZES[mode]}", flush=True)
     built = build(names, Path(a.dir))
-    print(f"build: {len(names)} models from code in {built['wall_s']:.1f} s (files kept in {a.dir})", flush=True)
+    print(
+        f"build: {len(built['files'])} models from code in {built['wall_s']:.1f} s (files kept in {a.dir})", flush=True
+    )
     results, failed = {"device": device, "mode": mode, "build": built, "models": []}, []
-    for name in names:
+    for name, why in built["failed"].items():
+        print(f"{name}: FAILED to build: {why}", flush=True)
+        failed.append(name)
+    for name in [n for n in names if n in built["files"]]:
+        left = a.budget_s - (time.perf_counter() - t_all)
+        if left < 60:  # the feed rate and the report still to come
+            print(f"{name}: SKIPPED: {a.budget_s:.0f} s of --budget-s spent", flush=True)
+            failed.append(name)
+            continue
         cmd = [
             python_for(MODELS[name][1]),
             __file__,
@@ -602,7 +641,7 @@ def main() -> None:
             mode,
         ]
         try:
-            r = json.loads(sub([*cmd, repr(time.time())], f"{name} worker").strip().splitlines()[-1])
+            r = json.loads(sub([*cmd, repr(time.time())], f"{name} worker", left - 45).strip().splitlines()[-1])
         except (RuntimeError, ValueError) as e:
             print(f"{name}: FAILED: {e}", flush=True)
             failed.append(name)
@@ -641,7 +680,8 @@ def main() -> None:
     results["wall_s"] = time.perf_counter() - t_all
     print(
         f"\ndevice check on {device} ({mode}): {len(results['models'])} of {len(names)} models, "
-        f"{results['wall_s']:.0f} s in all" + (f"; FAILED: {', '.join(failed)}" if failed else "")
+        f"{results['wall_s']:.0f} s in all; load average after {os.getloadavg()[0]:.1f}"
+        + (f"; FAILED: {', '.join(failed)}" if failed else "")
     )
     if a.json:
         Path(a.json).write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
