@@ -23,7 +23,9 @@ rule music:
     threads: config["music"]["threads"]
     resources:
         mem_mb=shard_memory("music run", "segments", lambda wc: PLAN.music_model_files()),
-        runtime=scaled(20, 60, of="segments"),
+        # per audio hour: the signal rule alone, or with a separation model (not measured with
+        # real weights: docs/stages/music.md, "The music stage in the workflow")
+        runtime=audio_minutes(20, 120 if config["separate"]["model"] else 10, of="segments"),
     params:
         cmd=job_cmd("music run"),
         p=job_params("music run"),
