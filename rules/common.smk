@@ -12,6 +12,7 @@ from snakemake.exceptions import IncompleteCheckpointException
 
 from speechprep.core.config import check as check_config
 from speechprep.core.config import check_speaker_model
+from speechprep.ingest.sources import source_files
 from speechprep.core.config import demo_model_warnings
 from speechprep.core.config import digest as config_digest
 from speechprep.core.config import effective as effective_config

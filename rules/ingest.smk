@@ -1,5 +1,7 @@
 # Ingest: list or read a dataset, probe headers, write the manifest and shards.
 # A checkpoint: the shard count is known only once the corpus has been read.
+# A corpus in its own layout (kaldi, common_voice, ...): its tables and manifests
+# are the inputs (speechprep.ingest.sources.source_files).
 # Shard files whose content did not change keep their checksum, so their
 # downstream jobs do not rerun (see max-checksum-file-size in the profiles).
 
@@ -9,7 +11,7 @@ checkpoint ingest:
         lambda wc: (
             [config["datasets"][wc.ds]["manifest"]]
             if config["datasets"][wc.ds].get("manifest")
-            else []
+            else source_files(config["datasets"][wc.ds])
         ),
         exclude=lambda wc: [config["exclude"]] if config.get("exclude") else [],
     output:

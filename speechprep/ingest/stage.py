@@ -8,7 +8,7 @@
   kept on the line) or the path relative to the dataset root; collisions are
   resolved deterministically;
 * a source's utterance inside a recording (``offset`` + ``duration``) keeps its
-  bounds: probing checks the file's header and rejects ``segment_past_end``;
+  bounds: probing checks the file's header and rejects ``segment_out_of_range``;
   without probing, the durations the source records are used, and only lines
   without one are probed;
 * a file keeps its shard from one run to the next, new files fill new shards
@@ -354,7 +354,7 @@ class Ingest:
     def probe(self, threads: int, only_unknown: bool = False) -> None:
         """Each file's header read once (the utterances of one recording share it): its
         duration, rate, channels; an utterance with an ``offset`` keeps its bounds and is
-        rejected ``segment_past_end`` when they pass the file's end, ``bad_channel`` when
+        rejected ``segment_out_of_range`` when they pass the file's end, ``bad_channel`` when
         its ``channel`` is not in the file. ``only_unknown``: only the entries without a
         duration are probed (a source's own durations are trusted, ``probe: false``)."""
         from ..io.audio import AudioError, probe
@@ -416,7 +416,7 @@ def _bounds_problem(e: dict, info):
 
     if e.get("offset") is not None and e["offset"] + e["duration"] > info.duration + SEGMENT_END_SLACK:
         end = e["offset"] + e["duration"]
-        return AudioError("segment_past_end", f"ends at {end:.3f} s, past the file's end ({info.duration:.3f} s)")
+        return AudioError("segment_out_of_range", f"ends at {end:.3f} s, past the file's end ({info.duration:.3f} s)")
     if e.get("channel") is not None and e["channel"] >= info.channels:
         return AudioError("bad_channel", f"channel {e['channel']} named, the file has {info.channels}")
     return None

@@ -266,7 +266,7 @@ def analyze_file(entry: dict[str, Any], p: VadParams) -> Outcome:
         return Rejected("error", f"{type(e).__name__}: {e}")
     if span is not None and n / SAMPLE_RATE < span - SEGMENT_END_SLACK:
         end = base + n / SAMPLE_RATE
-        return Rejected("segment_past_end", f"ends at {base + span:.3f} s, the file's audio at {end:.3f} s")
+        return Rejected("segment_out_of_range", f"ends at {base + span:.3f} s, the file's audio at {end:.3f} s")
     if n == 0:
         return Rejected("empty", "no samples decoded")
     duration = n / SAMPLE_RATE

@@ -126,14 +126,14 @@ def kaldi_dir(dest: Path, bad: bool = False, alsa: int = 3) -> Truth:
         utt2spk += ["cards_speaker-past cards_speaker", "evil-1 x", "piped-1 x", "gone-1 x", "nowhere-1 x"]
         t.rejects.update(
             {
-                "evil-1": "wav_scp_command",
-                "piped-1": "wav_scp_command",
+                "evil-1": "command_not_allowed",
+                "piped-1": "command_not_allowed",
                 "gone-1": "missing",
-                "cards_speaker-past": "segment_past_end",
+                "cards_speaker-past": "segment_out_of_range",
                 "nowhere-1": "no_recording",
-                "inverted-1": "bad_segment",
+                "inverted-1": "segment_out_of_range",
                 "orphan-1": "no_recording",
-                "alsa_voice-Front_Left": "bad_columns",
+                "alsa_voice-Front_Left": "bad_line",
                 "alsa_voice-Front_Right": "bad_encoding",
                 "librivox_reader-0880": "speaker_mismatch",
             }
@@ -209,7 +209,7 @@ def common_voice_dir(dest: Path, bad: bool = False) -> Truth:
         ]
         t.rejects.update(
             {
-                "common_voice_en_short.mp3": "bad_columns",
+                "common_voice_en_short.mp3": "bad_line",
                 "common_voice_en_gone.mp3": "missing",
                 "common_voice_en_latin.mp3": "bad_encoding",
             }

@@ -41,8 +41,8 @@ The contract a reader keeps:
   (``text: given|verify``, ``exclude``, duplicate ids, probing), so a reader
   does not repeat them.
 * **``out.reject(source_id, path, reason, detail)``**: the item cannot be used;
-  ``reason`` is a short code (``wav_scp_command``, ``no_recording``,
-  ``segment_past_end``, ``duplicate_id``, ``bad_columns``, ``bad_encoding``,
+  ``reason`` is a short code (``command_not_allowed``, ``no_recording``,
+  ``segment_out_of_range``, ``duplicate_id``, ``bad_line``, ``bad_encoding``,
   ``missing``, ``speaker_mismatch``, ...), ``detail`` says why in a sentence
   and quotes the offending input (a wav.scp line's text, a TSV line number).
   ``path`` is the audio file where known, else the source file holding the
@@ -124,3 +124,31 @@ def source_key(dataset: Mapping[str, Any]) -> str | None:
     """The source-format key a dataset's config uses, or ``None`` (``audio_dir``/``manifest``)."""
     keys = [k for k in FORMATS if dataset.get(k) is not None]
     return keys[0] if keys else None
+
+
+# The files of a Kaldi directory that ingest reads (its other files are not inputs).
+KALDI_FILES = ("wav.scp", "segments", "text", "utt2spk", "spk2utt", "spk2gender", "utt2dur", "reco2dur", "utt2lang")
+
+
+def source_files(dataset: Mapping[str, Any]) -> list[str]:
+    """The files of a dataset's source that ingest reads and that are cheap to list (its
+    tables and manifests, not its audio): the ingest rule's inputs, so that a changed file
+    reruns it. A recipe's corpus directory is listed by nothing (its recipe reads it)."""
+    import os
+
+    key = source_key(dataset)
+    spec = dataset.get(key) if key else None
+    if key == "kaldi":
+        return [p for p in (os.path.join(spec, n) for n in KALDI_FILES) if os.path.isfile(p)]
+    if key == "common_voice":
+        d, split = (
+            (spec, "validated") if isinstance(spec, str) else (spec.get("dir", ""), spec.get("split", "validated"))
+        )
+        return [
+            p for p in (os.path.join(d, f"{split}.tsv"), os.path.join(d, "clip_durations.tsv")) if os.path.isfile(p)
+        ]
+    if key == "lhotse" and isinstance(spec, dict):
+        return [str(spec[k]) for k in ("recordings", "supervisions", "cuts") if isinstance(spec.get(k), str)]
+    if key == "hf" and isinstance(spec, dict) and isinstance(spec.get("path"), str) and os.path.isfile(spec["path"]):
+        return [spec["path"]]
+    return []

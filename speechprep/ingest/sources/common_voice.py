@@ -13,7 +13,7 @@ A row is an utterance: ``source_id`` its ``path``, ``audio_filepath`` ``clips/<p
 ``text`` its ``sentence``, ``speaker`` its ``client_id``, ``gender`` (``male_masculine`` ->
 ``male``, ``female_feminine`` -> ``female``, others as given), ``language`` its
 ``locale``, ``duration`` from ``clip_durations.tsv`` (else probed by ingest). Rejected:
-``bad_columns`` (a row with another number of fields than the header), ``bad_encoding``,
+``bad_line`` (a row with another number of fields than the header), ``bad_encoding``,
 ``duplicate_id`` (a path given twice: the first row is read), ``missing`` (no such clip).
 """
 
@@ -95,11 +95,11 @@ def read(spec: str | dict, out: Sink) -> None:
         where = f"{tsv.name} line {n}"
         if len(f) != len(header):
             sid = f[col["path"]] if len(f) > col["path"] and f[col["path"]].strip() else f"{tsv.name}:{n}"
-            out.reject(sid, str(tsv), "bad_columns", f"{where}: {len(f)} fields, the header has {len(header)}")
+            out.reject(sid, str(tsv), "bad_line", f"{where}: {len(f)} fields, the header has {len(header)}")
             continue
         path = f[col["path"]]
         if not path.strip():
-            out.reject(f"{tsv.name}:{n}", str(tsv), "bad_columns", f"{where}: empty path")
+            out.reject(f"{tsv.name}:{n}", str(tsv), "bad_line", f"{where}: empty path")
             continue
         if path in seen:
             out.reject(path, str(tsv), "duplicate_id", f"{where}: {path!r} is also on line {seen[path]}")

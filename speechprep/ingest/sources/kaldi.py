@@ -15,23 +15,24 @@ its reason.
   resolves them from the recipe's) or commands, which are **never run**: ``sph2pipe
   [-f wav] [-p] [-c N] X.sph |``, ``flac -c -d -s X.flac |``, ``sox X -t wav - |`` and
   ``ffmpeg -i X -f wav - |`` are recognised and their file ``X`` read directly (``-c N``:
-  channel N-1); any other command is rejected ``wav_scp_command`` with the line's text.
+  channel N-1); any other command is rejected ``command_not_allowed`` with the line's text.
 * NIST SPHERE: PCM (and mu-law) are read by libsndfile as they are; a shorten-compressed
   file (``sample_coding`` ``...shorten...``) is decoded once by the ``sph2pipe`` tool
   called on the file, where it is installed, into FLAC at its rate in ``out.audio_dir``
   (else rejected ``no_decoder``).
 * Durations from ``utt2dur`` (a whole recording) or the segments, checked against
-  ``reco2dur`` where given (``segment_past_end``); absent otherwise, and ingest probes.
+  ``reco2dur`` where given (``segment_out_of_range``); absent otherwise, and ingest probes.
 * Speakers from ``utt2spk`` (``spk2utt`` must agree: ``speaker_mismatch``), genders from
   ``spk2gender`` (``m``/``f`` -> ``male``/``female``), languages from ``utt2lang``.
 
 Every key of every file ends in exactly one line or reject, except a later duplicate of an
 utterance (rejected ``duplicate_id``; the first is read, as a manifest's is). An utterance
-with a problem in any file is rejected with the first: ``bad_encoding``, ``bad_columns``,
+with a problem in any file is rejected with the first: ``bad_encoding``, ``bad_line``,
 ``duplicate_id`` (a second, different value), ``no_recording`` (a ``text``/``utt2dur``/
 ``utt2lang`` key, or a segment's recording, that ``wav.scp`` lacks), ``speaker_mismatch``,
-``bad_segment``, ``segment_past_end``, ``missing``, ``wav_scp_command``, ``no_segments``
-(a recording no segment uses, when there is a ``segments`` file).
+``segment_out_of_range`` (one that ends before it starts, or past reco2dur), ``missing``,
+``command_not_allowed``, ``no_segments`` (a recording no segment uses, when there is a
+``segments`` file).
 """
 
 from __future__ import annotations
@@ -72,42 +73,49 @@ def read_table(path: Path, columns: int | None = None, keep_later: bool = False)
     problem of that key (``duplicate_id``); with ``keep_later`` (the file that lists the
     utterances) the first line is kept and the later one goes to ``duplicates``."""
     t = Table(path.name, path)
-    with open(path, "rb") as f:
-        for n, raw in enumerate(f, 1):
-            raw = raw.rstrip(b"\r\n")
-            if n == 1 and raw.startswith(b"\xef\xbb\xbf"):
-                raw = raw[3:]
-            if not raw.strip():
+    for n, line in _lines(path, t):
+        parts = line.split(maxsplit=1)
+        key, value = parts[0], (parts[1].strip() if len(parts) > 1 else "")
+        if columns is not None and len(line.split()) != columns:
+            fields = len(line.split())
+            t.problems.setdefault(key, ("bad_line", f"{t.name} line {n}: {fields} fields, not {columns}: {line!r}"))
+            continue
+        if key in t.values or key in t.problems:
+            first = t.lines.get(key)
+            if keep_later or (key in t.values and t.values[key] == value):
+                if keep_later:
+                    t.duplicates.append((key, f"{t.name} line {n}: {key!r} is also on line {first}"))
                 continue
+            why = f"{t.name} lists {key!r} twice, differently (lines {first} and {n})"
+            t.problems.setdefault(key, ("duplicate_id", why))
+            t.values.pop(key, None)
+            continue
+        t.values[key] = value
+        t.lines[key] = n
+    return t
+
+
+def _lines(path: Path, t: Table):
+    """``(line number, text)`` of each non-blank line of ``path``; a line that is not UTF-8 is a
+    problem of its key (``bad_encoding``), shown with escapes. The file is decoded at once and
+    line by line only when that fails."""
+    data = path.read_bytes()
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+    try:
+        lines = [(n, x) for n, x in enumerate(data.decode("utf-8").split("\n"), 1)]
+    except UnicodeDecodeError:
+        lines = []
+        for n, raw in enumerate(data.split(b"\n"), 1):
             try:
-                line = raw.decode("utf-8")
+                lines.append((n, raw.decode("utf-8")))
             except UnicodeDecodeError as e:
                 key = raw.split(maxsplit=1)[0].decode("utf-8", "backslashreplace")
-                t.problems.setdefault(
-                    key, ("bad_encoding", f"{t.name} line {n}: invalid UTF-8 byte at column {e.start + 1}")
-                )
-                continue
-            parts = line.split(maxsplit=1)
-            key, value = parts[0], (parts[1].strip() if len(parts) > 1 else "")
-            if columns is not None and len(line.split()) != columns:
-                t.problems.setdefault(
-                    key, ("bad_columns", f"{t.name} line {n}: {len(line.split())} fields, not {columns}: {line!r}")
-                )
-                continue
-            if key in t.values or key in t.problems:
-                first = t.lines.get(key)
-                if keep_later or (key in t.values and t.values[key] == value):
-                    if keep_later:
-                        t.duplicates.append((key, f"{t.name} line {n}: {key!r} is also on line {first}"))
-                    continue
-                t.problems.setdefault(
-                    key, ("duplicate_id", f"{t.name} lists {key!r} twice, differently (lines {first} and {n})")
-                )
-                t.values.pop(key, None)
-                continue
-            t.values[key] = value
-            t.lines[key] = n
-    return t
+                why = f"{t.name} line {n}: invalid UTF-8 byte at column {e.start + 1}"
+                t.problems.setdefault(key, ("bad_encoding", why))
+    for n, x in lines:
+        if x.strip():
+            yield n, x.rstrip("\r")
 
 
 def _optional(d: Path, name: str, columns: int | None = None, keep_later: bool = False) -> Table | None:
@@ -196,7 +204,7 @@ def wav_scp_audio(value: str, where: str) -> Audio:
             audio = parse_command(v[:-1])
         except ValueError as e:
             raise NotRead(
-                "wav_scp_command", f"{where}: a command, never run, that is not a decoder read here ({e}): {v!r}"
+                "command_not_allowed", f"{where}: a command, never run, that is not a decoder read here ({e}): {v!r}"
             ) from None
     else:
         audio = Audio(v)
@@ -267,10 +275,7 @@ def read(spec: str | dict, out: Sink) -> None:
         raise UsageError(f"kaldi: {d} is not a Kaldi data directory (it has no wav.scp)")
     segments = _optional(d, "segments", columns=4, keep_later=True)
     wav = read_table(d / "wav.scp", keep_later=segments is None)  # no segments: a recording is an utterance
-    side = {name: _optional(d, name) for name in UTTERANCE_FILES}
-    for name in ("utt2spk", "utt2dur", "utt2lang"):
-        if side[name] is not None:
-            side[name] = read_table(d / name, columns=2)
+    side = {name: _optional(d, name, columns=None if name == "text" else 2) for name in UTTERANCE_FILES}
     spk2utt = _optional(d, "spk2utt")
     spk2gender = _optional(d, "spk2gender", columns=2)
     reco2dur = _optional(d, "reco2dur", columns=2)
@@ -303,7 +308,7 @@ def read(spec: str | dict, out: Sink) -> None:
             reco, start, end = value.split()
             s, e = _seconds(start), _seconds(end)
             if s is None or e is None or s < 0 or (e != -1 and e <= s):
-                reject(utt, None, "bad_segment", f"segments line {segments.lines[utt]}: {utt} {value!r}")
+                reject(utt, None, "segment_out_of_range", f"segments line {segments.lines[utt]}: {utt} {value!r}")
                 continue
             utts[utt] = (reco, s, None if e == -1 else e)
         for utt, (reason, detail) in segments.problems.items():
@@ -355,7 +360,7 @@ def read(spec: str | dict, out: Sink) -> None:
                     reject(utt, a.path, "unreadable", f"not a readable audio file ({type(e).__name__}: {e})")
                     continue
             if total is not None and stop > total + SEGMENT_END_SLACK:
-                reject(utt, a.path, "segment_past_end", f"ends at {stop:.3f} s, past reco2dur's {total:.3f} s")
+                reject(utt, a.path, "segment_out_of_range", f"ends at {stop:.3f} s, past reco2dur's {total:.3f} s")
                 continue
             rec["offset"], rec["duration"] = start, round(stop - start, 6)
         else:
