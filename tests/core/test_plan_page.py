@@ -113,3 +113,19 @@ def test_the_compare_page_sets_the_plan_beside_the_run():
     assert row[header.index("cpu_s plan")] == "90" and row[header.index("cpu_s plan/run")] == "0.9"
     assert row[header.index("gpu_s run")] == ""  # not measured: empty, not zero
     assert t["total"][1] == ["cpu_s", "90", "100"]
+
+
+def test_the_plan_page_shows_the_recommended_size_beside_the_config_s():
+    from speechprep.workflow.bill import snakemake_cost
+
+    rec = {"shard_hours": 50.0, "jobs": 400, "fixed_share": {"asr": 0.3333}, "notes": ["asr: its jobs would take 10"]}
+    plan = {**PLAN, "recommended": rec, "snakemake": snakemake_cost(16000)}
+    plan["snakemake_configured"] = snakemake_cost(800_000)
+    page = plan_html(plan)
+    header, sized, configured = tables(page)["sizing"]
+    row = dict(zip(header, sized, strict=True))
+    assert row["size"] == "recommended" and row["shard hours"] == "50" and row["DAG jobs"] == "16000"
+    assert row["DAG MB"] == "432" and row["scheduler CPU-s"] == "144"
+    assert dict(zip(header, configured, strict=True))["DAG MB"] == "2.16e+04"  # the page's 4 digits
+    assert "shard_hours 50, --jobs 400" in page and "asr 33.3%" in page and "asr: its jobs would take 10" in page
+    assert "sizing" not in tables(plan_html(PLAN))  # a plan without it: no table
