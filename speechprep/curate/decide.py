@@ -21,6 +21,7 @@ ORDER = (
     "overlap",  # two voices at once (the diarization flagged it `overlap`; ASR kept it)
     "clipped",
     "narrowband",
+    "background_music",  # music_prob (the music stage's) over max_music_prob: SNR and DNSMOS would misjudge it
     "low_snr",
     "low_quality",
     "transcript_mismatch",  # a wrong given text explains an odd speaking rate and a low confidence
@@ -58,6 +59,7 @@ MEASURED = (
     "repeated_ngram_share",
     "text_language",
     "declared_language_prob",
+    "music_prob",
 )
 EDGES = ("edge_start_inserted", "edge_start_deleted", "edge_end_inserted", "edge_end_deleted")
 # what a rejects line of a verified segment (text: verify) carries too: the ASR line's comparison
@@ -88,6 +90,8 @@ def failures(
         )
     if _below(m.get("bandwidth_hz"), p.min_bandwidth_hz):
         out.append(("narrowband", f"energy up to {m['bandwidth_hz']:.0f} Hz (min_bandwidth_hz {p.min_bandwidth_hz})"))
+    if _above(m.get("music_prob"), p.max_music_prob):
+        out.append(("background_music", f"music_prob {m['music_prob']:.3f} (max_music_prob {p.max_music_prob})"))
     if _below(m.get("snr_db"), p.min_snr_db):
         out.append(("low_snr", f"SNR {m['snr_db']:.1f} dB (min_snr_db {p.min_snr_db})"))
     if _below(m.get("dnsmos_ovrl"), p.min_dnsmos_ovrl):

@@ -100,6 +100,7 @@ class DecideParams(StageParams):
     min_language_chars: int
     max_repeated_ngram_share: float | None
     min_repetition_words: int
+    max_music_prob: float | None
     tier_premium: float
     tier_standard: float
     dataset_language: str | None = from_dataset("language")

@@ -19,8 +19,10 @@
   (AudioSet's "Music" is 137) and ``speech_prob`` output ``music.speech_index``
   (AudioSet's "Speech" is 0). Logits (any value outside 0..1) go through a sigmoid.
 
-The stage drops a segment as music with no speech where :meth:`Detector.music_only_prob`
-is at least ``music.drop_prob``; curation drops a line whose ``music_prob`` is over
+The music stage drops a segment (``background_music``) before any model stage where
+:meth:`Assessment.dropped` says so: music with no voice (``music_only_prob`` at
+``music.drop_prob`` or more), or, where nothing separates it, music over
+``curate.max_music_prob``; curation drops a line whose ``music_prob`` is over
 ``curate.max_music_prob`` (``background_music``).
 """
 
@@ -58,6 +60,17 @@ class Assessment:
     @property
     def music_only_prob(self) -> float:
         return float(self.music_prob * (1.0 - self.speech_prob))
+
+    def dropped(self, drop_prob: float | None, max_music_prob: float | None = None) -> str | None:
+        """Why the music stage drops the segment before any model stage reads it, or None:
+        music with no voice (``music_only_prob`` at ``drop_prob`` or more), or, where
+        nothing separates it (``max_music_prob`` given: ``curate.max_music_prob``), music
+        over that limit, which curation would drop as ``background_music`` anyway."""
+        if drop_prob is not None and self.music_only_prob >= drop_prob:
+            return f"music with no voice: music_prob {self.music_prob:.3f}, speech_prob {self.speech_prob:.3f}"
+        if max_music_prob is not None and self.music_prob > max_music_prob:
+            return f"music_prob {self.music_prob:.3f} (max_music_prob {max_music_prob}), nothing to separate it"
+        return None
 
 
 def _resampled(audio: np.ndarray, sr: int, rate: int) -> np.ndarray:
@@ -111,17 +124,46 @@ def _held_peaks(db: np.ndarray) -> np.ndarray:
     return held & near
 
 
-def features(audio: np.ndarray, sr: int) -> dict[str, float] | None:
-    """The signal rule's measures of ``audio`` (float32 mono at ``sr``), or None when it is
-    shorter than :data:`MIN_SECONDS`:
+def _modulation(power: np.ndarray) -> float:
+    """Share of an envelope's modulation power at 2-8 Hz (syllables) among 0.5-25 Hz."""
+    if len(power) <= 8:
+        return 0.0
+    env = np.sqrt(power)
+    m = np.abs(np.fft.rfft((env - env.mean()) * np.hanning(len(env)))) ** 2
+    mf = np.fft.rfftfreq(len(env), HOP / RATE)
+    wide = m[(mf >= 0.5) & (mf <= 25.0)].sum()
+    return float(m[(mf >= 2.0) & (mf <= 8.0)].sum() / wide) if wide > 0 else 0.0
 
-    * ``held``: share of frames holding a note (a peak on one bin for :data:`HOLD_S`);
-    * ``held_power``: share of the band's power in held peaks;
-    * ``floor_db``: the 10th-percentile frame level below the 95th (dB): a voice's pauses
-      are quiet, music fills them;
-    * ``centroid_spread``: std of the spectral centroid over frames (Hz): speech moves it;
-    * ``modulation``: share of the band envelope's modulation at 2-8 Hz (syllables) among
-      0.5-25 Hz.
+
+SILENT = {
+    "floor_db": -40.0,
+    "pause_held": 0.0,
+    "quiet_held": 0.0,
+    "floor_x_pause_held": 0.0,
+    "floor_x_quiet_held": 0.0,
+    "level_range": 0.0,
+    "rest_range": 0.0,
+}
+FLOOR_DB = (-40.0, -20.0)  # floor_db's weight rises from 0 to 1 across this range
+
+
+def features(audio: np.ndarray, sr: int) -> dict[str, float] | None:
+    """The signal rule's measures of the segment ``audio`` itself (float32 mono at ``sr``),
+    or None when it is shorter than :data:`MIN_SECONDS`. Frames are 64 ms, every 16 ms,
+    in :data:`BAND_HZ`; a frame holds a note where a spectral peak stays on one bin (+-1)
+    for :data:`HOLD_S` or longer.
+
+    * ``floor_db``: the 10th-percentile frame level under the 95th (dB, -40 at most): a
+      voice leaves its pauses quiet, music under it fills them (and so does noise);
+    * ``pause_held``: the share of the frames 10 dB or more under the 95th percentile (the
+      pauses and weak sounds) that hold a note; ``quiet_held``: the same of the quieter half
+      of the frames: what fills the floor is music, not noise;
+    * ``floor_x_pause_held``, ``floor_x_quiet_held``: those times the floor's height
+      (``floor_db`` mapped from :data:`FLOOR_DB` to 0..1): a held note matters where the
+      floor is high, a high floor matters where it holds notes;
+    * ``level_range``: the 95th-percentile frame level over the 10th (dB, 60 at most), and
+      ``rest_range``: the same of the power outside held notes: a voice on top of music
+      moves the level, music alone moves it less.
     """
     x = _resampled(audio, sr, RATE)
     if len(x) < MIN_SECONDS * RATE:
@@ -129,38 +171,50 @@ def features(audio: np.ndarray, sr: int) -> dict[str, float] | None:
     spec = power_spectrogram(x)
     power = spec.sum(axis=1)
     if not np.isfinite(power).all() or power.max() <= 0:
-        return {"held": 0.0, "held_power": 0.0, "floor_db": -100.0, "centroid_spread": 0.0, "modulation": 0.0}
+        return dict(SILENT)
     db = 10 * np.log10(spec + 1e-12)
     held = _held_peaks(db)
+    frame_held = held.any(axis=1)
     level = 10 * np.log10(power + 1e-12)
-    loud = level >= level.max() - 50.0  # frames with something in them
-    f = np.linspace(BAND_HZ[0], BAND_HZ[1], spec.shape[1])
-    centroid = (spec * f).sum(axis=1) / (power + 1e-12)
-    env = np.sqrt(power)
-    env = env - env.mean()
-    m = np.abs(np.fft.rfft(env * np.hanning(len(env)))) ** 2 if len(env) > 8 else np.zeros(1)
-    mf = np.fft.rfftfreq(len(env), HOP / RATE) if len(env) > 8 else np.zeros(1)
-    wide = m[(mf >= 0.5) & (mf <= 25.0)].sum()
+    top = np.percentile(level, 95)
+    pause = level <= top - 10.0
+    quiet = level <= np.median(level)
+    rest = 10 * np.log10((spec * ~held).sum(axis=1) + 1e-12)
+    floor_db = float(max(FLOOR_DB[0], np.percentile(level, 10) - top))
+    height = (floor_db - FLOOR_DB[0]) / (FLOOR_DB[1] - FLOOR_DB[0])
+    pause_held = float(frame_held[pause].mean()) if pause.sum() >= 3 else 0.0
+    quiet_held = float(frame_held[quiet].mean())
     return {
-        "held": float(held[loud].any(axis=1).mean()) if loud.any() else 0.0,
-        "held_power": float((spec * held).sum() / (spec.sum() + 1e-12)),
-        "floor_db": float(np.percentile(level[loud], 10) - np.percentile(level[loud], 95)) if loud.any() else -100.0,
-        "centroid_spread": float(np.std(centroid[loud])) if loud.sum() > 1 else 0.0,
-        "modulation": float(m[(mf >= 2.0) & (mf <= 8.0)].sum() / wide) if wide > 0 else 0.0,
+        "floor_db": floor_db,
+        "pause_held": pause_held,
+        "quiet_held": quiet_held,
+        "floor_x_pause_held": float(min(1.0, height) * pause_held),
+        "floor_x_quiet_held": float(min(1.0, height) * quiet_held),
+        "level_range": float(min(60.0, top - np.percentile(level, 10))),
+        "rest_range": float(min(60.0, np.percentile(rest, 95) - np.percentile(rest, 10))),
     }
 
 
-def context_features(pieces: Iterable[np.ndarray], sr: int, segment_level_db: float | None) -> dict[str, float]:
-    """The file's non-speech next to a segment: ``ctx_held`` (share of its frames holding a
-    note) and ``ctx_level_db`` (its level under the segment's, dB; -100 with none)."""
-    xs = [_resampled(p, sr, RATE) for p in pieces]
+NO_CONTEXT = {"ctx_music": 0.0, "ctx_rise": 30.0}
+
+
+def context_features(pieces: Iterable[np.ndarray] | None, sr: int, segment_level_db: float | None) -> dict[str, float]:
+    """The file's non-speech next to a segment (``pieces``, each on its own, at ``sr``):
+
+    * ``ctx_music``: the share of its frames holding a note, times how loud it is (0 at 40 dB
+      or more under the segment, 1 at 20 dB or less): music in the pauses;
+    * ``ctx_rise``: how far the segment stands above it (dB, 0..30; 30 without any): a voice
+      stands above the music around it, a note VAD took for speech does not.
+    """
+    xs = [_resampled(p, sr, RATE) for p in (pieces or ())]
     xs = [x for x in xs if len(x) >= N_FFT]
     if not xs or segment_level_db is None:
-        return {"ctx_held": 0.0, "ctx_level_db": -100.0}
+        return dict(NO_CONTEXT)
     specs = [power_spectrogram(x) for x in xs]
     held = np.concatenate([_held_peaks(10 * np.log10(s + 1e-12)).any(axis=1) for s in specs])
-    level = 10 * np.log10(np.mean(np.concatenate([s.sum(axis=1) for s in specs])) + 1e-12)
-    return {"ctx_held": float(held.mean()), "ctx_level_db": float(max(-100.0, level - segment_level_db))}
+    level = 10 * np.log10(np.mean(np.concatenate([s.sum(axis=1) for s in specs])) + 1e-12) - segment_level_db
+    loud = float(np.clip((level + 40.0) / 20.0, 0.0, 1.0))
+    return {"ctx_music": float(held.mean()) * loud, "ctx_rise": float(np.clip(-level, 0.0, 30.0))}
 
 
 def _level_db(audio: np.ndarray, sr: int) -> float | None:
@@ -170,16 +224,28 @@ def _level_db(audio: np.ndarray, sr: int) -> float | None:
     return float(10 * np.log10(np.mean(power_spectrogram(x).sum(axis=1)) + 1e-12))
 
 
+def all_features(audio: np.ndarray, sr: int, noise: Sequence[np.ndarray] | None = None) -> dict[str, float] | None:
+    """:func:`features` and :func:`context_features` of one segment, or None when it is too short."""
+    f = features(audio, sr)
+    if f is None:
+        return None
+    return {**f, **context_features(noise, sr, _level_db(audio, sr))}
+
+
 def _logistic(z: float) -> float:
     return float(1.0 / (1.0 + np.exp(-np.clip(z, -50, 50))))
 
 
-# The logistic's weights: (intercept, {feature: weight}) on the features' values as
-# :func:`features` gives them. bench/music/detect_accuracy.py --fit prints them, fitted
-# on the calibration sources only (docs/stages/music.md).
-MUSIC_WEIGHTS = (-4.0, {"held": 6.0, "held_power": 4.0, "floor_db": 0.08, "centroid_spread": -0.002})
-SPEECH_WEIGHTS = (-2.0, {"modulation": 6.0, "centroid_spread": 0.004, "held": -2.0})
-CONTEXT_WEIGHT = 2.0  # added to the music logit per share of held frames in the non-speech, where it is loud
+# The logistics' weights, (intercept, {feature: weight}) on the values :func:`all_features`
+# gives: bench/music/detect_accuracy.py --fit prints them, fitted on the calibration sources
+# only (tests/music/mixes.py; docs/stages/music.md).
+MUSIC_WEIGHTS = (-3.928, {"floor_x_pause_held": 4.9293, "floor_x_quiet_held": 6.5503, "ctx_music": 4.4718})
+SPEECH_WEIGHTS = (-2.149, {"ctx_rise": 0.6943, "level_range": -0.0309, "rest_range": 0.0335})
+
+
+def score(weights, f: dict[str, float]) -> float:
+    b, w = weights
+    return b + sum(v * f[k] for k, v in w.items())
 
 
 class SignalDetector:
@@ -187,26 +253,15 @@ class SignalDetector:
 
     kind = "signal"
 
-    def __init__(self, music_weights=MUSIC_WEIGHTS, speech_weights=SPEECH_WEIGHTS, context_weight=CONTEXT_WEIGHT):
+    def __init__(self, music_weights=MUSIC_WEIGHTS, speech_weights=SPEECH_WEIGHTS):
         self.music_weights = music_weights
         self.speech_weights = speech_weights
-        self.context_weight = context_weight
-
-    @staticmethod
-    def _score(weights, f: dict[str, float]) -> float:
-        b, w = weights
-        return b + sum(v * f[k] for k, v in w.items())
 
     def assess(self, audio: np.ndarray, sr: int, noise: Sequence[np.ndarray] | None = None) -> Assessment | None:
-        f = features(audio, sr)
+        f = all_features(audio, sr, noise)
         if f is None:
             return None
-        z = self._score(self.music_weights, f)
-        if noise:
-            c = context_features(noise, sr, _level_db(audio, sr))
-            if c["ctx_level_db"] > -40.0:  # a pause that holds something
-                z += self.context_weight * c["ctx_held"]
-        return Assessment(_logistic(z), _logistic(self._score(self.speech_weights, f)))
+        return Assessment(_logistic(score(self.music_weights, f)), _logistic(score(self.speech_weights, f)))
 
     def assess_batch(self, batch, noises=None) -> list[Assessment | None]:
         noises = noises or [None] * len(batch)

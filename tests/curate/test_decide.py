@@ -1,6 +1,7 @@
 """Decisions: thresholds -> reasons, tiers, accounting; a threshold change touches no measurement."""
 
 import hashlib
+from dataclasses import replace
 
 import pytest
 from conftest import Run, asr_lines, damage, params, write_variant
@@ -76,6 +77,7 @@ def test_first_reason_in_order_and_all_listed():
         "overlap",
         "clipped",
         "narrowband",
+        "background_music",
         "low_snr",
         "low_quality",
         "transcript_mismatch",
@@ -181,3 +183,17 @@ def test_an_excluded_speaker_leaves_the_kept_lines_and_the_ledger_says_so(tmp_pa
         ("seg1", "excluded", "curate"),
         ("seg3", "excluded", "curate"),
     ]
+
+
+def test_music_under_the_speech_is_dropped_as_background_music_and_measured():
+    """A line whose music_prob (the music stage's) is over max_music_prob is dropped
+    background_music before the SNR and DNSMOS checks, which music misleads; a line without
+    one (the music stage off) fails nothing; a kept line carries its figure."""
+    ok, out = decide({**GOOD, "music_prob": 0.9, "snr_db": 5.0}, "s1", 0.1, None, P)
+    assert not ok and out["reason"] == "background_music" and out["failed"][:2] == ["background_music", "low_snr"]
+    assert out["music_prob"] == 0.9 and "max_music_prob" in out["detail"]
+    ok, out = decide({**GOOD, "music_prob": 0.1}, "s1", 0.1, None, P)
+    assert ok and out["music_prob"] == 0.1
+    assert decide(GOOD, "s1", 0.1, None, P)[0]
+    off = replace(P, max_music_prob=None)
+    assert decide({**GOOD, "music_prob": 0.99}, "s1", 0.1, None, off)[0]
