@@ -19,5 +19,6 @@ def run(f, p):
     """music_prob of each segment of one shard; music alone dropped, flagged files separated."""
     from . import stage
 
-    torch_threads(f.threads)
+    if p.separate.model:  # torch only where a separator runs (the signal rule is numpy)
+        torch_threads(f.threads)
     stage.run(stage.MusicFiles(f.segments, f.out, f.rejects, f.vocals, f.resume), p, f.threads)

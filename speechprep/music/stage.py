@@ -2,7 +2,8 @@
 
 :func:`run` (rule ``music``, per shard, after VAD and diarization, before ASR): the shard's
 segments grouped by file, resumable per file on :class:`~speechprep.core.shardjob.ShardJob`.
-Each segment is read at 16 kHz and judged by the detector (:mod:`.detect`):
+Each segment is read at 16 kHz and judged by the detector (:mod:`.detect`), with the file's
+pauses either side of it (:func:`pause_spans`: up to a second each, never into other speech):
 
 * music with no speech (``music_only_prob`` at least ``music.drop_prob``: what VAD took
   for speech) is dropped ``background_music`` here, before any model stage runs on it;
@@ -55,6 +56,8 @@ log = logging.getLogger("speechprep.music")
 STAGE = "music"
 VERSION = "1"
 DIGITS = 4  # music_prob's rounding
+CONTEXT_S = 1.0  # s of the file's pauses either side of a segment the detector reads
+MIN_PAUSE_S = 0.1  # a shorter pause is no context
 
 
 @dataclass(frozen=True)
@@ -105,6 +108,39 @@ class Models:
         return self._separator
 
 
+def pause_spans(segs: list[dict], seconds: float = CONTEXT_S) -> dict[str, list[tuple[float, float]]]:
+    """Per segment of one file, the file's non-speech either side of the speech stretch that
+    holds it (its segments' spans merged), ``seconds`` at most each, never into other speech:
+    what the detector reads as the segment's context (a file's pauses that hold music)."""
+    spans = sorted((float(s.get("offset") or 0.0), float(s.get("offset") or 0.0) + float(s["duration"])) for s in segs)
+    merged: list[list[float]] = []
+    for a, b in spans:
+        if merged and a <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], b)
+        else:
+            merged.append([a, b])
+    out = {}
+    for s in segs:
+        a = float(s.get("offset") or 0.0)
+        k = max(i for i, (x, _) in enumerate(merged) if x <= a + 1e-9)
+        start, end = merged[k]
+        before = (max(merged[k - 1][1] if k else 0.0, start - seconds), start)
+        after = (end, min(merged[k + 1][0] if k + 1 < len(merged) else end + seconds, end + seconds))
+        out[s["id"]] = [(x, y) for x, y in (before, after) if y - x >= MIN_PAUSE_S]
+    return out
+
+
+def _pauses(path: str, spans: list[tuple[float, float]]) -> list[np.ndarray]:
+    """The pauses' audio at 16 kHz, each on its own; one that does not decode is left out."""
+    out = []
+    for a, b in spans:
+        try:
+            out.append(read_segment({"audio_filepath": path, "offset": a, "duration": round(b - a, 4)}, SAMPLE_RATE))
+        except AudioError:
+            continue
+    return out
+
+
 def _fit(x: np.ndarray, n: int) -> np.ndarray:
     """``x`` cut or zero-padded to ``n`` samples."""
     return x[:n] if len(x) >= n else np.pad(x, (0, n - len(x)))
@@ -129,8 +165,11 @@ class FileJob:
                 audio[s["id"]] = read_segment(s, SAMPLE_RATE)
             except AudioError as e:  # ASR rejects it for its reason, as without this stage
                 log.info("%s: not judged (%s: %s)", s["id"], e.reason, e.detail)
-        found = self.models.detector.assess_batch([(audio[s["id"]], SAMPLE_RATE) for s in segs if s["id"] in audio])
-        judged = dict(zip([s["id"] for s in segs if s["id"] in audio], found, strict=True))
+        read = [s for s in segs if s["id"] in audio]
+        spans = pause_spans(segs)
+        noises = [_pauses(s["audio_filepath"], spans[s["id"]]) for s in read]
+        found = self.models.detector.assess_batch([(audio[s["id"]], SAMPLE_RATE) for s in read], noises)
+        judged = dict(zip([s["id"] for s in read], found, strict=True))
         lines, rejects = [], []
         for s in segs:
             a = judged.get(s["id"])

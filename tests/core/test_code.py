@@ -8,7 +8,7 @@ from tests.support import REPO
 PACKAGE = REPO / "speechprep"
 # subpackages that are stages (demo/ and models/ build models from code); shared pieces live in
 # core/, encoders/ and text/
-STAGES = {"ingest", "vad", "diarize", "asr", "s2s", "curate", "tts", "export", "report"}
+STAGES = {"ingest", "vad", "diarize", "music", "asr", "s2s", "curate", "tts", "export", "report"}
 MAX_LINES = 60
 # the package's layers, lowest first: a module imports only from its own layer or those below
 LAYERS = (

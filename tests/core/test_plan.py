@@ -22,13 +22,15 @@ def plan(cfg=None, content=None, **changes) -> Plan:
 def test_the_defaults_route_the_demo_through_diarization_and_the_read_speech_past_it():
     p = plan()
     assert p.diarized("demo") and not p.diarized("read")  # an audio_dir; a manifest of given text
-    assert p.asr_segments("demo", "shard-0001") == "results/demo/diarize/shard-0001.segments.jsonl"
-    assert p.asr_segments("read", "shard-0000") == "results/read/vad/shard-0000.segments.jsonl"
+    assert p.music_input("demo", "shard-0001") == "results/demo/diarize/shard-0001.segments.jsonl"
+    assert p.music_input("read", "shard-0000") == "results/read/vad/shard-0000.segments.jsonl"
+    assert p.asr_segments("demo", "shard-0001") == "results/demo/music/shard-0001.segments.jsonl"
+    assert p.asr_segments("read", "shard-0000") == "results/read/music/shard-0000.segments.jsonl"
     assert (p.asr_job("demo"), p.asr_job("read")) == ("run", "given")
     assert p.asr_job_model("read") == [] and p.asr_job_model("demo") == p.asr_model_files()
     # units cover the audio of the text: the ASR lines of a transcribed dataset, else the segments
     assert p.s2s_segments("read", "shard-0000") == "results/read/asr/shard-0000.jsonl"
-    assert p.s2s_segments("demo", "shard-0000") == "results/demo/diarize/shard-0000.segments.jsonl"
+    assert p.s2s_segments("demo", "shard-0000") == "results/demo/music/shard-0000.segments.jsonl"
     assert p.tts_segments("demo", "shard-0000") == "results/demo/curate/shard-0000.measures.jsonl"
     assert p.curate_kept("demo") == ["results/demo/curate/shard-0000.jsonl", "results/demo/curate/shard-0001.jsonl"]
 
@@ -45,7 +47,7 @@ def test_what_a_run_without_curation_or_diarization_reads():
     assert not plan(stages=["vad"]).diarized("demo")  # nothing after VAD reads it
     off = plan()
     off.config["diarize"]["enabled"] = False
-    assert off.asr_segments("demo", "shard-0000") == "results/demo/vad/shard-0000.segments.jsonl"
+    assert off.music_input("demo", "shard-0000") == "results/demo/vad/shard-0000.segments.jsonl"
     assert off.diarize_report_files("demo") == []
 
 
@@ -65,9 +67,10 @@ def test_the_music_stage_sits_between_diarization_and_asr_where_it_runs():
     p.config["separate"]["model"] = "models/vocals.onnx"
     p.config["music"].update(detector="onnx", model="models/tagger.onnx")
     assert p.music_model_files() == ["models/tagger.onnx", "models/vocals.onnx"]
-    # without it in `stages:`, ASR reads what it reads today
-    assert plan().asr_segments("demo", "shard-0001") == "results/demo/diarize/shard-0001.segments.jsonl"
-    assert "music" not in " ".join(plan().all_targets())
+    # without it in `stages:`, ASR reads the diarization's segments
+    without = plan(stages=["vad", "asr", "s2s", "curate", "tts"])
+    assert without.asr_segments("demo", "shard-0001") == "results/demo/diarize/shard-0001.segments.jsonl"
+    assert "music" not in " ".join(without.all_targets() + without.report_inputs("demo"))
 
 
 def test_a_transcribed_shard_with_a_long_recording_is_aligned_first():

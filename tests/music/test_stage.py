@@ -156,3 +156,15 @@ def test_a_separator_failing_on_everything_fails_the_shard_loudly(shard, tmp_pat
     with pytest.raises(SystematicFailure):
         stage.run(f, params(drop_prob=None, separate__model=str(tmp_path / "short.onnx"), separate__min_music_prob=0.0))
     assert not Path(f.out).exists()
+
+
+def test_a_segment_s_context_is_the_file_s_pauses_either_side_never_other_speech():
+    segs = [
+        {"id": "a", "offset": 0.5, "duration": 2.0},
+        {"id": "b", "offset": 2.5, "duration": 1.0},  # meets a: one stretch of speech
+        {"id": "c", "offset": 4.0, "duration": 1.0},
+        {"id": "d", "offset": 5.05, "duration": 1.0},  # 50 ms after c: no pause worth reading
+    ]
+    spans = stage.pause_spans(segs)
+    assert spans["a"] == spans["b"] == [(0.0, 0.5), (3.5, 4.0)]
+    assert spans["c"] == [(3.5, 4.0)] and spans["d"] == [(6.05, 7.05)]
