@@ -15,6 +15,9 @@ left"). :mod:`tests.real_speech` fetches them from Debian's archive.
 
 from __future__ import annotations
 
+import io
+import json
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -115,3 +118,34 @@ def vctk(root: Path, voices_: list[Voice] | None = None) -> dict[str, dict]:
         info.append(f"{spk[1:]}  23  {v.gender}    English    Southern  England")
     (root / "speaker-info.txt").write_text("\n".join(info) + "\n", encoding="utf-8")
     return truth
+
+
+def hf_saved(path: Path, utterances: list, speaker: str) -> dict[str, dict]:
+    """``utterances`` as a ``datasets`` DatasetDict (split ``train``) saved by ``save_to_disk``:
+    ``id``, ``audio`` (FLAC bytes at the recording's rate, the ``Audio`` feature), ``sentence``,
+    ``who``; returns each row's truth by id. ``datasets`` encodes Audio only through torchcodec,
+    so the table is built in Arrow in the feature's schema and wrapped in a ``Dataset``."""
+    import pyarrow as pa
+    from datasets import Audio, Dataset, DatasetDict, Features, Value
+    from datasets.table import InMemoryTable
+
+    cols: dict[str, list] = {"id": [], "audio": [], "sentence": [], "who": []}
+    truth = {}
+    for k, u in enumerate(utterances):
+        x, sr = real_speech.read(u.path)
+        buf = io.BytesIO()
+        sf.write(buf, x, sr, format="FLAC", subtype="PCM_16")
+        rid = f"{speaker}-{k:02d}"
+        for col, v in zip(cols, (rid, {"bytes": buf.getvalue(), "path": f"{rid}.flac"}, u.text, speaker)):
+            cols[col].append(v)
+        truth[rid] = {"text": u.text, "speaker": speaker, "duration": len(x) / sr}
+    features = Features({"id": Value("string"), "audio": Audio(), "sentence": Value("string"), "who": Value("string")})
+    table = pa.table(cols, schema=features.arrow_schema)
+    DatasetDict({"train": Dataset(InMemoryTable(table))}).save_to_disk(str(path))
+    return truth
+
+
+if __name__ == "__main__":  # python -m tests.ingest.source_corpora hf DIR: the ALSA voice saved; its truth on stdout
+    if sys.argv[1:2] != ["hf"] or len(sys.argv) != 3:
+        raise SystemExit("usage: python -m tests.ingest.source_corpora hf DIR")
+    print(json.dumps(hf_saved(Path(sys.argv[2]), alsa_with_text(), "alsa_voice")))

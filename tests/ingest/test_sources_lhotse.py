@@ -196,6 +196,7 @@ def test_bad_input_each_with_its_own_reason_nothing_run(tmp_path, voices):
     rpath, spath = tmp_path / "r.jsonl.gz", tmp_path / "s.jsonl.gz"
     RecordingSet.from_recordings(recs).to_file(rpath)
     _raw_line(rpath, json.dumps({**good.to_dict(), "id": "good"}).encode() + b"\n")  # a second "good"
+    _raw_line(rpath, json.dumps({**good.to_dict(), "id": "zero", "sampling_rate": 0}).encode() + b"\n")
     d = good.duration
     sups = [
         SupervisionSegment("ok", "good", 0.0, d / 2, text=u.text, speaker="1001"),
@@ -205,6 +206,7 @@ def test_bad_input_each_with_its_own_reason_nothing_run(tmp_path, voices):
         SupervisionSegment("by-command", "cmd", 0.0, 1.0, text="a command"),
         SupervisionSegment("by-url", "url", 0.0, 1.0, text="a url"),
         SupervisionSegment("speeded", "fast", 0.0, 1.0, text="speeded"),
+        SupervisionSegment("at-zero-hz", "zero", 0.0, 1.0, text="a recording of no rate"),
         SupervisionSegment("ok", "good", d / 2, d / 4, text="the same id again"),
     ]
     SupervisionSet.from_segments(sups).to_file(spath)
@@ -223,6 +225,7 @@ def test_bad_input_each_with_its_own_reason_nothing_run(tmp_path, voices):
         "by-command": "source_command",
         "by-url": "source_url",
         "speeded": "lhotse_transforms",
+        "at-zero-hz": "malformed_line",
         "ok": "duplicate_id",
         "good": "duplicate_id",  # the recording given twice
         "half": "malformed_line",
@@ -230,7 +233,7 @@ def test_bad_input_each_with_its_own_reason_nothing_run(tmp_path, voices):
     assert sorted(v for k, v in reasons.items() if k.startswith("s.jsonl.gz:")) == ["bad_encoding", "malformed_line"]
     cmd_reject = next(r for r in out.rejects if r["source_id"] == "by-command")
     assert f"touch {witness}" in cmd_reject["detail"]
-    assert len(out.lines) + len(out.rejects) == len(sups) + 3 + 1  # every line of both files once
+    assert len(out.lines) + len(out.rejects) == len(sups) + 3 + 1  # every supervision once, the second "good" too
 
 
 def test_usage_errors(tmp_path):

@@ -80,14 +80,30 @@ class Audio:
     transforms: bool
 
     @classmethod
-    def of(cls, r) -> Audio:
-        sources = tuple((s.type, tuple(int(c) for c in s.channels), str(s.source)) for s in r.sources)
-        return cls(str(r.id), sources, r.num_samples / r.sampling_rate, bool(r.transforms))
+    def of(cls, r) -> Audio | Bad:
+        """The recording's audio, or why it has none a stage could read (a malformed line)."""
+        try:
+            sources = tuple(
+                (
+                    s.type,
+                    tuple(int(c) for c in s.channels),
+                    os.path.abspath(s.source) if s.type == "file" else str(s.source),
+                )
+                for s in r.sources
+            )  # a file's path absolute once (from the working directory, as Lhotse takes it)
+            duration = r.num_samples / r.sampling_rate
+        except (TypeError, ValueError, ZeroDivisionError, AttributeError) as e:
+            return Bad(
+                "malformed_line", f"recording {r.id!r}: no sources, samples and rate Lhotse describes: {e!r:.200}"
+            )
+        if not sources or not duration > 0:
+            return Bad("malformed_line", f"recording {r.id!r}: {len(sources)} sources, {duration} s")
+        return cls(str(r.id), sources, duration, bool(r.transforms))
 
     def first_path(self) -> str | None:
         for kind, _, source in self.sources:
             if kind == "file":
-                return os.path.abspath(source)
+                return source
         return None
 
 
@@ -220,7 +236,7 @@ class Emitter:
             raise Bad("source_url", f"recording {audio.id!r} is at a URL, never fetched: {src[:300]!r}")
         if kind != "file":
             raise Bad("source_unsupported", f"recording {audio.id!r} has a {kind!r} source; ingest reads files only")
-        path = os.path.abspath(src)
+        path = src
         if path not in self._exists:
             self._exists[path] = os.path.isfile(path)
         if not self._exists[path]:
@@ -248,7 +264,12 @@ class Emitter:
                 raise Bad("no_recording", f"supervision {sid!r}: recording {sup.recording_id!r} is not in the manifest")
             if isinstance(audio, Bad):
                 raise audio
-            start, duration = base + float(sup.start), float(sup.duration)
+            try:
+                start, duration = base + float(sup.start), float(sup.duration)
+            except (TypeError, ValueError):
+                raise Bad(
+                    "malformed_line", f"supervision {sid!r}: start {sup.start!r}, duration {sup.duration!r}"
+                ) from None
             if start < 0 or not duration > 0:
                 raise Bad("bad_segment", f"supervision {sid!r}: start {start} s, duration {duration} s", path)
             if start + duration > audio.duration + END_TOLERANCE:
@@ -284,13 +305,12 @@ class Emitter:
             if isinstance(r, Bad):
                 audio.setdefault(where, r)
                 continue
-            a = Audio.of(r)
-            if a.id in audio:
-                self.out.reject(
-                    a.id, a.first_path(), "duplicate_id", f"recording id {a.id!r} given again: the first is kept"
-                )
+            a, rid = Audio.of(r), str(r.id)
+            if rid in audio:
+                path = a.first_path() if isinstance(a, Audio) else None
+                self.out.reject(rid, path, "duplicate_id", f"recording id {rid!r} given again: the first is kept")
                 continue
-            audio[a.id] = a
+            audio[rid] = a
         named: set[str] = set()
         for where, sup in supervisions:
             if isinstance(sup, Bad):
@@ -319,6 +339,11 @@ class Emitter:
                 )
             return
         audio = Audio.of(cut.recording)
+        if isinstance(audio, Bad):
+            for sup in cut.supervisions or [cut]:
+                if self._first(str(sup.id), "cut", None):
+                    self._reject(str(sup.id), audio)
+            return
         if cut.supervisions:
             for sup in cut.supervisions:
                 self.supervision(sup, audio, base=float(cut.start))
