@@ -199,3 +199,28 @@ def test_usage_errors(tmp_path, saved):
         read({"path": str(tmp_path / "none")}, tmp_path)
     with pytest.raises(UsageError, match="unknown key"):
         read({**spec, "decode": True}, tmp_path)
+
+
+def test_through_ingest_a_rerun_writes_nothing_again(tmp_path, saved):
+    """The ingest stage on a saved dataset: its audio under results/<ds>/audio, the lines with
+    their source_id; run again, the same manifest bytes and not one audio file rewritten."""
+    from speechprep.ingest import stage
+    from speechprep.ingest.params import IngestParams
+    from speechprep.io.jsonio import read_jsonl
+    from tests.support import config
+
+    spec, rows = saved
+    out = tmp_path / "results" / "hfds"
+    cfg = {**config(), "datasets": {"hfds": {"hf": spec, "text": "given"}}}
+    p = IngestParams.from_config(cfg, "hfds", name="hfds")
+
+    def run():
+        stage.run(p, str(out / "manifest.jsonl"), str(out / "rejects.jsonl"), str(out / "shards"), threads=2)
+        return (out / "manifest.jsonl").read_bytes(), files(out / "audio")
+
+    first, audio = run()
+    lines = {x["source_id"]: x for x in read_jsonl(out / "manifest.jsonl")}
+    assert set(lines) == {r["id"] for r in rows} and len(audio) == len(rows)
+    text = {r["id"]: r["sentence"] for r in rows}
+    assert all(x["audio_filepath"] in audio and x["text"] == text[sid] for sid, x in lines.items())
+    assert run() == (first, audio)

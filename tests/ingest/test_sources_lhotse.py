@@ -314,3 +314,29 @@ def test_recipe_usage_errors(tmp_path):
         read({"name": "librispeech", "corpus_dir": str(tmp_path), "options": {"download": True}}, "lhotse_recipe")
     with pytest.raises(UsageError, match="cannot read"):  # VCTK without its speaker-info.txt
         read({"name": "vctk", "corpus_dir": str(tmp_path)}, "lhotse_recipe")
+
+
+def test_through_ingest_the_lines_keep_source_ids_and_rejects_their_reasons(tmp_path, manifests):
+    """The ingest stage on a Lhotse dataset: every supervision and bare recording a manifest
+    line with its source_id, text and bounds; a second run writes the same bytes."""
+    from speechprep.ingest import stage
+    from speechprep.ingest.params import IngestParams
+    from speechprep.io.jsonio import read_jsonl
+    from tests.support import config
+
+    spec, truth, whole, _, _ = manifests
+    out = tmp_path / "out"
+    cfg = {**config(), "datasets": {"lh": {"lhotse": spec, "text": "asr", "probe": True}}}
+    p = IngestParams.from_config(cfg, "lh", name="lh")
+
+    def run():
+        stage.run(p, str(out / "manifest.jsonl"), str(out / "rejects.jsonl"), str(out / "shards"), threads=2)
+        return (out / "manifest.jsonl").read_bytes()
+
+    first = run()
+    lines = {x["source_id"]: x for x in read_jsonl(out / "manifest.jsonl")}
+    assert set(lines) == set(truth) | set(whole) and not list(read_jsonl(out / "rejects.jsonl"))
+    for sid, t in truth.items():
+        assert (lines[sid]["text"], lines[sid]["speaker"]) == (t["text"], t["speaker"])
+        assert lines[sid]["offset"] == pytest.approx(t["offset"], abs=1e-6)
+    assert run() == first
