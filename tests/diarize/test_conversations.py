@@ -1,5 +1,5 @@
-"""Diarization's figures (changes, overlaps, DER, one voice), on conversations built from real voices (Debian's recordings) and the
-demo's espeak-ng voices, each diarized once per module:
+"""Diarization's figures (changes, overlaps, DER, one voice), on conversations built from real
+voices (Debian's recordings) and the demo's espeak-ng voices, each diarized once per module:
 
 * turn changes without a pause (0-0.2 s) between two voices: >= 90% of the VAD segments
   holding one are cut within 0.5 s of it, or dropped;
