@@ -20,7 +20,7 @@ def lines(f, p):
     inputs="lines columns features",
     outputs="rejects",
     options="resume out-dir",
-    memory=Memory(500, shard_mb_per_s=0.15),  # the shard's FLAC bytes and Parquet table
+    memory=Memory(500, shard_mb_per_s=0.01),  # its lines and index; audio one row group at a time
 )
 def shard(f, p):
     """One shard's kept segments (--lines, its cut of the manifests) in every format of

@@ -143,29 +143,44 @@ def parquet_path(out: Path, shard: str) -> Path:
     return out / DATA / f"{SPLIT}-{shard_number(shard):06d}.parquet"
 
 
+def outcomes(segments) -> list[tuple[dict, dict]]:
+    """``(line, outcome)`` per segment of a writer's ``segments``, without reading its audio
+    (:class:`speechprep.export.stage.Segments` reads a segment's audio when it is taken)."""
+    accepted = getattr(segments, "accepted", None)
+    return accepted if accepted is not None else [(s[0], s[1]) for s in segments]
+
+
+def _parquet_rows(rows: list, sample_rate: int, columns: dict[str, str], schema):
+    """One row group's table: ``rows`` of (line, outcome, FLAC bytes, arrays)."""
+    import pyarrow as pa
+
+    data = {k: _column([item.get(k) for item, *_ in rows], t) for k, t in columns.items() if t != "array"}
+    data["audio"] = [{"bytes": audio, "path": f"{d['key']}.flac"} for _item, d, audio, _a in rows]
+    data["sample_rate"] = [sample_rate] * len(rows)
+    for kind, dtype in array_kinds(columns).items():
+        data[kind] = [
+            None if kind not in arrays else np.asarray(arrays[kind], dtype=dtype).reshape(-1) for *_, arrays in rows
+        ]
+        data[f"{kind}_path"] = [item.get(kind) for item, *_ in rows]
+    return pa.table(data, schema=schema)
+
+
 def write_parquet(segments, out: Path, shard: str, sample_rate: int, columns: dict[str, str]) -> list[tuple[str, str]]:
     """One row per segment: the manifest fields, ``audio`` (FLAC bytes and the
     member name, the ``Audio`` feature), ``sample_rate``, each array as a list in
-    its own dtype and its ``.npy`` location as ``<kind>_path``."""
-    import pyarrow as pa
+    its own dtype and its ``.npy`` location as ``<kind>_path``; built and written one row
+    group at a time (a group's audio in memory, not the shard's)."""
     import pyarrow.parquet as pq
 
-    features = parquet_features(columns, sample_rate)
-    data = {k: _column([item.get(k) for item, *_ in segments], t) for k, t in columns.items() if t != "array"}
-    data["audio"] = [{"bytes": audio, "path": f"{d['key']}.flac"} for _item, d, audio, _a in segments]
-    data["sample_rate"] = [sample_rate] * len(segments)
-    for kind, dtype in array_kinds(columns).items():
-        data[kind] = [
-            None if kind not in arrays else np.asarray(arrays[kind], dtype=dtype).reshape(-1) for *_, arrays in segments
-        ]
-        data[f"{kind}_path"] = [item.get(kind) for item, *_ in segments]
-    table = pa.table(data, schema=features.arrow_schema)
+    schema = parquet_features(columns, sample_rate).arrow_schema
     path = parquet_path(out, shard)
-    with atomic_open(path, "wb") as f, pq.ParquetWriter(f, table.schema) as w:
-        if len(table):  # none: no row group at all (`datasets` fails on an empty one)
-            w.write_table(table, row_group_size=PARQUET_ROWS_PER_GROUP)
+    with atomic_open(path, "wb") as f, pq.ParquetWriter(f, schema) as w:
+        # none: no row group at all (`datasets` fails on an empty one)
+        for start in range(0, len(segments), PARQUET_ROWS_PER_GROUP):
+            rows = segments[start : start + PARQUET_ROWS_PER_GROUP]
+            w.write_table(_parquet_rows(rows, sample_rate, columns, schema), row_group_size=PARQUET_ROWS_PER_GROUP)
     member = path.relative_to(out).as_posix()
-    return [(f"{member}:{i}", d["sha256"]) for i, (_item, d, _audio, _arrays) in enumerate(segments)]
+    return [(f"{member}:{i}", d["sha256"]) for i, (_item, d) in enumerate(outcomes(segments))]
 
 
 def write_card(out: Path, shards: list[str], rows: int) -> None:
@@ -323,7 +338,7 @@ def write_lhotse_shar(segments, out: Path, shard: str, sample_rate: int, columns
     for name in sorted(new):
         os.replace(tmp / name, data / name)
     tmp.rmdir()
-    return [(f"{DATA}/{recordings}:{item['id']}.flac", sha[f"{item['id']}.flac"]) for item, *_ in segments]
+    return [(f"{DATA}/{recordings}:{item['id']}.flac", sha[f"{item['id']}.flac"]) for item, _d in outcomes(segments)]
 
 
 # -- NeMo tarred audio ----------------------------------------------------------

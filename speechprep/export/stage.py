@@ -41,6 +41,7 @@ import shutil
 import tarfile
 import tempfile
 from array import array
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +53,7 @@ from ..errors import UsageError, describe
 from ..io.audio import AudioError, read_segment
 from ..io.jsonio import atomic_open, read_jsonl, write_json, write_jsonl
 from ..io.npyio import load_ref
-from .layouts import column_types, shard_number, summarize, write_lhotse_shar, write_parquet
+from .layouts import column_types, outcomes, shard_number, summarize, write_lhotse_shar, write_parquet
 from .params import BucketParams, ExportParams
 
 log = logging.getLogger("speechprep.export")
@@ -241,29 +242,38 @@ def run_shard(
         return not isinstance(outcome, Accepted) or (audio_dir / f"{outcome.data['key']}.flac").exists()
 
     todo = job.todo(keep=keep)
-    arrays = {}  # id -> feature arrays, read once: checked here, written into every format below
     with job.running(todo):
         for item in todo:
-            outcome, arrays[item["id"]], seconds = _cut_one(item, params, audio_dir)
+            outcome, _arrays, seconds = _cut_one(item, params, audio_dir)  # its arrays checked here
             job.emit(item, outcome, audio_seconds=seconds)
 
-    # (line, outcome, FLAC bytes, feature arrays) per segment (a resumed one's arrays read now)
-    segments = [
-        (
-            item,
-            d,
-            (audio_dir / f"{d['key']}.flac").read_bytes(),
-            arrays[item["id"]] if arrays.get(item["id"]) is not None else features_of(item),
-        )
-        for item, d in job.accepted()
-    ]
+    segments = Segments(list(job.accepted()), audio_dir)
     summary = job.commit(write_containers(segments, out_dir, job.name, params, columns), rejects)
     shutil.rmtree(audio_dir)  # with any temp file a killed run left
     return summary
 
 
+class Segments(Sequence):
+    """``(line, outcome, FLAC bytes, feature arrays)`` per accepted segment of a shard, each
+    read from ``audio_dir`` and its feature files when it is taken: a writer holds one
+    segment's audio and arrays (the Parquet writer one row group's), not the shard's, so a
+    job's memory does not grow with its shard (bench/export/scale.py)."""
+
+    def __init__(self, accepted: list[tuple[dict, dict]], audio_dir: Path):
+        self.accepted, self.audio_dir = accepted, audio_dir
+
+    def __len__(self) -> int:
+        return len(self.accepted)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(len(self)))]
+        item, d = self.accepted[i]
+        return item, d, (self.audio_dir / f"{d['key']}.flac").read_bytes(), features_of(item)
+
+
 def write_containers(
-    segments: list, out_dir: str, shard: str, params: ExportParams, columns: dict[str, str]
+    segments: Sequence, out_dir: str, shard: str, params: ExportParams, columns: dict[str, str]
 ) -> dict[Path, list[dict]]:
     """The shard's files in every format; returns each format's index lines by path."""
     outputs = {}
@@ -271,7 +281,7 @@ def write_containers(
         members = WRITERS[fmt](segments, Path(out_dir) / fmt, shard, params.sample_rate, columns)
         outputs[Path(out_dir) / fmt / f"{shard}.index.jsonl"] = [
             {"id": item["id"], "member": m, "sha256": sha, "duration": d["samples"] / params.sample_rate}
-            for (item, d, _, _), (m, sha) in zip(segments, members, strict=True)
+            for (item, d), (m, sha) in zip(outcomes(segments), members, strict=True)
         ]
     return outputs
 
