@@ -42,6 +42,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 FILE_S = 600.0
+CODE = [REPO]  # the tree whose speechprep the jobs import (--code)
 
 
 def source(work: Path) -> Path:
@@ -103,7 +104,24 @@ o = {out!r}
 stage.run_decide({shard!r}, o + "/in_rejects.jsonl", o + "/speakers.jsonl", o + "/dups.jsonl",
                  o + "/kept.jsonl", o + "/rejects.jsonl", p)
 """
+EXPORT_JOB = """
+import json
+import shutil
+from speechprep.export import stage
+from speechprep.export.layouts import column_types
+from speechprep.export.params import ExportParams
+from speechprep.io.jsonio import read_jsonl
+from tests.support import params
+o = {out!r}
+lines = o + "/shard-0000.jsonl"  # the export's shard name: a shard's
+shutil.copy({shard!r}, lines)
+with open(o + "/columns.json", "w", encoding="utf-8") as f:
+    json.dump(column_types(read_jsonl(lines)), f)
+stage.run_shard(lines, o + "/columns.json", o + "/export", o + "/rejects.jsonl", params(ExportParams),
+                o + "/partial.jsonl")
+"""
 JOBS = {"vad": (VAD_JOB, "vad", "seg.jsonl"), "curate_measure": (MEASURE_JOB, "curate", "measures.jsonl")}
+JOBS["export"] = (EXPORT_JOB, "export", "export/parquet/shard-0000.index.jsonl")
 JOBS["curate_decide"] = (DECIDE_JOB, "curate", "kept.jsonl rejects.jsonl")
 
 
@@ -120,8 +138,8 @@ def run_job(kind: str, work: Path, path: Path, hours: float, workers: int, prepa
     t = time.monotonic()
     p = subprocess.Popen(
         [str(python), "-c", code.format(out=str(out), shard=str(path), workers=workers)],
-        cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
+        cwd=CODE[0],
+        env={**os.environ, "PYTHONPATH": str(CODE[0])},
     )
     _, status, usage = os.wait4(p.pid, 0)
     if status != 0:
@@ -213,10 +231,13 @@ def main() -> None:
     ap.add_argument("--vad-hours", default="0.5,1,2,5,10,20,50", help="VAD shard sizes (audio hours)")
     ap.add_argument("--measure-hours", default="0.05,0.1,0.2", help="curate measure's shard sizes")
     ap.add_argument("--decide-hours", default="0.5,5,20,50", help="curate decide's shard sizes")
+    ap.add_argument("--export-hours", default="0.5,2,5", help="export's shard sizes (every format of the config)")
     ap.add_argument("--workers", type=int, default=1, help="each job's workers (threads)")
     ap.add_argument("--work", default=str(REPO / ".cache" / "shard_memory"))
+    ap.add_argument("--code", default=str(REPO), help="the tree (speechprep, tests, config) the jobs import")
     ap.add_argument("--json", help="write the figures here")
     a = ap.parse_args()
+    CODE[0] = Path(a.code).resolve()
     work = Path(a.work)
     wav = source(work)
     sizes = {
@@ -241,6 +262,10 @@ def main() -> None:
             path = repeated(work, measured, h)
             rows.append(run_job("curate_decide", work, path, h, a.workers, decide_inputs(path)))
         out["curate_decide"] = report("curate_decide", rows)
+    for h in [float(x) for x in a.export_hours.split(",") if x]:
+        out.setdefault("export_runs", []).append(run_job("export", work, segments(work, wav, h, a.workers), h, 1))
+    if out.get("export_runs"):
+        out["export"] = report("export", out.pop("export_runs"))
     if a.json:
         Path(a.json).write_text(json.dumps(out, indent=1), encoding="utf-8")
 
