@@ -77,21 +77,6 @@ def write_corpus(work: Path, n: int) -> tuple[Path, Path]:
     return kaldi, manifest
 
 
-class Count:
-    """A sink that counts (the reader's cost alone)."""
-
-    audio_dir = ""
-
-    def __init__(self):
-        self.lines = self.rejects = 0
-
-    def line(self, rec):
-        self.lines += 1
-
-    def reject(self, *args):
-        self.rejects += 1
-
-
 def ingest(work: Path, ds: dict) -> tuple[float, str]:
     """The ingest job of ``ds`` through snakemake: wall seconds and its summary line."""
     run = work / f"run_{next(iter(ds))}"
@@ -121,6 +106,7 @@ def main() -> None:
     kaldi, manifest = write_corpus(work, a.utterances)
     print(f"corpus: {a.utterances:,} utterances (Kaldi directory and manifest) in {time.perf_counter() - t:.1f} s")
 
+    from speechprep.ingest.sources import Count
     from speechprep.ingest.sources import kaldi as reader
 
     sink = Count()

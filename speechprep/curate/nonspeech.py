@@ -72,7 +72,14 @@ class NonSpeech:
         for a, b in self.pieces(seg):
             try:
                 blocks = list(
-                    stream_mono(seg["audio_filepath"], rate, block_seconds=b - a + 1.0, offset=a, duration=b - a)
+                    stream_mono(
+                        seg["audio_filepath"],
+                        rate,
+                        block_seconds=b - a + 1.0,
+                        offset=a,
+                        duration=b - a,
+                        channel=seg.get("channel"),  # the source's channel, as the segment is read
+                    )
                 )
             except AudioError:
                 continue

@@ -467,7 +467,7 @@ def run(p: IngestParams, manifest_out: str, rejects_out: str, shards_dir: str, t
     ing = Ingest(p.name)
     source = p.source()
     if source:
-        ing.read_source(*source, str(Path(manifest_out).parent / SOURCE_AUDIO))
+        ing.read_source(*source, os.path.abspath(Path(manifest_out).parent / SOURCE_AUDIO))
     elif p.audio_dir:
         ing.scan_dir(p.audio_dir, p.extensions)
     else:

@@ -99,6 +99,20 @@ class Collect:
         return {r["source_id"]: r["reason"] for r in self.rejects}
 
 
+class Count:
+    """A :class:`Sink` that only counts (a reader's own cost, in a benchmark)."""
+
+    def __init__(self, audio_dir: str = "") -> None:
+        self.audio_dir = audio_dir
+        self.lines = self.rejects = 0
+
+    def line(self, rec: dict[str, Any]) -> None:
+        self.lines += 1
+
+    def reject(self, source_id: str, path: str | None, reason: str, detail: str) -> None:
+        self.rejects += 1
+
+
 Reader = Callable[[Any, Sink], None]
 
 
