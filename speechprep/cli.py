@@ -37,7 +37,7 @@ FLAGS: dict[str, dict[str, Any]] = {
     "write-modern": {"metavar": "OUT", "help": "write a copy plain fairseq loads"},
     "format": {"help": "an export format (export.formats)"},
     "configfile": {"action": "extend", "help": "a config file, as snakemake's (repeatable: later over earlier)"},
-    "split": {"choices": ["auto", "speaker", "source"], "help": "split the sample by speaker or by source"},
+    "split": {"choices": ["auto", "speaker", "source", "file"], "help": "split the sample by speaker, source or file"},
 }
 
 

@@ -102,3 +102,14 @@ def summary(f, p):
     from . import stage
 
     stage.run_summary(f.kept, f.rejects, f.clusters, f.summary, f.speakers, p, f.removed)
+
+
+@job("curate calibrate", "curate", options="configfile* manifest out split? threads?")
+def calibrate(f, p):
+    """Choose curation's thresholds (curate.max_music_prob, min_snr_db, min_dnsmos_ovrl and the
+    tier edges) on one part of a labelled sample (lines: audio_filepath, optional offset/duration,
+    label: keep or a drop reason, source or speaker) and report each drop's precision and recall
+    on the other, split by source; write them as a curate: block a further --configfile takes."""
+    from . import calibrate
+
+    calibrate.run(f.configfile or [], f.manifest, f.out, f.split or "auto", int(f.threads or 1))
