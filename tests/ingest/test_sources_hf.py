@@ -148,6 +148,15 @@ def test_parquet_files_read_as_the_saved_dataset(tmp_path, saved):
     assert by_id(from_parquet) == by_id(read(spec, audio))
 
 
+def test_a_relative_audio_dir_gives_absolute_paths(tmp_path, saved, monkeypatch):
+    """Ingest's jobs name their results relative to the working directory: the lines' paths
+    are absolute all the same."""
+    spec, rows = saved
+    monkeypatch.chdir(tmp_path)
+    out = read(spec, "results/ds/audio")
+    assert all(x["audio_filepath"].startswith(str(tmp_path / "results" / "ds" / "audio")) for x in out.lines)
+
+
 def test_without_an_id_column_a_row_is_its_split_and_index(tmp_path, rows):
     features = Features({"audio": Audio(), "sentence": Value("string")})
     path = tmp_path / "noid"

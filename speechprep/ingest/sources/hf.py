@@ -165,7 +165,7 @@ def audio_path(audio_dir: str, source_id: str, data: bytes, ext: str) -> str:
     id and 12 hex digits of the bytes' BLAKE2b."""
     folder = shard_name(id_digest(source_id) % AUDIO_FOLDERS)
     digest = hashlib.blake2b(data, digest_size=6).hexdigest()
-    return os.path.join(audio_dir, "hf", folder, f"{file_stem(source_id)}-{digest}{ext}")
+    return os.path.join(os.path.abspath(audio_dir), "hf", folder, f"{file_stem(source_id)}-{digest}{ext}")
 
 
 def write_audio(audio_dir: str, source_id: str, data: bytes) -> tuple[str, float | None]:
