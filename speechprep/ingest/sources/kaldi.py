@@ -306,128 +306,153 @@ def read(spec: str | dict, out: Sink) -> None:
     d = Path(spec if isinstance(spec, str) else spec.get("dir", "")).absolute()
     if not (d / "wav.scp").is_file():
         raise UsageError(f"kaldi: {d} is not a Kaldi data directory (it has no wav.scp)")
-    segments = _optional(d, "segments", columns=4, keep_later=True)
-    wav = read_table(d / "wav.scp", keep_later=segments is None)  # no segments: a recording is an utterance
-    side = {name: _optional(d, name, columns=None if name == "text" else 2) for name in UTTERANCE_FILES}
-    spk2utt = _optional(d, "spk2utt")
-    spk2gender = _optional(d, "spk2gender", columns=2)
-    reco2dur = _optional(d, "reco2dur", columns=2)
+    _Reading(d, out).run()
 
-    done: set[str] = set()
 
-    def reject(key: str, path: str | None, reason: str, detail: str) -> None:
-        done.add(key)
-        out.reject(key, path, reason, detail)
+class _Reading:
+    """One pass over a Kaldi directory: its tables, each recording's audio, each utterance once."""
 
-    # each recording's audio, or why it is not read (the reject of each of its utterances)
-    audio: dict[str, Audio | NotRead] = {}
-    for reco, value in wav.values.items():
-        try:
-            a = wav_scp_audio(value, f"wav.scp line {wav.lines[reco]}")
-            if a.sphere:
-                coding = sphere_coding(a.path)
-                if "shorten" in coding:
-                    a = Audio(decode_shorten(a.path, out.audio_dir, reco.replace("/", "__")), a.channel)
-            audio[reco] = a
-        except NotRead as e:
-            audio[reco] = e
-    for reco, (reason, detail) in wav.problems.items():
-        audio[reco] = NotRead(reason, detail)
+    def __init__(self, d: Path, out: Sink) -> None:
+        self.out = out
+        self.segments = _optional(d, "segments", columns=4, keep_later=True)
+        self.wav = read_table(
+            d / "wav.scp", keep_later=self.segments is None
+        )  # no segments: a recording is one utterance
+        self.side = {name: _optional(d, name, columns=None if name == "text" else 2) for name in UTTERANCE_FILES}
+        self.spk2gender = _optional(d, "spk2gender", columns=2)
+        self.reco2dur = _optional(d, "reco2dur", columns=2)
+        self.speakers = _speakers(self.side["utt2spk"], _optional(d, "spk2utt"))
+        self.done: set[str] = set()
 
-    # the utterances: segments lines, else wav.scp's recordings whole
-    if segments is not None:
+    def reject(self, key: str, path: str | None, reason: str, detail: str) -> None:
+        self.done.add(key)
+        self.out.reject(key, path, reason, detail)
+
+    def run(self) -> None:
+        audio = self.recordings()
+        utts = self.utterances(audio)
+        problems = self.problems()
+        for utt, (reco, start, end) in utts.items():
+            if utt not in self.done:
+                self.utterance(utt, audio.get(reco), reco, start, end, problems)
+        self.leftovers(problems)
+
+    def recordings(self) -> dict[str, Audio | NotRead]:
+        """Each recording's audio, or why it is not read (the reject of each of its utterances)."""
+        audio: dict[str, Audio | NotRead] = {}
+        for reco, value in self.wav.values.items():
+            try:
+                a = wav_scp_audio(value, f"wav.scp line {self.wav.lines[reco]}")
+                if a.sphere and "shorten" in sphere_coding(a.path):
+                    a = Audio(decode_shorten(a.path, self.out.audio_dir, reco.replace("/", "__")), a.channel)
+                audio[reco] = a
+            except NotRead as e:
+                audio[reco] = e
+        for reco, (reason, detail) in self.wav.problems.items():
+            audio[reco] = NotRead(reason, detail)
+        return audio
+
+    def utterances(self, audio: dict) -> dict[str, tuple[str, float | None, float | None]]:
+        """The utterances: segments lines, else wav.scp's recordings whole."""
+        segments = self.segments
+        if segments is None:
+            return {reco: (reco, None, None) for reco in audio}
         utts: dict[str, tuple[str, float | None, float | None]] = {}
         for utt, value in segments.values.items():
             reco, start, end = value.split()
             s, e = _seconds(start), _seconds(end)
             if s is None or e is None or s < 0 or (e != -1 and e <= s):
-                reject(utt, None, "segment_out_of_range", f"segments line {segments.lines[utt]}: {utt} {value!r}")
+                self.reject(utt, None, "segment_out_of_range", f"segments line {segments.lines[utt]}: {utt} {value!r}")
                 continue
             utts[utt] = (reco, s, None if e == -1 else e)
         for utt, (reason, detail) in segments.problems.items():
-            reject(utt, None, reason, detail)
+            self.reject(utt, None, reason, detail)
         used = {reco for reco, _, _ in utts.values()}
         for reco in audio:
             if reco not in used:
-                reject(
-                    reco,
-                    audio[reco].path if isinstance(audio[reco], Audio) else None,
-                    "no_segments",
-                    f"wav.scp lists recording {reco!r}; no segments line is in it",
-                )
-    else:
-        utts = {reco: (reco, None, None) for reco in audio}
+                path = audio[reco].path if isinstance(audio[reco], Audio) else None
+                self.reject(reco, path, "no_segments", f"wav.scp lists recording {reco!r}; no segments line is in it")
+        return utts
 
-    speakers = _speakers(side["utt2spk"], spk2utt)
-    problems: dict[str, tuple[str, str]] = {}
-    for t in side.values():
-        for key, why in t.problems.items() if t is not None else ():
-            problems.setdefault(key, why)
-    for utt, why in speakers.problems.items():
-        problems.setdefault(utt, why)
+    def problems(self) -> dict[str, tuple[str, str]]:
+        """Each utterance's first problem in a side table or the speaker files."""
+        problems: dict[str, tuple[str, str]] = {}
+        for t in self.side.values():
+            for key, why in t.problems.items() if t is not None else ():
+                problems.setdefault(key, why)
+        for utt, why in self.speakers.problems.items():
+            problems.setdefault(utt, why)
+        return problems
 
-    for utt, (reco, start, end) in utts.items():
-        if utt in done:
-            continue
-        a = audio.get(reco)
-        path = a.path if isinstance(a, Audio) else None
+    def utterance(self, utt: str, a, reco: str, start, end, problems: dict) -> None:
+        """One utterance's line, or its reject."""
         if utt in problems:
-            reject(utt, path, *problems[utt])
-            continue
+            return self.reject(utt, a.path if isinstance(a, Audio) else None, *problems[utt])
         if a is None:
-            reject(utt, None, "no_recording", f"segments names recording {reco!r}, which wav.scp lacks")
-            continue
+            return self.reject(utt, None, "no_recording", f"segments names recording {reco!r}, which wav.scp lacks")
         if isinstance(a, NotRead):
-            reject(utt, None, a.reason, a.detail)
-            continue
+            return self.reject(utt, None, a.reason, a.detail)
         rec: dict = {"source_id": utt, "audio_filepath": a.path}
         if a.channel is not None:
             rec["channel"] = a.channel
-        total = _seconds(reco2dur.values[reco]) if reco2dur is not None and reco in reco2dur.values else None
-        if start is not None:
-            stop = end if end is not None else total
-            if stop is None:
-                try:
-                    stop = _header_seconds(a.path)
-                except Exception as e:  # noqa: BLE001 (libsndfile's errors: the file's reject)
-                    reject(utt, a.path, "unreadable", f"not a readable audio file ({type(e).__name__}: {e})")
-                    continue
-            if total is not None and stop > total + SEGMENT_END_SLACK:
-                reject(utt, a.path, "segment_out_of_range", f"ends at {stop:.3f} s, past reco2dur's {total:.3f} s")
-                continue
-            rec["offset"], rec["duration"] = start, round(stop - start, 6)
-        else:
-            dur = side["utt2dur"].values.get(utt) if side["utt2dur"] is not None else None
+        if not self.timing(rec, utt, a.path, reco, start, end):
+            return None
+        self.labels(rec, utt)
+        self.done.add(utt)
+        self.out.line(rec)
+        return None
+
+    def timing(self, rec: dict, utt: str, path: str, reco: str, start, end) -> bool:
+        """``offset``/``duration`` from segments, utt2dur or reco2dur; False when rejected."""
+        r2d = self.reco2dur
+        total = _seconds(r2d.values[reco]) if r2d is not None and reco in r2d.values else None
+        if start is None:
+            dur = self.side["utt2dur"].values.get(utt) if self.side["utt2dur"] is not None else None
             dur = _seconds(dur) if dur is not None else total
             if dur is not None and dur > 0:
                 rec["duration"] = dur
-        if side["text"] is not None and utt in side["text"].values:
-            rec["text"] = side["text"].values[utt]
-        spk = speakers.of.get(utt)
+            return True
+        stop = end if end is not None else total
+        if stop is None:
+            try:
+                stop = _header_seconds(path)
+            except Exception as e:  # noqa: BLE001 (libsndfile's errors: the file's reject)
+                self.reject(utt, path, "unreadable", f"not a readable audio file ({type(e).__name__}: {e})")
+                return False
+        if total is not None and stop > total + SEGMENT_END_SLACK:
+            self.reject(utt, path, "segment_out_of_range", f"ends at {stop:.3f} s, past reco2dur's {total:.3f} s")
+            return False
+        rec["offset"], rec["duration"] = start, round(stop - start, 6)
+        return True
+
+    def labels(self, rec: dict, utt: str) -> None:
+        """What the directory says of the utterance: text, speaker, gender, language."""
+        if self.side["text"] is not None and utt in self.side["text"].values:
+            rec["text"] = self.side["text"].values[utt]
+        spk = self.speakers.of.get(utt)
         if spk:
             rec["speaker"] = spk
-            g = spk2gender.values.get(spk) if spk2gender is not None else None
+            g = self.spk2gender.values.get(spk) if self.spk2gender is not None else None
             if g:
                 rec["gender"] = GENDERS.get(g.lower(), g)
-        if side["utt2lang"] is not None and utt in side["utt2lang"].values:
-            rec["language"] = side["utt2lang"].values[utt]
-        done.add(utt)
-        out.line(rec)
+        if self.side["utt2lang"] is not None and utt in self.side["utt2lang"].values:
+            rec["language"] = self.side["utt2lang"].values[utt]
 
-    # later duplicates of an utterance, and every key no utterance has
-    for key, detail in (segments or wav).duplicates:
-        out.reject(key, None, "duplicate_id", detail)
-    listing = "segments" if segments is not None else "wav.scp"
-    for name, t in side.items():
-        for key in t.values if t is not None else ():
-            if key not in done:
-                why = "speaker_mismatch" if name == "utt2spk" else "no_recording"
-                reject(key, None, why, f"{name} lists {key!r}, which {listing} lacks")
-    for key in sorted(speakers.listed - done):
-        reject(key, None, "speaker_mismatch", f"spk2utt lists {key!r}, which {listing} lacks")
-    for key, (reason, detail) in problems.items():
-        if key not in done:
-            reject(key, None, reason, detail)
+    def leftovers(self, problems: dict) -> None:
+        """Later duplicates of an utterance, and every key no utterance has."""
+        for key, detail in (self.segments or self.wav).duplicates:
+            self.out.reject(key, None, "duplicate_id", detail)
+        listing = "segments" if self.segments is not None else "wav.scp"
+        for name, t in self.side.items():
+            for key in t.values if t is not None else ():
+                if key not in self.done:
+                    why = "speaker_mismatch" if name == "utt2spk" else "no_recording"
+                    self.reject(key, None, why, f"{name} lists {key!r}, which {listing} lacks")
+        for key in sorted(self.speakers.listed - self.done):
+            self.reject(key, None, "speaker_mismatch", f"spk2utt lists {key!r}, which {listing} lacks")
+        for key, (reason, detail) in problems.items():
+            if key not in self.done:
+                self.reject(key, None, reason, detail)
 
 
 def _header_seconds(path: str) -> float:
