@@ -238,18 +238,14 @@ def _segment_lines(entry: dict[str, Any], segments: list[tuple[float, float]]) -
     return seg_lines
 
 
-def analyze_file(entry: dict[str, Any], p: VadParams) -> Outcome:
-    """VAD for one manifest entry: accepted with its ``stats`` and ``segments``
-    (and ``notes`` for the log), or rejected."""
-    fid, path = entry["id"], entry["audio_filepath"]
-    damage: list[tuple[float, str]] = []
-    spectrum = Centroids(p.hop_size) if narrowband(entry, p) else None
-    # an utterance of a source's recording (speechprep.ingest.sources): its own span, its channel
+def _read_flags(entry: dict[str, Any], p: VadParams, spectrum, damage: list) -> tuple | Rejected:
+    """Stream the entry's audio (an utterance of a source's recording: its own span and channel)
+    through TEN-VAD: ``(probs, flags, samples)``, or why it cannot be read."""
     base = float(entry.get("offset") or 0.0)
     span = entry.get("duration") if entry.get("offset") is not None else None
     try:
         stream = stream_mono(
-            path,
+            entry["audio_filepath"],
             SAMPLE_RATE,
             p.block_seconds,
             offset=base,
@@ -269,12 +265,24 @@ def analyze_file(entry: dict[str, Any], p: VadParams) -> Outcome:
         return Rejected("segment_out_of_range", f"ends at {base + span:.3f} s, the file's audio at {end:.3f} s")
     if n == 0:
         return Rejected("empty", "no samples decoded")
-    duration = n / SAMPLE_RATE
     if n < p.hop_size:
         return Rejected(
             "too_short",
-            f"{duration * 1000:.1f} ms is shorter than one VAD frame ({p.hop_size / SAMPLE_RATE * 1000:.0f} ms)",
+            f"{n / SAMPLE_RATE * 1000:.1f} ms is shorter than one VAD frame ({p.hop_size / SAMPLE_RATE * 1000:.0f} ms)",
         )
+    return probs, flags, n
+
+
+def analyze_file(entry: dict[str, Any], p: VadParams) -> Outcome:
+    """VAD for one manifest entry: accepted with its ``stats`` and ``segments``
+    (and ``notes`` for the log), or rejected."""
+    damage: list[tuple[float, str]] = []
+    spectrum = Centroids(p.hop_size) if narrowband(entry, p) else None
+    read = _read_flags(entry, p, spectrum, damage)
+    if isinstance(read, Rejected):
+        return read
+    probs, flags, n = read
+    duration = n / SAMPLE_RATE
     threshold, notes = p.threshold, []
     if spectrum is not None:
         threshold = p.narrowband_threshold
@@ -291,12 +299,13 @@ def analyze_file(entry: dict[str, Any], p: VadParams) -> Outcome:
         seg_lines = _segment_lines(entry, segments)
     else:  # one utterance per line, trimmed, never cut
         seg_lines = utterance_lines(entry, segments, duration, p)
+    base = float(entry.get("offset") or 0.0)
     if base:  # times on the file's clock, as every stage reads them
         for line in seg_lines:
             for key in ("offset", "vad_offset"):
                 if key in line:
                     line[key] = round(line[key] + base, 4)
-    stats = file_stats(fid, duration, segments)
+    stats = file_stats(entry["id"], duration, segments)
     if damage:
         stats["truncated_at"] = round(damage[0][0], 4)
     data = {"stats": stats, "segments": seg_lines}
