@@ -13,7 +13,7 @@ power), and a piece of music alone at the speech's level, each with the file's n
 either side (1 s: the same music, or the recording's own quiet) and without it (a file with
 no pause).
 
-``--fit`` fits the two logistics of ``speechprep.music.detect`` on the calibration part
+``--fit`` fits the two logistics of ``speechprep.encoders.music`` on the calibration part
 (music: clean speech against 10 dB and louder music and music alone; speech: music alone
 against the rest, with context) and prints them as the module's ``MUSIC_WEIGHTS`` and
 ``SPEECH_WEIGHTS``, and ``curate.max_music_prob``: the highest music_prob at which the
@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from speechprep.music import detect as D
+from speechprep.encoders import music as D
 from tests.music import mixes as M
 from tests.support import REPO
 

@@ -94,7 +94,7 @@ def read_sample(manifest: str, split: str) -> tuple[list[dict], str]:
 def measure(lines: list[dict], cfg: dict[str, Any], threads: int) -> tuple[list[dict], dict[str, int]]:
     """``dnsmos_ovrl``, ``snr_db`` and ``music_prob`` of every line that decodes; the rest
     counted by reason."""
-    from ..music import detect
+    from ..encoders import music as detect
     from .dnsmos import Dnsmos
 
     c = cfg["curate"]
@@ -196,6 +196,22 @@ def figures(rows: list[dict], got: list[str]) -> dict[str, Any]:
     return out
 
 
+def choose_all(part: list[dict], base: DecideParams) -> tuple[dict, dict, tuple | None]:
+    """Each drop's threshold (the configured one where the part cannot choose it) and the tier
+    edges, chosen on ``part``: ``(chosen, notes, edges)``."""
+    chosen, notes = {}, {}
+    for label, (_, _, key, _) in CHECKS.items():
+        t, facts = choose(part, label)
+        notes[key] = facts
+        chosen[key] = t if t is not None else getattr(base, key)
+        if t is None:
+            notes[key]["kept_configured"] = True
+    edges = tiers(part)
+    if edges:
+        chosen["tier_standard"], chosen["tier_premium"] = edges
+    return chosen, notes, edges
+
+
 def run(configfiles: list[str], manifest: str, out: str, split: str = "auto", threads: int = 1) -> dict[str, Any]:
     """Choose curation's thresholds on one part of ``manifest``, report them on the other,
     write the ``curate:`` block to ``out``."""
@@ -210,16 +226,7 @@ def run(configfiles: list[str], manifest: str, out: str, split: str = "auto", th
             which = ("calibration", "report")[k]
             raise UsageError(f"the sample's {which} part (split by {split}) has no clip labelled keep: give more")
     base = DecideParams.from_config(cfg)
-    chosen, notes, block = {}, {}, {}
-    for label, (_, _, key, _) in CHECKS.items():
-        t, facts = choose(parts[0], label)
-        notes[key] = facts
-        chosen[key] = t if t is not None else getattr(base, key)
-        if t is None:
-            notes[key]["kept_configured"] = True
-    edges = tiers(parts[0])
-    if edges:
-        chosen["tier_standard"], chosen["tier_premium"] = edges
+    chosen, notes, edges = choose_all(parts[0], base)
     p = replace(base, **chosen)
     configured = figures(parts[1], predict(parts[1], base))
     report = figures(parts[1], predict(parts[1], p))

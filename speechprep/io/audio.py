@@ -104,10 +104,7 @@ def stream_mono(
                 break  # header promised more frames than the file holds
             _check_finite(x, pos, sr)
             pos += len(x)
-            if channel is not None:
-                mono = np.ascontiguousarray(x[:, channel])
-            else:
-                mono = x[:, 0] if x.shape[1] == 1 else x.mean(axis=1, dtype=np.float32)
+            mono = _mono(x, channel)
             if resampler is not None:
                 flushed = pos >= stop or damage is not None
                 mono = resampler.resample_chunk(mono, last=flushed)
@@ -121,6 +118,13 @@ def stream_mono(
                 yield tail
         if damage is not None:
             on_damage((pos - start) / sr, f"decodes up to {pos / sr:.3f} s, then {damage}")
+
+
+def _mono(x: np.ndarray, channel: int | None) -> np.ndarray:
+    """A ``(frames, channels)`` block as one channel: the one named, else their mean."""
+    if channel is not None:
+        return np.ascontiguousarray(x[:, channel])
+    return x[:, 0] if x.shape[1] == 1 else x.mean(axis=1, dtype=np.float32)
 
 
 def _resampler(sr: int, target_sr: int):

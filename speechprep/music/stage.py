@@ -49,7 +49,7 @@ from ..errors import describe
 from ..io.audio import SAMPLE_RATE, AudioError, probe, read_segment
 from ..io.jsonio import atomic_open, read_jsonl
 from ..io.npyio import load_npy, save_npy
-from . import detect
+from ..encoders import music as detect
 from .params import MusicParams
 
 log = logging.getLogger("speechprep.music")

@@ -11,7 +11,7 @@ import pytest
 from speechprep.curate.nonspeech import NonSpeech
 from speechprep.errors import UsageError
 from speechprep.io.audio import stream_mono
-from speechprep.music import detect as D
+from speechprep.encoders import music as D
 from tests.music import mixes as M
 from tests.support import config
 
