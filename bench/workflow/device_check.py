@@ -584,14 +584,7 @@ def report(r: dict) -> None:
         print(f"    | {line}")
 
 
-def main() -> None:
-    if len(sys.argv) > 1 and sys.argv[1] == "--worker":
-        name, path, device, threads, mode, t0 = sys.argv[2:8]
-        print(json.dumps(worker(name, Path(path), device, int(threads), mode, float(t0))))
-        return
-    if len(sys.argv) > 1 and sys.argv[1] == "--feed":
-        print(json.dumps(feed(int(sys.argv[2]), int(sys.argv[3]))))
-        return
+def arguments() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("command", nargs="?", default="run", choices=["run", "carry"])
     ap.add_argument("--device", default="auto", help="auto (CUDA when torch sees it) | cuda | cpu")
@@ -604,26 +597,12 @@ def main() -> None:
     ap.add_argument("--json", help="write every figure here")
     ap.add_argument("--budget-s", type=float, help="no model worker starts after this (s; 420 on CUDA, 1800 on CPU)")
     ap.add_argument("--s2s-python", default=str(REPO / ".venvs/s2s/bin/python"), help="carry: builds the sdists")
-    a = ap.parse_args()
-    if a.command == "carry":
-        sys.exit(build_carry(a.s2s_python))
-    t_all = time.perf_counter()
-    code = "import torch; print('cuda' if torch.cuda.is_available() else 'cpu')"
-    device = sub([python_for("asr"), "-c", code], "torch").strip() if a.device == "auto" else a.device
-    mode = "quick" if a.quick else ("cuda" if device.startswith("cuda") else "cpu")
-    a.budget_s = a.budget_s or (420.0 if device.startswith("cuda") else 1800.0)
-    names = a.models.split(",") if a.models else (["titanet-tiny"] if a.quick else list(real_size.MODELS))
-    if not device.startswith("cuda"):
-        print("NO CUDA DEVICE: the same steps on the CPU, at smaller sizes (figures of this CPU, not a GPU's)")
-    print(f"device {device}; {machine(device)}; sizes {mode}: {SIZES[mode]}", flush=True)
-    built = build(names, Path(a.dir))
-    print(
-        f"build: {len(built['files'])} models from code in {built['wall_s']:.1f} s (files kept in {a.dir})", flush=True
-    )
-    results, failed = {"device": device, "mode": mode, "build": built, "models": []}, []
-    for name, why in built["failed"].items():
-        print(f"{name}: FAILED to build: {why}", flush=True)
-        failed.append(name)
+    return ap.parse_args()
+
+
+def run_models(names, built, device, mode, a, t_all, failed) -> list[dict]:
+    """Each built model in its own worker, within --budget-s: its figures, printed."""
+    out = []
     for name in [n for n in names if n in built["files"]]:
         left = a.budget_s - (time.perf_counter() - t_all)
         if left < 60:  # the feed rate and the report still to come
@@ -651,14 +630,18 @@ def main() -> None:
         r["fixed_share_of_1h_shard"] = r["fixed_s"] / (r["fixed_s"] + 3600 / r["throughput"]["rtfx"])
         print(f"{name} on {device}:", flush=True)
         report(r)
-        results["models"].append(r)
+        out.append(r)
+    return out
+
+
+def feed_and_table(models: list[dict], quick: bool) -> dict:
+    """The audio feed rate per core, then a table of every model's figures beside it."""
     processes = os.cpu_count() or 1
     fr = json.loads(
-        sub([python_for("asr"), __file__, "--feed", str(processes), "1" if a.quick else "3"], "feed rate")
+        sub([python_for("asr"), __file__, "--feed", str(processes), "1" if quick else "3"], "feed rate")
         .strip()
         .splitlines()[-1]
     )
-    results["feed"] = fr
     codecs = "; ".join(f"{k} {v['rate']:.0f}" for k, v in fr["per_codec"].items())
     print(
         f"feed rate (the job's read_segment, audio s per CPU s): {fr['per_core']:.0f} per core ({codecs}); "
@@ -669,7 +652,7 @@ def main() -> None:
         " job RTFx, reading in line |"
     )
     print("|---|---|---|---|---|---|---|")
-    for r in results["models"]:
+    for r in models:
         rtfx, slope = r["throughput"]["rtfx"], r["mb_per_batch_s"]["slope_mb_per_s"]
         inline = 1 / (1 / rtfx + 1 / fr["per_core"])  # the job reads each batch's audio, then infers, in one thread
         r["cores_to_feed"], r["job_rtfx_inline"] = rtfx / fr["per_core"], inline
@@ -677,6 +660,39 @@ def main() -> None:
             f"| {r['model']} | {rtfx:.1f} | {r['fixed_s']:.1f} | {100 * r['fixed_share_of_1h_shard']:.2f} % | "
             f"{'-' if slope is None else f'{slope:.2f}'} | {r['cores_to_feed']:.2f} | {inline:.1f} |"
         )
+    return fr
+
+
+def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "--worker":
+        name, path, device, threads, mode, t0 = sys.argv[2:8]
+        print(json.dumps(worker(name, Path(path), device, int(threads), mode, float(t0))))
+        return
+    if len(sys.argv) > 1 and sys.argv[1] == "--feed":
+        print(json.dumps(feed(int(sys.argv[2]), int(sys.argv[3]))))
+        return
+    a = arguments()
+    if a.command == "carry":
+        sys.exit(build_carry(a.s2s_python))
+    t_all = time.perf_counter()
+    code = "import torch; print('cuda' if torch.cuda.is_available() else 'cpu')"
+    device = sub([python_for("asr"), "-c", code], "torch").strip() if a.device == "auto" else a.device
+    mode = "quick" if a.quick else ("cuda" if device.startswith("cuda") else "cpu")
+    a.budget_s = a.budget_s or (420.0 if device.startswith("cuda") else 1800.0)
+    names = a.models.split(",") if a.models else (["titanet-tiny"] if a.quick else list(real_size.MODELS))
+    if not device.startswith("cuda"):
+        print("NO CUDA DEVICE: the same steps on the CPU, at smaller sizes (figures of this CPU, not a GPU's)")
+    print(f"device {device}; {machine(device)}; sizes {mode}: {SIZES[mode]}", flush=True)
+    built = build(names, Path(a.dir))
+    print(
+        f"build: {len(built['files'])} models from code in {built['wall_s']:.1f} s (files kept in {a.dir})", flush=True
+    )
+    results, failed = {"device": device, "mode": mode, "build": built, "models": []}, []
+    for name, why in built["failed"].items():
+        print(f"{name}: FAILED to build: {why}", flush=True)
+        failed.append(name)
+    results["models"] = run_models(names, built, device, mode, a, t_all, failed)
+    results["feed"] = feed_and_table(results["models"], a.quick)
     results["wall_s"] = time.perf_counter() - t_all
     print(
         f"\ndevice check on {device} ({mode}): {len(results['models'])} of {len(names)} models, "
