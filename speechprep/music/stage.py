@@ -45,11 +45,11 @@ from ..core.failures import FailureRule
 from ..core.names import file_stem
 from ..core.rejects import reject
 from ..core.shardjob import Accepted, ShardJob
+from ..encoders import music as detect
 from ..errors import describe
 from ..io.audio import SAMPLE_RATE, AudioError, probe, read_segment
 from ..io.jsonio import atomic_open, read_jsonl
 from ..io.npyio import load_npy, save_npy
-from ..encoders import music as detect
 from .params import MusicParams
 
 log = logging.getLogger("speechprep.music")

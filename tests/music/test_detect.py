@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from speechprep.curate.nonspeech import NonSpeech
+from speechprep.encoders import music as D
 from speechprep.errors import UsageError
 from speechprep.io.audio import stream_mono
-from speechprep.encoders import music as D
 from tests.music import mixes as M
 from tests.support import config
 
