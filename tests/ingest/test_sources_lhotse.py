@@ -220,17 +220,17 @@ def test_bad_input_each_with_its_own_reason_nothing_run(tmp_path, voices):
     reasons = out.reasons()
     assert {k: v for k, v in reasons.items() if not k.startswith("s.jsonl.gz:")} == {
         "in-gone": "missing",
-        "past-end": "segment_past_end",
+        "past-end": "segment_out_of_range",
         "orphan": "no_recording",
-        "by-command": "source_command",
+        "by-command": "command_not_allowed",
         "by-url": "source_url",
         "speeded": "lhotse_transforms",
-        "at-zero-hz": "malformed_line",
+        "at-zero-hz": "bad_line",
         "ok": "duplicate_id",
         "good": "duplicate_id",  # the recording given twice
-        "half": "malformed_line",
+        "half": "bad_line",
     }
-    assert sorted(v for k, v in reasons.items() if k.startswith("s.jsonl.gz:")) == ["bad_encoding", "malformed_line"]
+    assert sorted(v for k, v in reasons.items() if k.startswith("s.jsonl.gz:")) == ["bad_encoding", "bad_line"]
     cmd_reject = next(r for r in out.rejects if r["source_id"] == "by-command")
     assert f"touch {witness}" in cmd_reject["detail"]
     assert len(out.lines) + len(out.rejects) == len(sups) + 3 + 1  # every supervision once, the second "good" too

@@ -25,7 +25,7 @@ soundfile.
 
 Each rejected row's reason: ``duplicate_id``, ``no_audio`` (neither bytes nor a path),
 ``unreadable`` (bytes soundfile cannot read), ``missing`` (a path that is not there),
-``bad_encoding`` (text bytes that are not UTF-8), ``malformed_line`` (a value of the wrong
+``bad_encoding`` (text bytes that are not UTF-8), ``bad_line`` (a value of the wrong
 type).
 """
 
@@ -219,7 +219,7 @@ def _text(value: Any, what: str, sid: str) -> str | None:
     elif isinstance(value, (int, float)) and not isinstance(value, bool) and what != "text":
         value = str(value)
     if not isinstance(value, str):
-        raise Bad("malformed_line", f"row {sid!r}: its {what} is a {type(value).__name__}, not text")
+        raise Bad("bad_line", f"row {sid!r}: its {what} is a {type(value).__name__}, not text")
     if not utf8_encodable(value):
         raise Bad("bad_encoding", f"row {sid!r}: its {what} holds a character UTF-8 cannot encode")
     return value if value.strip() else None
@@ -270,7 +270,7 @@ def _row(row: dict, sid: str, spec: dict, audio_column: str, base: str, audio_di
     if isinstance(audio, str):
         audio = {"path": audio, "bytes": None}
     if not isinstance(audio, dict):
-        raise Bad("no_audio" if audio is None else "malformed_line", f"row {sid!r}: no audio in {audio_column!r}")
+        raise Bad("no_audio" if audio is None else "bad_line", f"row {sid!r}: no audio in {audio_column!r}")
     if audio.get("bytes"):
         if not audio_dir:
             raise UsageError("hf: the ingest sink has no audio_dir to write the dataset's audio to")

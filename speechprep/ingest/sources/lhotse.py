@@ -16,14 +16,14 @@ so one bad line is one reject and never stops the file (a whole-file loader woul
   channel within that file (``channel`` on the line when the file has several); a
   supervision over every channel of one file takes the file whole (ingest mixes it down).
 * **Nothing from the manifest is run or fetched**: a recording whose source is a
-  ``command`` (``source_command``), a ``url`` (``source_url``) or anything but a ``file``
+  ``command`` (``command_not_allowed``), a ``url`` (``source_url``) or anything but a ``file``
   (``source_unsupported``) is rejected, as is one with Lhotse ``transforms`` (speed,
   resampling: the file is not the audio the manifest means; ``lhotse_transforms``).
 * Each rejected item's reason: ``bad_encoding`` (a line that is not UTF-8, a text or
-  speaker UTF-8 cannot hold), ``malformed_line`` (not JSON, or nothing Lhotse can read),
+  speaker UTF-8 cannot hold), ``bad_line`` (not JSON, or nothing Lhotse can read),
   ``duplicate_id`` (a supervision, recording or cut id seen before: the first is kept),
   ``no_recording`` (a supervision whose recording is not in the recordings manifest),
-  ``segment_past_end`` (it ends after its recording), ``bad_segment`` (a negative start, no
+  ``segment_out_of_range`` (it ends after its recording), ``bad_segment`` (a negative start, no
   duration), ``bad_channel`` (a channel its recording does not have), ``missing`` (the
   audio file is not there), ``mixed_cut`` (a MixedCut: several recordings mixed, not one
   file), ``multi_file_recording`` (a recording kept in one file per channel, with no
@@ -94,10 +94,10 @@ class Audio:
             duration = r.num_samples / r.sampling_rate
         except (TypeError, ValueError, ZeroDivisionError, AttributeError) as e:
             return Bad(
-                "malformed_line", f"recording {r.id!r}: no sources, samples and rate Lhotse describes: {e!r:.200}"
+                "bad_line", f"recording {r.id!r}: no sources, samples and rate Lhotse describes: {e!r:.200}"
             )
         if not sources or not duration > 0:
-            return Bad("malformed_line", f"recording {r.id!r}: {len(sources)} sources, {duration} s")
+            return Bad("bad_line", f"recording {r.id!r}: {len(sources)} sources, {duration} s")
         return cls(str(r.id), sources, duration, bool(r.transforms))
 
     def first_path(self) -> str | None:
@@ -131,7 +131,7 @@ def manifest_items(path: str, kind: str) -> Iterator[tuple[str, Any]]:
             try:
                 d = json.loads(text)
             except (ValueError, RecursionError) as e:
-                yield where, Bad("malformed_line", f"{where}: not valid JSON: {str(e)[:200]}")
+                yield where, Bad("bad_line", f"{where}: not valid JSON: {str(e)[:200]}")
                 continue
             if isinstance(d, dict) and isinstance(d.get("id"), str) and d["id"]:
                 where = d["id"]
@@ -140,7 +140,7 @@ def manifest_items(path: str, kind: str) -> Iterator[tuple[str, Any]]:
                     raise TypeError(f"expected a JSON object, got {type(d).__name__}")
                 yield where, load(d)
             except Exception as e:  # noqa: BLE001 (a Lhotse constructor's own complaint, whatever its type)
-                yield where, Bad("malformed_line", f"{name} line {n}: Lhotse cannot read it as {kind}: {e!r:.300}")
+                yield where, Bad("bad_line", f"{name} line {n}: Lhotse cannot read it as {kind}: {e!r:.300}")
 
 
 def _open_spec(spec: Any) -> dict[str, str]:
@@ -231,7 +231,7 @@ class Emitter:
             within = source[1].index(int(channel)) if len(source[1]) > 1 else None
         kind, _, src = source
         if kind == "command":
-            raise Bad("source_command", f"recording {audio.id!r} is the output of a command, never run: {src[:300]!r}")
+            raise Bad("command_not_allowed", f"recording {audio.id!r} is the output of a command, never run: {src[:300]!r}")
         if kind == "url":
             raise Bad("source_url", f"recording {audio.id!r} is at a URL, never fetched: {src[:300]!r}")
         if kind != "file":
@@ -268,12 +268,12 @@ class Emitter:
                 start, duration = base + float(sup.start), float(sup.duration)
             except (TypeError, ValueError):
                 raise Bad(
-                    "malformed_line", f"supervision {sid!r}: start {sup.start!r}, duration {sup.duration!r}"
+                    "bad_line", f"supervision {sid!r}: start {sup.start!r}, duration {sup.duration!r}"
                 ) from None
             if start < 0 or not duration > 0:
                 raise Bad("bad_segment", f"supervision {sid!r}: start {start} s, duration {duration} s", path)
             if start + duration > audio.duration + END_TOLERANCE:
-                raise Bad("segment_past_end", f"supervision {sid!r} ends at {start + duration:.3f} s, its recording "
+                raise Bad("segment_out_of_range", f"supervision {sid!r} ends at {start + duration:.3f} s, its recording "
                           f"{audio.id!r} at {audio.duration:.3f} s", path)  # fmt: skip
             file, within = self._file(audio, sup.channel)
             fields: dict[str, Any] = {"offset": round(start, 6), "duration": round(duration, 6)}
@@ -354,7 +354,7 @@ class Emitter:
         try:
             start, duration = float(cut.start), float(cut.duration)
             if start + duration > audio.duration + END_TOLERANCE:
-                raise Bad("segment_past_end", f"cut {sid!r} ends at {start + duration:.3f} s, its recording at "
+                raise Bad("segment_out_of_range", f"cut {sid!r} ends at {start + duration:.3f} s, its recording at "
                           f"{audio.duration:.3f} s", audio.first_path())  # fmt: skip
             file, within = self._file(audio, cut.channel)
             whole = start == 0 and abs(duration - audio.duration) <= END_TOLERANCE
