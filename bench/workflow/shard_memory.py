@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """A shard job's peak memory against its shard's hours: what grows with the shard rather than
-with the batch, the figure behind the plan's largest recommended shard (docs/cluster.md,
+with the batch, the figure behind the plan's largest recommended shard (docs/cluster_scale.md,
 "Sizing a run for a cluster").
 
     nice -n 10 .venvs/vad/bin/python bench/workflow/shard_memory.py [--vad-hours 0.5,1,2,5,10,20,50]

@@ -214,7 +214,7 @@ def fit_files(points: list[tuple[float, float]]) -> FileCost:
     return FileCost(c0, c1 / top, c2 / top / top)
 
 
-# -- sizing a run for a cluster (docs/cluster.md, "Sizing a run for a cluster") -------------
+# -- sizing a run for a cluster (docs/cluster_scale.md, "Sizing a run for a cluster") -------------
 # Snakemake's own cost per job of the project's DAG (Snakemake 9.27, the project's pins), measured
 # by bench/workflow/scheduler.py: update them here from its figures.
 SNAKEMAKE_DAG_S_PER_JOB = 1.55e-3  # CPU seconds to build the DAG, per job

@@ -70,6 +70,7 @@ def test_every_rule_that_runs_a_job_takes_its_env_command_and_shell_line_from_it
         "models build-tiny",
         "models build-real-size",
         "speakers calibrate",
+        "curate calibrate",
     }
     assert [f.name for f in JOBS["asr given"].flags] == [f.name for f in JOBS["asr run"].flags]
 
