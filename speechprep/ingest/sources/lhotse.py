@@ -93,9 +93,7 @@ class Audio:
             )  # a file's path absolute once (from the working directory, as Lhotse takes it)
             duration = r.num_samples / r.sampling_rate
         except (TypeError, ValueError, ZeroDivisionError, AttributeError) as e:
-            return Bad(
-                "bad_line", f"recording {r.id!r}: no sources, samples and rate Lhotse describes: {e!r:.200}"
-            )
+            return Bad("bad_line", f"recording {r.id!r}: no sources, samples and rate Lhotse describes: {e!r:.200}")
         if not sources or not duration > 0:
             return Bad("bad_line", f"recording {r.id!r}: {len(sources)} sources, {duration} s")
         return cls(str(r.id), sources, duration, bool(r.transforms))
@@ -231,7 +229,8 @@ class Emitter:
             within = source[1].index(int(channel)) if len(source[1]) > 1 else None
         kind, _, src = source
         if kind == "command":
-            raise Bad("command_not_allowed", f"recording {audio.id!r} is the output of a command, never run: {src[:300]!r}")
+            detail = f"recording {audio.id!r} is the output of a command, never run: {src[:300]!r}"
+            raise Bad("command_not_allowed", detail)
         if kind == "url":
             raise Bad("source_url", f"recording {audio.id!r} is at a URL, never fetched: {src[:300]!r}")
         if kind != "file":
@@ -267,14 +266,12 @@ class Emitter:
             try:
                 start, duration = base + float(sup.start), float(sup.duration)
             except (TypeError, ValueError):
-                raise Bad(
-                    "bad_line", f"supervision {sid!r}: start {sup.start!r}, duration {sup.duration!r}"
-                ) from None
+                raise Bad("bad_line", f"supervision {sid!r}: start {sup.start!r}, duration {sup.duration!r}") from None
             if start < 0 or not duration > 0:
                 raise Bad("bad_segment", f"supervision {sid!r}: start {start} s, duration {duration} s", path)
             if start + duration > audio.duration + END_TOLERANCE:
-                raise Bad("segment_out_of_range", f"supervision {sid!r} ends at {start + duration:.3f} s, its recording "
-                          f"{audio.id!r} at {audio.duration:.3f} s", path)  # fmt: skip
+                end = f"ends at {start + duration:.3f} s, its recording {audio.id!r} at {audio.duration:.3f} s"
+                raise Bad("segment_out_of_range", f"supervision {sid!r} {end}", path)
             file, within = self._file(audio, sup.channel)
             fields: dict[str, Any] = {"offset": round(start, 6), "duration": round(duration, 6)}
             for k in ("text", "speaker", "gender", "language"):
