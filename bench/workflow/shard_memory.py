@@ -91,7 +91,7 @@ from speechprep.jobs import JOBS
 from tests.support import config
 p = JOBS["curate measure"].params.from_config(config(), device="cpu")
 o = {out!r}
-open(o + "/units.jsonl", "w").close()
+open(o + "/units.jsonl", "w", encoding="utf-8").close()
 files = ShardFiles({shard!r}, o + "/measures.jsonl", o + "/measure_rejects.jsonl", o + "/partial.jsonl")
 measure.run(files, p, o + "/units.jsonl", o + "/emb.npy", o + "/minhash.npy", o + "/fp.npy", threads={workers})
 """
