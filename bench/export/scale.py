@@ -50,6 +50,9 @@ SR = 16000
 SOURCE_SECONDS = 600  # per shard; segments wrap around it
 HOURS_10K = 1e4
 SEGMENTS_PER_HOUR_10K = 450  # 4.5e6 segments in 1e4 h
+# The arrays written per segment: text ids and the features job's (tts.features.DTYPES); no
+# phoneme_ids, which the TTS text job writes only with tts.phonemes
+ARRAYS = tuple(DTYPES)
 
 
 def speechlike(seconds: float, rng: np.random.Generator) -> np.ndarray:
@@ -103,7 +106,7 @@ def write_layout(root: Path, segments: int, shards: int, mean: float, layout: st
         src.parent.mkdir(parents=True, exist_ok=True)
         sf.write(src, speechlike(SOURCE_SECONDS, rng), SR, subtype="PCM_16")
         offset, index, shard_lines, wav_lines = 0.0, [], [], []
-        tts_scratch = Scratch(root / "scratch" / shard / "tts", [Kind(k, DTYPES[k]) for k in export.FEATURES])
+        tts_scratch = Scratch(root / "scratch" / shard / "tts", [Kind(k, DTYPES[k]) for k in ARRAYS])
         s2s_scratch = Scratch(root / "scratch" / shard / "s2s", [Kind("wav", WAV)])
         for k in range(min(per_shard, segments - s * per_shard)):
             dur = round(float(rng.uniform(0.5, 1.5) * mean), 3)
@@ -134,7 +137,7 @@ def write_layout(root: Path, segments: int, shards: int, mean: float, layout: st
             index.append({"id": id_})
             offset += dur
             total += dur
-        tts_scratch.place(shard_lines, {k: root / "tts" / shard / k for k in export.FEATURES}, layout)
+        tts_scratch.place(shard_lines, {k: root / "tts" / shard / k for k in ARRAYS}, layout)
         s2s_scratch.place(wav_lines, {"wav": root / "s2s" / shard}, layout)
         shutil.rmtree(root / "scratch" / shard)
         lines += shard_lines
