@@ -8,7 +8,8 @@ widened by ``pad`` seconds (a change's pause search reaches 0.7 s past its
 estimate), joined into chunks where they touch (at most ``max_chunk`` seconds of
 segments per chunk); a slice is served from the one chunk that holds it, decoded
 on first use (:func:`speechprep.io.audio.stream_mono`: any rate, any channel
-count, resampled to 16 kHz) and kept until a slice needs another chunk; its
+count, resampled to 16 kHz; ``channel``: the one channel the source names, else the
+channels' mean) and kept until a slice needs another chunk; its
 length is the file's (from its header). A file damaged mid-stream is read as VAD
 reads it: what decodes before the damage, silence after (``truncated_at``). The
 diarization walks the segments in time order twice (windows, then cuts), so each
@@ -43,12 +44,19 @@ def chunks(segments: Sequence[tuple[float, float]], pad: float, max_chunk: float
 
 class SpanAudio:
     """A 16 kHz mono float32 file, sliced like a numpy array (``x[a:b]``, ``len(x)``), decoded
-    chunk by chunk around ``segments`` (``(start, end)`` s)."""
+    chunk by chunk around ``segments`` (``(start, end)`` s); ``channel``: that channel alone
+    (0-based), else every channel's mean."""
 
     def __init__(
-        self, path: str, segments: Sequence[tuple[float, float]], pad: float = PAD, max_chunk: float = MAX_CHUNK
+        self,
+        path: str,
+        segments: Sequence[tuple[float, float]],
+        pad: float = PAD,
+        max_chunk: float = MAX_CHUNK,
+        channel: int | None = None,
     ):
         info = probe(path)  # the file's length (and a missing or unreadable file's reason) from its header
+        self.channel = channel
         self.path, self.length = path, int(round(info.frames * SAMPLE_RATE / info.sample_rate))
         self.chunks = [(a, min(b, self.length)) for a, b in chunks(segments, pad, max_chunk) if a < self.length]
         self._held: tuple[int, np.ndarray] | None = None  # (chunk index, its samples)
@@ -71,6 +79,7 @@ class SpanAudio:
                         offset=a / SAMPLE_RATE,
                         duration=(b - a) / SAMPLE_RATE,
                         on_damage=lambda t, _: self._damaged(a / SAMPLE_RATE + t),
+                        channel=self.channel,
                     )
                 )
                 x = np.concatenate(parts) if parts else x

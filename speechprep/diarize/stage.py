@@ -62,15 +62,23 @@ class DiarizeFiles:
 
 def file_items(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The shard's segment lines grouped by file (in the order files first appear), each file's
-    segments in time order: ``{id: file id, audio_filepath, duration: speech s, segments}``."""
+    segments in time order: ``{id: file id, audio_filepath, duration: speech s, segments}``, and
+    ``channel`` where the source names one of a multi-channel file (ingest's entry: its
+    ``file_id``; two channels of one file are two entries, diarized apart)."""
     files: dict[str, list[dict]] = {}
     for line in lines:
-        files.setdefault(str(line.get("file_id") or line["audio_filepath"]), []).append(line)
+        key = str(line.get("file_id") or line["audio_filepath"])
+        if not line.get("file_id") and line.get("channel") is not None:
+            key += f"#channel{line['channel']}"
+        files.setdefault(key, []).append(line)
     out = []
     for fid, segs in files.items():
         segs = sorted(segs, key=lambda s: float(s["offset"]))
         speech = sum(float(s["duration"]) for s in segs)
-        out.append({"id": fid, "audio_filepath": segs[0]["audio_filepath"], "duration": speech, "segments": segs})
+        item = {"id": fid, "audio_filepath": segs[0]["audio_filepath"], "duration": speech, "segments": segs}
+        if segs[0].get("channel") is not None:
+            item["channel"] = segs[0]["channel"]
+        out.append(item)
     return out
 
 
@@ -78,7 +86,7 @@ def diarize_item(model, item: dict[str, Any], p: DiarizeParams) -> dict[str, Any
     """One file's outcome: its lines (ASR view), rejects, turns, local speakers and counts."""
     segs = item["segments"]
     spans = [(float(s["offset"]), float(s["offset"]) + float(s["duration"])) for s in segs]
-    audio = SpanAudio(item["audio_filepath"], spans)
+    audio = SpanAudio(item["audio_filepath"], spans, channel=item.get("channel"))
     result = (sortformer.diarize_file if isinstance(model, sortformer.SortformerModels) else diarize_file)(
         model, audio, spans, p
     )

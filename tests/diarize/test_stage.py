@@ -256,3 +256,37 @@ def test_a_file_damaged_mid_stream_is_diarized_up_to_the_damage(tmp_path, model,
     ended = {x.get("diarize_source", x["id"]) for x in out["lines"] + out["rejects"]}
     assert ended == {x["id"] for x in lines} and out["turns"]
     assert {t["speaker"] for t in out["turns"]} == {"spk0", "spk1"}
+
+
+def test_each_channel_of_a_two_channel_file_is_diarized_alone(tmp_path, model, params):
+    """A real 2-channel file (a telephone call's layout): the cards speaker alone on channel 0,
+    turn changes of two other real voices on channel 1; a source names each utterance's channel
+    (two ingest entries). Each is diarized from its own channel, as the file of that channel
+    alone is: the same turns and speakers (one on the left, two on the right; the channels'
+    mix holds three voices)."""
+    left = C.one_voice("cards", seed=46, seconds=20)
+    right = C.turn_changes("librivox", "klettres_fr", seed=41)
+    n = max(len(left.audio), len(right.audio))
+    stereo = np.stack([np.pad(c.audio, (0, n - len(c.audio))) for c in (left, right)], axis=1)
+    path = tmp_path / "call.flac"
+    sf.write(path, stereo, SR, subtype="PCM_16")
+    lines = [
+        {**x, "channel": channel}
+        for fid, channel, conv in (("left", 0, left), ("right", 1, right))
+        for x in lines_of(fid, path, conv)
+    ]
+    items = stage.file_items(lines)
+    assert [(i["id"], i["channel"]) for i in items] == [("left", 0), ("right", 1)]
+    out = {i["id"]: stage.diarize_item(model, i, params) for i in items}
+    assert (out["left"]["stats"]["speakers"], out["right"]["stats"]["speakers"]) == (1, 2)
+    for k, item in enumerate(items):
+        mono = tmp_path / f"{item['id']}.flac"
+        sf.write(mono, stereo[:, k], SR, subtype="PCM_16")
+        alone = [
+            {kk: v for kk, v in x.items() if kk != "channel"} | {"audio_filepath": str(mono)} for x in item["segments"]
+        ]
+        want = stage.diarize_item(model, stage.file_items(alone)[0], params)
+        assert out[item["id"]]["turns"] == want["turns"] and out[item["id"]]["speakers"] == want["speakers"]
+    pcm = sf.read(path, dtype="float32")[0]
+    audio = SpanAudio(str(path), [(1.0, 3.0)], channel=1)
+    assert np.array_equal(audio[SR : 3 * SR], pcm[SR : 3 * SR, 1])
