@@ -439,13 +439,20 @@ def _collapse(greedy: np.ndarray, blank: int) -> list[int]:
 def align_recording(
     rec: dict, text: str, head: CtcHead, p: AlignParams, spoken: SpokenNormalizer | None, language: str | None
 ) -> dict[str, Any]:
-    """A recording (``rec``: ``id``, ``audio_filepath``) and its text: utterance lines, reject lines
+    """A recording (``rec``: ``id``, ``audio_filepath``; ``offset``, ``duration`` and ``channel``
+    where it is a stretch of its file, or one channel of it: a source's utterance) and its text:
+    utterance lines, reject lines (their times on the file's clock, as every stage reads them)
     and the figures (``frames``, ``blocks``, ``rounds``, ``table_bytes``, ``lpz_bytes``)."""
     sentences, units = text_units(text, head, language, spoken)
     used = {i for u in units for i in u.ids}
-    lp = head.log_probs(rec["audio_filepath"], used, p.chunk_seconds, p.context_seconds)
+    base = float(rec.get("offset") or 0.0)
+    read = {"offset": base, "duration": rec.get("duration"), "channel": rec.get("channel")}
+    lp = head.log_probs(rec["audio_filepath"], used, p.chunk_seconds, p.context_seconds, **read)
     figures = align_units(lp, units, p)
     lines, rejects = utterances(rec, sentences, units, lp, p)
+    for x in (lines + rejects) if base else ():
+        if "offset" in x:
+            x["offset"] = round(x["offset"] + base, 4)
     for r in rejects:
         if "heard_ids" in r:
             r["heard"] = head.decode(r.pop("heard_ids"))

@@ -14,7 +14,9 @@
   no frame from a chunk's edge. What is kept is the log-probabilities of the
   blank and of the tokens the text uses (the aligner reads no other column):
   ``frames x (used tokens + 1)`` float32, plus the greedy token of each frame
-  (int32) to find speech the text lacks. Audio is never held whole.
+  (int32) to find speech the text lacks. Audio is never held whole. A stretch of a
+  file (``offset``, ``duration``: a source's utterance) is read alone, on its
+  ``channel`` where the source names one; its frames count from the stretch's start.
 """
 
 from __future__ import annotations
@@ -124,13 +126,24 @@ class CtcHead:
             return self.tokenizer.ids_to_text(ids) if ids else ""
         return " ".join("".join(self.labels[i] for i in ids).split())
 
-    def log_probs(self, path: str, used_ids, chunk_seconds: float, context_seconds: float) -> LogProbs:
-        """The recording's kept log-probabilities and greedy tokens (module docstring)."""
+    def log_probs(
+        self,
+        path: str,
+        used_ids,
+        chunk_seconds: float,
+        context_seconds: float,
+        offset: float = 0.0,
+        duration: float | None = None,
+        channel: int | None = None,
+    ) -> LogProbs:
+        """The recording's kept log-probabilities and greedy tokens (module docstring); ``offset``,
+        ``duration``, ``channel``: the stretch of the file read, and its channel."""
         columns = np.array(sorted({int(i) for i in used_ids} | {self.blank_id}), dtype=np.int64)
         core = max(1, int(round(chunk_seconds * self.sample_rate / self.frame_samples))) * self.frame_samples
         ctx = int(round(context_seconds * self.sample_rate / self.frame_samples)) * self.frame_samples
         lpz, greedy, total = [], [], 0
-        for wave, left, n_core in _windows(path, self.sample_rate, core, ctx):
+        read = {"offset": offset, "duration": duration, "channel": channel}
+        for wave, left, n_core in _windows(path, self.sample_rate, core, ctx, read):
             lp = self._run(wave)
             skip = left // self.frame_samples
             keep = -(-n_core // self.frame_samples)  # frames covering the core's samples
@@ -151,14 +164,17 @@ class CtcHead:
         )
 
 
-def _windows(path: str, sr: int, core: int, ctx: int) -> Iterator[tuple[np.ndarray, int, int]]:
+def _windows(
+    path: str, sr: int, core: int, ctx: int, read: dict | None = None
+) -> Iterator[tuple[np.ndarray, int, int]]:
     """``(audio, samples of left context, samples of core)`` chunks of a stream: each core
-    of ``core`` samples (the last shorter) with up to ``ctx`` samples either side."""
+    of ``core`` samples (the last shorter) with up to ``ctx`` samples either side; ``read``:
+    :func:`~speechprep.io.audio.stream_mono`'s ``offset``, ``duration`` and ``channel`` (none: the file whole)."""
     buf = np.zeros(0, np.float32)
     start = 0  # buf[0] is sample `start` of the recording
     pos = 0  # the next core starts at sample pos
     done = False
-    stream = stream_mono(path, sr, block_seconds=max(1.0, (core + ctx) / sr))
+    stream = stream_mono(path, sr, block_seconds=max(1.0, (core + ctx) / sr), **(read or {}))
     while True:
         while not done and len(buf) - (pos - start) < core + ctx:
             try:

@@ -6,8 +6,10 @@ line VAD marked ``long_form`` (its speech spans more than ``vad.max_segment``)
 is aligned to its text (:func:`~.align.align_recording`: the ASR model's CTC
 output in chunks, ctc-segmentation, sentences in spoken form) and replaced by
 its utterances, each with its ``align_score``, the recording's ``file_id``,
-``speaker`` and ``language``, and the model it was aligned with
-(``align_model``, ``align_model_sha256``). Every other line passes through
+``speaker``, ``language``, ``source_id`` and ``channel``, and the model it was aligned
+with (``align_model``, ``align_model_sha256``). A recording that is a stretch of its
+file (a source's utterance: ``offset``, ``duration``) is read alone, on the channel the
+source names, and its utterances' times are on the file's clock. Every other line passes through
 unchanged. The output, ``asr/<shard>.utterances.jsonl``, is what the shard's
 ASR job reads.
 
@@ -42,8 +44,9 @@ from .params import AlignJobParams
 
 log = logging.getLogger("speechprep.asr")
 STAGE = "asr"
-VERSION = "2"  # 2: bounds on the 10 ms grid
-CARRIED = ("speaker", "language", "gender")  # a recording's fields its utterances keep
+VERSION = "3"  # 2: bounds on the 10 ms grid; 3: a source's stretch and channel read alone
+# a recording's fields its utterances keep (a source's own id, and the channel it names)
+CARRIED = ("speaker", "language", "gender", "source_id", "channel")
 
 
 class Aligner:
@@ -70,6 +73,7 @@ class Aligner:
             self.load()
         language = segment_language(rec, self.p.dataset_language, self.p.language)
         target = {"id": rec.get("file_id", rec["id"]), "audio_filepath": rec["audio_filepath"]}
+        target |= {k: rec[k] for k in ("offset", "duration", "channel") if rec.get(k) is not None}
         try:
             out = align_recording(target, rec.get("text") or "", self.head, self.p, self.spoken, language)
         except AudioError as e:

@@ -210,3 +210,30 @@ def test_a_token_held_over_heard_speech_inside_a_unit_leaves_its_span():
     late = np.array([0, 10, 110, 113, 116, 119, 122, 140])  # the first token held: the five after it
     heard[20:100] = True
     assert _held_apart(late, heard, 1, 6, hold=50) == (2, 6)
+
+
+def test_a_stretch_of_one_channel_is_aligned_alone_on_the_files_clock(demo_head, tmp_path):
+    """A source's long utterance: a minute of the book 10 s into channel 1 of a real 2-channel
+    file, the LibriVox reader on channel 0 all along and before it on channel 1 (speech the text
+    lacks). Read alone (its offset, duration and channel), it aligns as the minute's own file
+    does: the same utterances and rejects, their times 10 s later (the file's clock)."""
+    mono = tmp_path / "minute.wav"
+    rec = longform.build(mono, 1.0, intro=False, outro=False)
+    book = sf.read(mono, dtype="float32")[0]
+    reader = np.concatenate([rs.read(u.path, 16000)[0] for u in rs.librivox()])
+    before = 10 * 16000
+    n = before + len(book)
+    other = np.resize(reader, n)  # the reader, again and again, as long as the file
+    stereo = np.stack([other, np.concatenate([other[:before], book])], axis=1)
+    path = tmp_path / "two.wav"
+    sf.write(path, stereo, 16000, subtype="PCM_16")
+    alone = al.align_recording({"id": "r", "audio_filepath": str(mono)}, rec.text, demo_head, P, None, "en")
+    stretch = {"id": "r", "audio_filepath": str(path), "offset": 10.0, "duration": len(book) / 16000, "channel": 1}
+    got = al.align_recording(stretch, rec.text, demo_head, P, None, "en")
+    assert alone["utterances"] and len(got["utterances"]) == len(alone["utterances"])
+    for kind in ("utterances", "rejects"):
+        for a, b in zip(alone[kind], got[kind], strict=True):
+            moved = {**a, "audio_filepath": str(path)}
+            if "offset" in a:
+                moved["offset"] = pytest.approx(a["offset"] + 10.0, abs=1e-4)
+            assert b == moved
