@@ -44,6 +44,8 @@ from pathlib import Path
 from ..core import logs
 from ..core.config import defaults, effective, merge
 from ..diarize.params import runs_for as diarize_runs_for
+from ..errors import UsageError
+from ..ingest.sources import source_key
 from ..io.inventory import walk_audio
 from ..io.jsonio import read_jsonl, write_json
 from .bill import (
@@ -104,7 +106,14 @@ def _headers(paths: list[str]) -> list[float]:
 
 def corpus(ds: dict, extensions: list[str]) -> list[Item]:
     """A dataset's inputs with their seconds of audio: every file's header is read (as ingest
-    reads it), a manifest line's ``duration`` is taken as it is."""
+    reads it), a manifest line's ``duration`` is taken as it is. A corpus in its own layout
+    (``kaldi``, ``lhotse``, ...: docs/sources.md) is not sampled yet: a usage error naming it."""
+    key = source_key(ds)
+    if key is not None:
+        raise UsageError(
+            f"plan: a dataset given as `{key}` is not sampled by the pilot yet (the pilot draws the files of "
+            "an audio_dir or the lines of a manifest, and would lose a source's offsets, channels and ids)"
+        )
     if ds.get("audio_dir"):
         root = ds["audio_dir"]
         rels = [rel for rel, _ in walk_audio(root, extensions)]

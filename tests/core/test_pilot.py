@@ -49,6 +49,16 @@ def test_a_tiny_corpus_still_gives_a_file():
     assert len(first) == 1 and second == []
 
 
+@pytest.mark.parametrize("key", ["kaldi", "lhotse", "common_voice"])
+def test_a_corpus_in_its_own_layout_stops_the_plan_naming_its_key(key, tmp_path):
+    """The pilot draws files or manifest lines: a source's utterances (offsets, channels, ids)
+    are not sampled yet, and the plan says so rather than plan without them."""
+    from speechprep.errors import UsageError
+
+    with pytest.raises(UsageError, match=f"given as `{key}` is not sampled by the pilot"):
+        pilot.corpus({key: str(tmp_path)}, ["wav"])
+
+
 def test_shards_of_the_whole_corpus_follow_the_config():
     cfg = {"ingest": {"shard_hours": 1.0}}
     assert corpus_shards({}, cfg, 10.2) == 11
