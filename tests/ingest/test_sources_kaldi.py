@@ -139,6 +139,22 @@ def test_durations_from_utt2dur_unless_probe_is_asked(tmp_path):
     assert [m["duration"] for m in probed] == [pytest.approx(sf.info(u.path).duration) for u in utts]
 
 
+def test_probe_false_touches_no_file_and_leaves_a_missing_one_to_vad(tmp_path):
+    """With ``probe: false`` and utt2dur no file is checked (10^6 ``stat`` calls are ~15 s): a
+    missing file passes ingest, as a manifest line's does, and VAD rejects it ``missing``;
+    ``probe: true`` rejects it at ingest, naming its wav.scp line."""
+    whole_files(tmp_path / "d", 9.25)
+    scp = tmp_path / "d" / "wav.scp"
+    scp.write_text(
+        scp.read_text(encoding="utf-8").splitlines()[0] + f"\nr1 {tmp_path / 'gone.wav'}\n", encoding="utf-8"
+    )
+    _, trusted, rejects = run(tmp_path / "a", {"kaldi": str(tmp_path / "d"), "probe": False})
+    assert not rejects and [m["id"] for m in trusted] == ["r0", "r1"]
+    _, probed, rejects = run(tmp_path / "b", {"kaldi": str(tmp_path / "d"), "probe": True})
+    assert [m["id"] for m in probed] == ["r0"]
+    assert [(r["id"], r["reason"]) for r in rejects] == [("r1", "missing")] and "wav.scp line 2" in rejects[0]["detail"]
+
+
 def test_without_utt2dur_the_headers_are_read(tmp_path):
     utts = whole_files(tmp_path / "d", 1.0)
     (tmp_path / "d" / "utt2dur").unlink()

@@ -47,6 +47,11 @@ The contract a reader keeps:
   and quotes the offending input (a wav.scp line's text, a TSV line number).
   ``path`` is the audio file where known, else the source file holding the
   item, else ``None``.
+* **``out.check_files``** (bool): whether the reader checks that each audio file is
+  there (a ``stat`` of each) and rejects a missing one ``missing``. Ingest sets it from
+  the dataset's ``probe``: with ``probe: false`` no file is touched (10^6 ``stat`` calls
+  are ~18 s here), and a missing file is rejected ``missing`` by VAD, as a manifest
+  line's is.
 * **``out.audio_dir``** (str): a directory of this dataset's results that ingest
   owns (``results/<ds>/audio``), where a reader writes audio that lives inside
   another file or that no stage could decode (HF bytes, shorten SPHERE) as
@@ -72,6 +77,7 @@ class Sink(Protocol):
     """Where a reader puts what it reads (see the module's docstring for the contract)."""
 
     audio_dir: str
+    check_files: bool
 
     def line(self, rec: dict[str, Any]) -> None:
         """One usable item: a manifest-line dict with ``audio_filepath`` and ``source_id``."""
@@ -83,8 +89,8 @@ class Sink(Protocol):
 class Collect:
     """A :class:`Sink` that keeps everything in two lists (for tests and tools)."""
 
-    def __init__(self, audio_dir: str = "") -> None:
-        self.audio_dir = audio_dir
+    def __init__(self, audio_dir: str = "", check_files: bool = True) -> None:
+        self.audio_dir, self.check_files = audio_dir, check_files
         self.lines: list[dict[str, Any]] = []
         self.rejects: list[dict[str, Any]] = []
 
@@ -102,8 +108,8 @@ class Collect:
 class Count:
     """A :class:`Sink` that only counts (a reader's own cost, in a benchmark)."""
 
-    def __init__(self, audio_dir: str = "") -> None:
-        self.audio_dir = audio_dir
+    def __init__(self, audio_dir: str = "", check_files: bool = True) -> None:
+        self.audio_dir, self.check_files = audio_dir, check_files
         self.lines = self.rejects = 0
 
     def line(self, rec: dict[str, Any]) -> None:

@@ -106,7 +106,7 @@ def read(spec: str | dict, out: Sink) -> None:
             continue
         seen[path] = n
         audio = os.path.join(clips, path)
-        if not os.path.isfile(audio):
+        if out.check_files and not os.path.isfile(audio):
             out.reject(path, audio, "missing", f"{where}: clips/{path} does not exist")
             continue
         rec = {"source_id": path, "audio_filepath": audio, "text": f[col["sentence"]]}

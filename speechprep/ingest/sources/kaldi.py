@@ -229,8 +229,9 @@ def parse_command(command: str) -> Audio:
     raise ValueError(f"{prog!r} is not a decoder read here")
 
 
-def wav_scp_audio(value: str, where: str) -> Audio:
-    """A wav.scp value as the audio it names (raises :class:`NotRead`)."""
+def wav_scp_audio(value: str, where: str, check_file: bool = True) -> Audio:
+    """A wav.scp value as the audio it names (raises :class:`NotRead`); ``check_file``: one that is
+    not there is ``missing`` (else a stage finds it missing)."""
     v = value.strip()
     if v.endswith("|"):
         try:
@@ -242,7 +243,7 @@ def wav_scp_audio(value: str, where: str) -> Audio:
     else:
         audio = Audio(v)
     path = os.path.abspath(audio.path)
-    if not os.path.isfile(path):
+    if check_file and not os.path.isfile(path):
         raise NotRead("missing", f"{where}: {path} does not exist")
     sphere = path.lower().endswith(".sph")
     return Audio(path, audio.channel, sphere)
@@ -251,8 +252,11 @@ def wav_scp_audio(value: str, where: str) -> Audio:
 def sphere_coding(path: str) -> str:
     """The ``sample_coding`` field of a NIST SPHERE header (``pcm`` when absent); NotRead if the
     file has no SPHERE header."""
-    with open(path, "rb") as f:
-        head = f.read(1024)
+    try:
+        with open(path, "rb") as f:
+            head = f.read(1024)
+    except OSError as e:
+        raise NotRead("missing", f"{path}: {e.strerror or e}") from None
     if not head.startswith(b"NIST_1A"):
         raise NotRead("unreadable", f"{path}: no NIST SPHERE header (NIST_1A)")
     for raw in head.split(b"\n")[2:]:
@@ -342,7 +346,7 @@ class _Reading:
         audio: dict[str, Audio | NotRead] = {}
         for reco, value in self.wav.values.items():
             try:
-                a = wav_scp_audio(value, f"wav.scp line {self.wav.lines[reco]}")
+                a = wav_scp_audio(value, f"wav.scp line {self.wav.lines[reco]}", self.out.check_files)
                 if a.sphere and "shorten" in sphere_coding(a.path):
                     a = Audio(decode_shorten(a.path, self.out.audio_dir, reco.replace("/", "__")), a.channel)
                 audio[reco] = a

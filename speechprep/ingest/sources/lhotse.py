@@ -236,9 +236,9 @@ class Emitter:
         if kind != "file":
             raise Bad("source_unsupported", f"recording {audio.id!r} has a {kind!r} source; ingest reads files only")
         path = src
-        if path not in self._exists:
+        if self.out.check_files and path not in self._exists:
             self._exists[path] = os.path.isfile(path)
-        if not self._exists[path]:
+        if not self._exists.get(path, True):
             raise Bad("missing", f"recording {audio.id!r}: no such file {path}", path)
         return path, within
 
