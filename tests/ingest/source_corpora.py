@@ -10,7 +10,10 @@ left"). :mod:`tests.real_speech` fetches them from Debian's archive.
 * :func:`libritts`: ``<part>/<speaker>/<chapter>/<speaker>_<chapter>_<nnnnnn>_000000.wav``
   with ``.trans.tsv`` (original and normalised text), ``.book.tsv`` and ``SPEAKERS.txt``;
 * :func:`vctk`: ``wav48/p<nnn>/p<nnn>_<nnn>.wav``, ``txt/p<nnn>/p<nnn>_<nnn>.txt`` and
-  ``speaker-info.txt`` (VCTK 0.80's layout).
+  ``speaker-info.txt`` (VCTK 0.80's layout);
+* :func:`lhotse_manifests`: a RecordingSet, a SupervisionSet and a CutSet of them written by
+  Lhotse's own API, a two-channel recording among them;
+* :func:`hf_saved`: a ``datasets`` DatasetDict saved by ``save_to_disk``.
 """
 
 from __future__ import annotations
@@ -145,7 +148,51 @@ def hf_saved(path: Path, utterances: list, speaker: str) -> dict[str, dict]:
     return truth
 
 
-if __name__ == "__main__":  # python -m tests.ingest.source_corpora hf DIR: the ALSA voice saved; its truth on stdout
-    if sys.argv[1:2] != ["hf"] or len(sys.argv) != 3:
-        raise SystemExit("usage: python -m tests.ingest.source_corpora hf DIR")
-    print(json.dumps(hf_saved(Path(sys.argv[2]), alsa_with_text(), "alsa_voice")))
+def lhotse_manifests(root: Path) -> dict[str, dict]:
+    """Lhotse's own manifests of real speech under ``root``, written by its API:
+    ``recordings.jsonl.gz`` and ``supervisions.jsonl.gz`` (``Recording.from_file``,
+    ``SupervisionSet.to_file``) and ``cuts.jsonl.gz`` (``CutSet.from_manifests``) of the same:
+    three of the cards speaker's files, one supervision each, and a two-channel recording
+    (``call.flac``): two of the LibriVox reader's sentences on channel 0, 0.5 s apart, two
+    supervisions on that channel at their offsets, and the cards speaker's other two files on
+    channel 1 all along (what a stage reading both channels would hear). Returns each supervision's truth by id."""
+    import numpy as np
+    from lhotse import CutSet, Recording, RecordingSet, SupervisionSegment, SupervisionSet
+
+    root.mkdir(parents=True, exist_ok=True)
+    recs, sups, truth = [], [], {}
+    for k, u in enumerate(real_speech.cards()[:3]):
+        r = Recording.from_file(u.path, recording_id=f"cards-{k}")
+        recs.append(r)
+        sid = f"cards-{k}-sup"
+        sups.append(SupervisionSegment(sid, r.id, 0.0, r.duration, channel=0, text=u.text, speaker="cards_lh",
+                                       language="English"))  # fmt: skip
+        truth[sid] = {"text": u.text, "speaker": "cards_lh", "offset": 0.0, "duration": r.duration}
+    said = [real_speech.librivox()[i] for i in (1, 4)]
+    xs = [real_speech.read(u.path, 16000)[0] for u in said]
+    gap = np.zeros(8000, np.float32)
+    left = np.concatenate([xs[0], gap, xs[1]])
+    other = [real_speech.read(u.path, 16000)[0] for u in real_speech.cards()[3:]]
+    right = np.resize(np.concatenate(other), len(left))
+    sf.write(root / "call.flac", np.stack([left, right], axis=1), 16000, subtype="PCM_16")
+    recs.append(Recording.from_file(root / "call.flac", recording_id="call"))
+    for k, (u, start) in enumerate(zip(said, (0.0, (len(xs[0]) + len(gap)) / 16000))):
+        sid, duration = f"call-{k}", len(xs[k]) / 16000
+        sups.append(SupervisionSegment(sid, "call", start, duration, channel=0, text=u.text, speaker="librivox_lh"))
+        truth[sid] = {"text": u.text, "speaker": "librivox_lh", "offset": start, "duration": duration, "channel": 0}
+    recordings, supervisions = RecordingSet.from_recordings(recs), SupervisionSet.from_segments(sups)
+    recordings.to_file(root / "recordings.jsonl.gz")
+    supervisions.to_file(root / "supervisions.jsonl.gz")
+    CutSet.from_manifests(recordings=recordings, supervisions=supervisions).to_file(root / "cuts.jsonl.gz")
+    return truth
+
+
+if (
+    __name__ == "__main__"
+):  # python -m tests.ingest.source_corpora hf|lhotse DIR: the corpus written; its truth on stdout
+    if sys.argv[1:2] not in (["hf"], ["lhotse"]) or len(sys.argv) != 3:
+        raise SystemExit("usage: python -m tests.ingest.source_corpora hf|lhotse DIR")
+    if sys.argv[1] == "hf":
+        print(json.dumps(hf_saved(Path(sys.argv[2]), alsa_with_text(), "alsa_voice")))
+    else:
+        print(json.dumps(lhotse_manifests(Path(sys.argv[2]))))
