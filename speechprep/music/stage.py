@@ -130,12 +130,14 @@ def pause_spans(segs: list[dict], seconds: float = CONTEXT_S) -> dict[str, list[
     return out
 
 
-def _pauses(path: str, spans: list[tuple[float, float]]) -> list[np.ndarray]:
-    """The pauses' audio at 16 kHz, each on its own; one that does not decode is left out."""
+def _pauses(path: str, spans: list[tuple[float, float]], channel: int | None = None) -> list[np.ndarray]:
+    """The pauses' audio at 16 kHz, each on its own (on the segment's ``channel`` where the source
+    names one); one that does not decode is left out."""
     out = []
     for a, b in spans:
+        seg = {"audio_filepath": path, "offset": a, "duration": round(b - a, 4), "channel": channel}
         try:
-            out.append(read_segment({"audio_filepath": path, "offset": a, "duration": round(b - a, 4)}, SAMPLE_RATE))
+            out.append(read_segment(seg, SAMPLE_RATE))
         except AudioError:
             continue
     return out
@@ -167,7 +169,7 @@ class FileJob:
                 log.info("%s: not judged (%s: %s)", s["id"], e.reason, e.detail)
         read = [s for s in segs if s["id"] in audio]
         spans = pause_spans(segs)
-        noises = [_pauses(s["audio_filepath"], spans[s["id"]]) for s in read]
+        noises = [_pauses(s["audio_filepath"], spans[s["id"]], s.get("channel")) for s in read]
         found = self.models.detector.assess_batch([(audio[s["id"]], SAMPLE_RATE) for s in read], noises)
         judged = dict(zip([s["id"] for s in read], found, strict=True))
         lines, rejects = [], []
@@ -269,6 +271,8 @@ def write_vocals(directory: str, lines: list[dict], resume: str) -> int:
             x["unseparated_audio_filepath"] = x["audio_filepath"]
             x["unseparated_offset"] = x.get("offset")
             x["unseparated_duration"] = x["duration"]
+            if x.get("channel") is not None:  # the vocals are one channel: the source's is the mix's
+                x["unseparated_channel"] = x.pop("channel")
             x.update(audio_filepath=where, offset=round(start / rate, 4), duration=round(len(voc) / rate, 4))
             del x["vocals_rate"]
             start += len(voc)

@@ -168,3 +168,32 @@ def test_a_segment_s_context_is_the_file_s_pauses_either_side_never_other_speech
     spans = stage.pause_spans(segs)
     assert spans["a"] == spans["b"] == [(0.0, 0.5), (3.5, 4.0)]
     assert spans["c"] == [(3.5, 4.0)] and spans["d"] == [(6.05, 7.05)]
+
+
+def test_a_named_channel_is_judged_alone_and_its_vocals_drop_it(shard, tmp_path):
+    """The recordings on channel 1 of real 2-channel files, hyperrogue's music loud on channel 0:
+    each segment and its pauses are judged from channel 1 alone, as the mono files' are (the
+    same music_prob); a separated line names its one-channel vocals, the source's channel kept
+    as unseparated_channel."""
+    d, lines = shard
+    music, _ = R.read(R.music("hyperrogue")[2], RATE)
+    for name in ("mixed", "clean"):
+        x = sf.read(d / f"{name}.wav", dtype="float32")[0]
+        sf.write(tmp_path / f"{name}.wav", np.stack([_level(np.resize(music, len(x)), 0.2), x], axis=1), RATE)
+    mono = [x for x in lines if x["kind"] != "missing"]
+    stereo = [{**x, "audio_filepath": str(tmp_path / f"{x['file_id']}.wav"), "channel": 1} for x in mono]
+    got = {}
+    for name, segs in (("mono", mono), ("stereo", stereo)):
+        f = files(tmp_path, name)
+        write_jsonl(f.segments, segs)
+        stage.run(f, params(drop_prob=None))
+        got[name] = {x["id"]: x["music_prob"] for x in read_jsonl(f.out)}
+    assert got["stereo"] == got["mono"] and len(got["mono"]) == len(mono)
+    resume = str(tmp_path / "r.jsonl")
+    line = {**stereo[0], "separated": True, "vocals_rate": RATE}
+    vocals = stage.vocals_path(resume, line["id"])
+    vocals.parent.mkdir(parents=True)
+    np.save(vocals, np.zeros(int(line["duration"] * RATE), np.float32))
+    stage.write_vocals(str(tmp_path / "v"), [line], resume)
+    assert "channel" not in line and line["unseparated_channel"] == 1
+    assert sf.info(line["audio_filepath"]).channels == 1
