@@ -3,7 +3,9 @@
 Outcomes are appended (one JSON line each) as they complete; the first line
 fingerprints the shard's input and the stage's parameters, so a resume file
 left by a different input is discarded, not reused. A line cut short by a kill
-is ignored (that item is simply redone).
+is ignored (that item is simply redone). While the job runs, a saved line is read
+back by its byte offset (:meth:`ResumeFile.read_at`): the job keeps the offset,
+not the outcome (:class:`~speechprep.core.shardjob.ShardJob`).
 """
 
 from __future__ import annotations
@@ -30,55 +32,81 @@ def fingerprint(input_path: str | os.PathLike | None, params: Any, version: str)
 class ResumeFile:
     """Saved lines keyed by ``id``, appended as they complete."""
 
+    keeps = True  # a saved line can be read back (read_at)
+
     def __init__(self, path: str | os.PathLike, fingerprint: str):
         self.path = Path(path)
         self.fingerprint = fingerprint
         self._f = None
+        self._r = None  # the file opened for reading back (read_at)
+        self._end = 0  # the file's length in bytes: the next line's offset
 
     def load(self) -> dict[str, dict]:
         """The saved lines of a resume file with this fingerprint (none otherwise)."""
         try:
-            with open(self.path, encoding="utf-8") as f:
-                lines = f.read().split("\n")
+            f = open(self.path, encoding="utf-8")  # noqa: SIM115 (closed below)
         except FileNotFoundError:
             return {}
-        try:
-            if json.loads(lines[0]).get("fingerprint") != self.fingerprint:
-                return {}
-        except (json.JSONDecodeError, AttributeError):
-            return {}
         saved = {}
-        for line in lines[1:]:
+        with f:  # line by line: the file's text is never held whole
             try:
-                r = json.loads(line)
-            except json.JSONDecodeError:
-                break  # the tail a kill cut short
-            saved[r["id"]] = r
+                if json.loads(f.readline()).get("fingerprint") != self.fingerprint:
+                    return {}
+            except (json.JSONDecodeError, AttributeError):
+                return {}
+            for line in f:
+                try:
+                    r = json.loads(line)
+                except json.JSONDecodeError:
+                    break  # the tail a kill cut short
+                saved[r["id"]] = r
         return saved
 
-    def start(self, lines: Iterable[dict]) -> None:
-        """Rewrite the file with ``lines`` (dropping a truncated tail), then append."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with atomic_open(self.path) as f:
-            f.write(json.dumps({"fingerprint": self.fingerprint}) + "\n")
-            for r in lines:
-                f.write(dumps(r) + "\n")
-        self._f = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 (open while the job runs; close())
+    def _write(self, f, line: dict) -> int:
+        """Write one line; its byte offset."""
+        text = (dumps(line) + "\n").encode("utf-8")
+        at, self._end = self._end, self._end + len(text)
+        f.write(text)
+        return at
 
-    def append(self, line: dict) -> None:
-        self._f.write(dumps(line) + "\n")
+    def start(self, lines: Iterable[dict]) -> list[int]:
+        """Rewrite the file with ``lines`` (dropping a truncated tail), then append; each
+        line's byte offset."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._end = 0
+        with atomic_open(self.path, "wb") as f:
+            self._write(f, {"fingerprint": self.fingerprint})
+            offsets = [self._write(f, r) for r in lines]
+        self._f = open(self.path, "ab")  # noqa: SIM115 (open while the job runs; close())
+        return offsets
+
+    def append(self, line: dict) -> int:
+        """Save ``line`` at once (flushed); its byte offset."""
+        at = self._write(self._f, line)
         self._f.flush()
+        return at
+
+    def read_at(self, offset: int) -> dict:
+        """The line saved at byte ``offset`` (:meth:`start`, :meth:`append`)."""
+        if self._r is None:
+            self._r = open(self.path, "rb")  # noqa: SIM115 (open while the job runs; close())
+        self._r.seek(offset)
+        return json.loads(self._r.readline().decode("utf-8"))
 
     def close(self, remove: bool) -> None:
-        if self._f:
-            self._f.close()
-            self._f = None
+        for f in (self._f, self._r):
+            if f:
+                f.close()
+        self._f = self._r = None
         if remove:
             self.path.unlink(missing_ok=True)
 
 
 class NoResume(ResumeFile):
-    """For a job too cheap to resume: it saves nothing and finds nothing saved."""
+    """For a job too cheap to resume: it saves nothing and finds nothing saved (its job
+    keeps its outcomes in memory)."""
+
+    keeps = False
 
     def __init__(self, fingerprint: str = ""):
         super().__init__(os.devnull, fingerprint)
@@ -86,11 +114,11 @@ class NoResume(ResumeFile):
     def load(self) -> dict[str, dict]:
         return {}
 
-    def start(self, lines: Iterable[dict]) -> None:
-        pass
+    def start(self, lines: Iterable[dict]) -> list[int]:
+        return []
 
-    def append(self, line: dict) -> None:
-        pass
+    def append(self, line: dict) -> int:
+        return -1
 
     def close(self, remove: bool) -> None:
         pass

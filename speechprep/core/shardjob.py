@@ -20,6 +20,11 @@ owns the rest:
 * results in input order, every item either accepted or rejected (the
   rejects format of ``docs/outputs.md``), and the atomic writes of the
   outputs, after which the resume file goes (and the reuse store is replaced).
+
+An accepted item's data is not kept in memory once it is saved: the job keeps its byte
+offset in the resume file and reads it back when the outputs are written
+(:meth:`ShardJob.accepted`), so what a job holds per item is its input line and an offset,
+not its results (bench/workflow/shard_memory.py). A job without a resume file keeps them.
 """
 
 from __future__ import annotations
@@ -68,6 +73,7 @@ class Rejected:
 
 
 Outcome = Accepted | Rejected
+SAVED = Accepted()  # an accepted outcome whose data is in the resume file (ShardJob.saved_at)
 
 
 def model_rejected(e: Exception, reason: str = "model_error") -> Rejected:
@@ -134,6 +140,7 @@ class ShardJob:
             self.reused = set(stored)
             saved.update(stored)
         self.outcomes: dict[str, Outcome] = {k: outcome_from_line(v) for k, v in saved.items()}
+        self.saved_at: dict[str, int] = {}  # an accepted item's line in the resume file, its data not held
         self.failures = ModelFailures(stage, model or "?", failure_rule) if failure_rule else None
         self.progress: Progress | None = None
 
@@ -179,7 +186,9 @@ class ShardJob:
         loaded)."""
         logs.ready()
         self.progress = Progress(len(todo), self.unit)
-        self.resume.start(self._saved(k, o) for k, o in self.outcomes.items())
+        offsets = self.resume.start(self._saved(k, o) for k, o in self.outcomes.items())
+        for (k, o), at in zip(list(self.outcomes.items()), offsets, strict=True):
+            self._hold(k, o, at)
         if self.failures:  # what a resumed job already did counts for the share
             for k, o in self.outcomes.items():
                 if isinstance(o, Accepted):
@@ -197,8 +206,9 @@ class ShardJob:
         """Record one item's outcome, saved at once for resume; a model error is not
         saved, so a resumed job (say, after a systematic failure was fixed) retries it."""
         self.outcomes[item["id"]] = outcome
+        self.saved_at.pop(item["id"], None)
         if not (isinstance(outcome, Rejected) and outcome.model_error):
-            self.resume.append(self._saved(item["id"], outcome))
+            self._hold(item["id"], outcome, self.resume.append(self._saved(item["id"], outcome)))
         if audio_seconds is None:
             audio_seconds = float(item.get("duration") or 0.0)
         self.progress.update(audio_seconds=audio_seconds)
@@ -207,6 +217,20 @@ class ShardJob:
                 self.failures.success(item["id"])
         elif outcome.model_error:
             self.model_error(item, outcome.detail)
+
+    def _hold(self, item_id: str, o: Outcome, at: int) -> None:
+        """An outcome saved at byte ``at`` of the resume file: an accepted one's data is read
+        back from there (:meth:`outcome`), not held."""
+        if self.resume.keeps and isinstance(o, Accepted) and o.data:
+            self.outcomes[item_id] = SAVED
+            self.saved_at[item_id] = at
+
+    def outcome(self, item_id: str) -> Outcome:
+        """The item's outcome, an accepted one's data read back from the resume file."""
+        at = self.saved_at.get(item_id)
+        if at is None:
+            return self.outcomes[item_id]
+        return outcome_from_line({k: v for k, v in self.resume.read_at(at).items() if k != KEY})
 
     def _saved(self, item_id: str, o: Outcome) -> dict:
         """A resume-file line: the outcome, and with a store the item's key."""
@@ -222,11 +246,11 @@ class ShardJob:
 
     # -- after -----------------------------------------------------------------
     def accepted(self) -> Iterator[tuple[dict, dict]]:
-        """``(item, data)`` of every accepted item, in input order."""
+        """``(item, data)`` of every accepted item, in input order (each item's data read when
+        it is taken: a caller that writes them one by one holds one)."""
         for item in self.items:
-            o = self.outcomes[item["id"]]
-            if isinstance(o, Accepted):
-                yield item, o.data
+            if isinstance(self.outcomes[item["id"]], Accepted):
+                yield item, self.outcome(item["id"]).data
 
     def reject_lines(self) -> list[dict]:
         """The rejects lines, in input order."""
@@ -242,17 +266,18 @@ class ShardJob:
         outputs: dict[str | os.PathLike, Iterable[dict]],
         rejects_path: str | os.PathLike,
         passed: Iterable[dict] = (),
+        written: dict[str, int] | None = None,
         **counts: Any,
     ) -> dict[str, Any]:
         """Write ``outputs`` and the rejects atomically (``passed``: an earlier job's rejects
         lines of the same stage, written first), replace the reuse store, drop the resume
-        file, log the counts."""
-        written = {Path(p).name: write_jsonl(p, lines) for p, lines in outputs.items()}
+        file, log the counts (``written``: the lines of outputs the caller wrote itself)."""
+        written = {**(written or {}), **{Path(p).name: write_jsonl(p, lines) for p, lines in outputs.items()}}
         passed = list(passed)
         rejected = write_jsonl(rejects_path, passed + self.reject_lines()) - len(passed)
         if self.store is not None:
             self.store.save(
-                (self.keys[k], outcome_line(k, o))
+                (self.keys[k], outcome_line(k, self.outcome(k)))
                 for k, o in self.outcomes.items()
                 if not (isinstance(o, Rejected) and (o.model_error or o.reason in TRANSIENT))
             )

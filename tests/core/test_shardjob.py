@@ -220,3 +220,42 @@ def test_two_jobs_of_one_shard_keep_two_stores(tmp_path):
 
     part = tmp_path / ".partial"
     assert store_dir(part / "shard-0003.jsonl") != store_dir(part / "shard-0003.align.jsonl")
+
+
+def test_an_accepted_items_data_is_read_back_from_the_resume_file_not_held(tmp_path):
+    """What a job holds per item is an offset in its resume file: the outputs, a resumed job's
+    saved outcomes and the reuse store still get every item's data, unicode included."""
+    j = job(tmp_path, reuse=True)
+    todo = j.todo()
+    with pytest.raises(KeyboardInterrupt), j.running(todo):
+        for it in todo[:3]:
+            j.emit(it, Accepted({"v": it["id"], "words": [{"word": "café", "start": 0.25}]}))
+        raise KeyboardInterrupt
+    again = job(tmp_path, reuse=True)
+    todo = again.todo()
+    assert again.outcomes["i0"].data["v"] == "i0"  # a saved outcome, before the job runs
+    with again.running(todo):
+        for it in todo:
+            again.emit(it, Rejected("bad", "odd") if it["id"] == "i4" else Accepted({"v": it["id"], "n": 1.5}))
+        assert all(again.outcomes[k].data == {} for k in ("i0", "i3", "i5")), "data held in memory"
+        assert again.outcome("i1").data == {"v": "i1", "words": [{"word": "café", "start": 0.25}]}
+        assert again.outcome("i4") == Rejected("bad", "odd")
+    assert outputs(tmp_path, again) == {"segments": 6, "ok": 5, "rejected": 1}
+    out = list(read_jsonl(tmp_path / "out.jsonl"))
+    assert out[0] == {"id": "i0", "v": "i0", "words": [{"word": "café", "start": 0.25}]}
+    assert [x["id"] for x in out] == ["i0", "i1", "i2", "i3", "i5"] and out[-1] == {"id": "i5", "v": "i5", "n": 1.5}
+    stored = list(read_jsonl(tmp_path / "resume.reuse" / "outcomes.jsonl"))[1:]
+    assert {x["line"]["id"]: x["line"].get("v") for x in stored} == {**{k: k for k in todo_ids(6)}, "i4": None}
+
+
+def todo_ids(n):
+    return [f"i{k}" for k in range(n)]
+
+
+def test_a_job_without_a_resume_file_keeps_its_outcomes(tmp_path):
+    j = ShardJob("test", items(tmp_path), None, {"x": 1}, "1")
+    todo = j.todo()
+    with j.running(todo):
+        for it in todo:
+            j.emit(it, Accepted({"v": it["id"]}))
+    assert [d for _, d in j.accepted()] == [{"v": f"i{k}"} for k in range(6)]
