@@ -53,6 +53,7 @@ class AsrStage(ModelStage):
     def __init__(self, p: AsrParams, transcribe: Transcriber | None = None, sample_rate: int | None = None):
         super().__init__(p)
         self.transcribe, self.sample_rate = transcribe, sample_rate or self.sample_rate
+        self.empty_text = 0  # of the lines written
 
     @cached_property
     def identity(self) -> dict[str, Any]:
@@ -100,8 +101,11 @@ class AsrStage(ModelStage):
         line = {**seg, **data, **self.identity, "text_source": "asr"}
         return trimmed(line, self.p.trim_pad) if self.p.trim else line
 
-    def finish(self, lines: list[dict], scratch) -> dict[str, Any]:
-        return {"empty_text": sum(x["text"] == "" for x in lines)}
+    def written(self, line: dict, row: int) -> None:
+        self.empty_text += line["text"] == ""
+
+    def finish(self, ids: list[str], scratch) -> dict[str, Any]:
+        return {"empty_text": self.empty_text}
 
 
 def merge(

@@ -33,6 +33,8 @@ class VerifyStage(AsrStage):
         super().__init__(p, transcribe, sample_rate)
         self.grammars = dict(grammars)
         self.compare = CompareNormalizer(SpokenNormalizer(self.grammars) if self.grammars else None)
+        self.wers: list[float] = []  # each written line's (finish: their median)
+        self.empty_asr_text = 0
 
     def fingerprint(self) -> dict[str, Any]:
         return {**super().fingerprint(), "compare_languages": grammar_stamps(self.grammars)}
@@ -46,11 +48,16 @@ class VerifyStage(AsrStage):
     def line(self, seg: dict, data: dict) -> dict:
         return {**super().line(seg, data), "text_source": "given"}
 
-    def finish(self, lines: list[dict], scratch) -> dict[str, Any]:
-        wer = sorted(x["wer"] for x in lines)
+    def written(self, line: dict, row: int) -> None:
+        super().written(line, row)
+        self.wers.append(line["wer"])
+        self.empty_asr_text += line["asr_text"] == ""
+
+    def finish(self, ids: list[str], scratch) -> dict[str, Any]:
+        wer = sorted(self.wers)
         return {
-            **super().finish(lines, scratch),
-            "empty_asr_text": sum(x["asr_text"] == "" for x in lines),
+            **super().finish(ids, scratch),
+            "empty_asr_text": self.empty_asr_text,
             "median_wer": wer[len(wer) // 2] if wer else None,
         }
 

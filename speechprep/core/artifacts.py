@@ -14,13 +14,16 @@ the layouts of ``tts.layout`` (``docs/outputs.md``):
   segment's array end to end, the line naming its slice ``<file>#<offset>:<length>``;
 
 and :meth:`Scratch.stack` writes a kind as one ``(N, width)`` array in line order.
+:meth:`Scratch.placing` places one line at a time (the lines to come named first): a job
+that writes its lines as it places them holds one line's arrays, not the shard's.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,7 +31,7 @@ import numpy as np
 
 from ..io.audio import SAMPLE_RATE
 from ..io.jsonio import atomic_open
-from ..io.npyio import PACKED, check_layout, load_npy, load_ref, pack_npy, parse_ref, ref, save_npy
+from ..io.npyio import PACKED, check_layout, load_npy, load_ref, parse_ref, ref, save_npy
 from .names import file_stem
 from .reuse import link
 
@@ -97,40 +100,88 @@ class Scratch:
 
     def place(self, lines: list[dict], dirs: Mapping[str, str | os.PathLike], layout: str) -> None:
         """Move each line's arrays into ``dirs[kind]`` (absolute paths in the lines)."""
-        check_layout(layout)
-        for kind, d in dirs.items():
-            out = Path(d).resolve()
-            out.mkdir(parents=True, exist_ok=True)
-            if layout == "files":
-                for line in lines:
-                    src = self.path(kind, line["id"])
-                    line[kind] = str(out / src.name)
-                    os.replace(src, line[kind])
-            elif self.kinds[kind].dtype == WAV:
-                self._pack_wavs(kind, lines, out / f"{PACKED}.wav")
-            else:
-                arrays = [np.load(self.path(kind, line["id"]), allow_pickle=False) for line in lines]
-                for line, where in zip(lines, pack_npy(out / f"{PACKED}.npy", arrays, self.kinds[kind].dtype)):
-                    line[kind] = where
+        with self.placing(dirs, layout, [line["id"] for line in lines]) as place:
+            for line in lines:
+                place(line)
 
-    def _pack_wavs(self, kind: str, lines: list[dict], path: Path) -> None:
+    @contextlib.contextmanager
+    def placing(
+        self, dirs: Mapping[str, str | os.PathLike], layout: str, ids: Sequence[str]
+    ) -> Iterator[Callable[[dict], None]]:
+        """``place(line)``, to call on the lines of ``ids`` in that order: it moves the line's
+        arrays into ``dirs[kind]`` (a file each, or appended to the kind's packed file) and sets
+        the line's fields to where they are. A packed file is renamed into place when the block
+        ends without an error (one line's array is read at a time)."""
+        check_layout(layout)
+        with contextlib.ExitStack() as stack:
+            put: dict[str, Callable[[str], str]] = {}
+            for kind, d in dirs.items():
+                out = Path(d).resolve()
+                out.mkdir(parents=True, exist_ok=True)
+                if layout == "files":
+                    put[kind] = lambda item_id, kind=kind, out=out: self._move(kind, item_id, out)
+                elif self.kinds[kind].dtype == WAV:
+                    put[kind] = stack.enter_context(self._wav_packer(kind, ids, out / f"{PACKED}.wav"))
+                else:
+                    put[kind] = stack.enter_context(self._npy_packer(kind, ids, out / f"{PACKED}.npy"))
+            order = iter(ids)
+
+            def place(line: dict) -> None:
+                if next(order, None) != line["id"]:
+                    raise ValueError(f"{line['id']} placed out of the order its packed files were sized for")
+                for kind, f in put.items():
+                    line[kind] = f(line["id"])
+
+            yield place
+
+    def _move(self, kind: str, item_id: str, out: Path) -> str:
+        src = self.path(kind, item_id)
+        os.replace(src, out / src.name)
+        return str(out / src.name)
+
+    @contextlib.contextmanager
+    def _wav_packer(self, kind: str, ids: Sequence[str], path: Path) -> Iterator[Callable[[str], str]]:
         """Every line's WAV end to end in one 16-bit file (RF64 past 4 GB)."""
         import soundfile as sf
 
-        infos = [sf.info(self.path(kind, line["id"])) for line in lines]
-        fmt = "RF64" if 2 * sum(i.frames for i in infos) > 2**32 - 2**16 else "WAV"
-        start = 0
+        frames = sum(sf.info(self.path(kind, i)).frames for i in ids)
+        fmt = "RF64" if 2 * frames > 2**32 - 2**16 else "WAV"
+        start = [0]
         with atomic_open(path, "wb") as f, sf.SoundFile(f, "w", SAMPLE_RATE, 1, "PCM_16", format=fmt) as w:
-            for line in lines:
-                x, _ = sf.read(self.path(kind, line["id"]), dtype="int16")
-                w.write(x)
-                line[kind] = ref(path, start, len(x))
-                start += len(x)
 
-    def stack(self, kind: str, lines: list[dict], path: str | os.PathLike, width: int) -> None:
-        """The lines' arrays as rows of one ``(len(lines), width)`` array file, in line order."""
+            def put(item_id: str) -> str:
+                x, _ = sf.read(self.path(kind, item_id), dtype="int16")
+                w.write(x)
+                start[0] += len(x)
+                return ref(path, start[0] - len(x), len(x))
+
+            yield put
+
+    @contextlib.contextmanager
+    def _npy_packer(self, kind: str, ids: Sequence[str], path: Path) -> Iterator[Callable[[str], str]]:
+        """Every line's array end to end in one 1-D ``.npy`` of the kind's dtype, the bytes
+        ``np.save`` writes for their concatenation."""
+        dtype = np.dtype(self.kinds[kind].dtype)
+        total = sum(np.load(self.path(kind, i), mmap_mode="r", allow_pickle=False).size for i in ids)
+        start = [0]
+        with atomic_open(path, "wb") as f:
+            header = {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False, "shape": (total,)}
+            np.lib.format.write_array_header_1_0(f, header)
+
+            def put(item_id: str) -> str:
+                a = np.asarray(np.load(self.path(kind, item_id), allow_pickle=False), dtype=dtype).reshape(-1)
+                f.write(a.tobytes())
+                start[0] += len(a)
+                return ref(path, start[0] - len(a), len(a))
+
+            yield put
+            if start[0] != total:
+                raise ValueError(f"{path}: {start[0]} of the {total} elements it was sized for were placed")
+
+    def stack(self, kind: str, ids: Sequence[str], path: str | os.PathLike, width: int) -> None:
+        """The arrays of ``ids`` as rows of one ``(len(ids), width)`` array file, in that order."""
         dtype = self.kinds[kind].dtype
-        rows = [np.load(self.path(kind, line["id"]), allow_pickle=False) for line in lines]
+        rows = [np.load(self.path(kind, i), allow_pickle=False) for i in ids]
         save_npy(path, np.stack(rows).astype(dtype) if rows else np.zeros((0, width), dtype))
 
     def clear(self) -> None:

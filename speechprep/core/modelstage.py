@@ -37,14 +37,14 @@ import gc
 import logging
 import os
 import time
-from collections.abc import Hashable
+from collections.abc import Hashable, Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any, ClassVar
 
 from ..io.audio import SAMPLE_RATE, AudioError, read_segment
-from ..io.jsonio import read_jsonl
+from ..io.jsonio import read_jsonl, write_jsonl
 from . import logs
 from .artifacts import Kind, Scratch
 from .batching import BatchRunner, isolate, resolve_device, seconds_budget
@@ -148,8 +148,13 @@ class ModelStage:
         """The output line of an accepted segment (fields of ``kinds`` are placed afterwards)."""
         return {**item, **data}
 
-    def finish(self, lines: list[dict], scratch: Scratch) -> dict[str, Any]:
-        """Last work on the shard's lines before the commit; extra counts for the log."""
+    def written(self, line: dict, row: int) -> None:
+        """Sees each output line, in order, as it is written (its arrays placed; ``row``: its
+        index among the lines); may set its fields. The runner holds one line at a time."""
+
+    def finish(self, ids: list[str], scratch: Scratch) -> dict[str, Any]:
+        """Last work once the shard's lines are written (``ids``: theirs, in order), before the
+        commit of the rejects and the reuse store; extra counts for the log."""
         return {}
 
 
@@ -279,14 +284,26 @@ def _process(stage: ModelStage, job: ShardJob, todo: list[dict], scratch: Scratc
     }
 
 
-def _keep_arrays(job: ShardJob, scratch: Scratch, lines: list[dict], placed: dict[str, str]) -> None:
-    """The lines' arrays into the reuse store being written: links to the placed ones (a file
-    each, or the packed file), the kinds that are not placed packed one file per kind."""
-    copies = [{"id": line["id"]} for line in lines]
-    scratch.place(copies, {k: job.store.new / k for k in scratch.kinds if k not in placed}, "packed")
-    for line, copy in zip(lines, copies, strict=True):
-        for k in scratch.kinds:
-            job.store.keep_array(line["id"], k, (line if k in placed else copy)[k])
+def _lines(stage: ModelStage, job: ShardJob, scratch: Scratch, files: ShardFiles, ids: list[str]) -> Iterator[dict]:
+    """The output lines, one at a time in input order, each as it is written: its arrays placed
+    (``files.arrays``, ``files.layout``) and seen by the stage (:meth:`ModelStage.written`).
+    Then the lines' arrays go into the reuse store being written: links to the placed ones, the
+    kinds that are not placed packed one file per kind (a packed file is there once placed)."""
+    placed = files.arrays
+    kept = {k: job.store.new / k for k in scratch.kinds if k not in placed} if job.store is not None else {}
+    where: list[tuple[str, str, str]] = []  # (item, kind, its array): for the store
+    with scratch.placing(placed, files.layout, ids) as place, scratch.placing(kept, "packed", ids) as keep:
+        for row, (item, data) in enumerate(job.accepted()):
+            line = stage.line(item, data)
+            place(line)
+            stage.written(line, row)
+            if job.store is not None:
+                copy = {"id": line["id"]}
+                keep(copy)
+                where += [(line["id"], k, (line if k in placed else copy)[k]) for k in scratch.kinds]
+            yield line
+    for item_id, kind, array in where:
+        job.store.keep_array(item_id, kind, array)
 
 
 def run(stage: ModelStage, files: ShardFiles, threads: int = 1) -> dict[str, Any]:
@@ -311,11 +328,10 @@ def run(stage: ModelStage, files: ShardFiles, threads: int = 1) -> dict[str, Any
         keep=lambda item, saved: isinstance(saved, Rejected) or scratch.complete(item["id"]),
     )
     counts = _process(stage, job, todo, scratch, threads)
-    lines = [stage.line(item, data) for item, data in job.accepted()]
-    scratch.place(lines, files.arrays, files.layout)
-    counts.update(stage.finish(lines, scratch))
-    _keep_arrays(job, scratch, lines, files.arrays)
-    summary = job.commit({files.out: lines}, files.rejects, files.passed_rejects(), **counts)
+    ids = [item["id"] for item in job.items if isinstance(job.outcomes[item["id"]], Accepted)]
+    written = {Path(files.out).name: write_jsonl(files.out, _lines(stage, job, scratch, files, ids))}
+    counts.update(stage.finish(ids, scratch))
+    summary = job.commit({}, files.rejects, files.passed_rejects(), written, **counts)
     scratch.clear()
     return summary
 

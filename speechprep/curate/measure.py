@@ -200,13 +200,14 @@ class MeasureStage(ModelStage):
             "minhash_file": self.out["minhash"],
         }
 
-    def finish(self, lines: list[dict], scratch) -> dict[str, Any]:
-        for row, line in enumerate(lines):
-            line["embedding_row"] = row
+    def written(self, line: dict, row: int) -> None:
+        line["embedding_row"] = row
+
+    def finish(self, ids: list[str], scratch) -> dict[str, Any]:
         dim = self.models.speaker_dim if self.models is not None else ResemblyzerEncoder.dim  # width of an empty shard
-        scratch.stack("embedding", lines, self.out["embedding"], dim)
-        scratch.stack("minhash", lines, self.out["minhash"], self.p.minhash_perm)
-        rows = [np.load(scratch.path("fingerprint", line["id"]), allow_pickle=False) for line in lines]
+        scratch.stack("embedding", ids, self.out["embedding"], dim)
+        scratch.stack("minhash", ids, self.out["minhash"], self.p.minhash_perm)
+        rows = [np.load(scratch.path("fingerprint", i), allow_pickle=False) for i in ids]
         fps = np.stack(rows).view(FP.DTYPE).reshape(len(rows)) if rows else np.zeros(0, FP.DTYPE)
         save_npy(self.out["fingerprint"], fps)
         return {}
