@@ -28,7 +28,9 @@ def measure(f, p):
     inputs="segments",
     outputs="out rejects",
     options="threads? resume",
-    memory=Memory(700, batch_mb_per_s=0.5),
+    # per audio second: what it keeps per line of its shard (1.4-2.3 MB per 1,000 lines: under 1 MB an hour
+    # of VAD's segments; bench/workflow/shard_memory.py), with room for shorter utterances
+    memory=Memory(700, batch_mb_per_s=0.5, shard_mb_per_s=0.002),
 )
 def annotate(f, p):
     """Pitch, monotony and reverberation of one shard's segments, for the captions."""
