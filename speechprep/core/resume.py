@@ -115,7 +115,7 @@ class NoResume(ResumeFile):
         return {}
 
     def start(self, lines: Iterable[dict]) -> list[int]:
-        return []
+        return [-1 for _ in lines]  # nothing saved: every outcome stays held
 
     def append(self, line: dict) -> int:
         return -1
