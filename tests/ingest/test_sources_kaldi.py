@@ -110,7 +110,7 @@ def test_decoder_commands_give_their_file(command, audio):
         "flac -d x.flac",  # to a file, not stdout
         "cat x.wav",
         "sph2pipe x.sph | sox -t wav - -t wav -",
-        'python3 -c \'open("/tmp/x", "w")\'',
+        'python3 -c \'open("/tmp/x", "w", encoding="utf-8")\'',
     ],
 )
 def test_other_commands_are_not_read(command):
