@@ -106,6 +106,11 @@ def check(config: dict[str, Any]) -> None:
             elif len(given) >= 2:
                 both = " and ".join(f"`{k}`" for k in given)
                 problems.append(f"dataset {name!r} has {'both ' if len(given) == 2 else ''}{both}: give one")
+            elif ds.get("pilot_ids") and given[0] in ("audio_dir", "manifest"):
+                problems.append(
+                    f"dataset {name!r} has `pilot_ids` (the plan's pilot's selection of a source's ids) "
+                    f"and `{given[0]}`, whose inputs have no source ids: give a corpus in its own layout or drop it"
+                )
             elif given == ["audio_dir"] and ds.get("text") in ("given", "verify"):
                 problems.append(
                     f"dataset {name!r} says `text: {ds['text']}` but an audio_dir has no text: give a `manifest` "

@@ -17,3 +17,11 @@ def run(f, p):
     from . import stage
 
     stage.run(p, f.manifest, f.rejects, f.shards, f.threads)
+
+
+@job("ingest items", "ingest", IngestParams, outputs="out", options="threads?")
+def items(f, p):
+    """Each item of a corpus in its own layout, its id, file and seconds, for the plan's pilot."""
+    from . import stage
+
+    stage.items(p, f.out, f.threads)

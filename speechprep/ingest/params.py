@@ -22,6 +22,7 @@ class IngestParams(StageParams):
     lhotse: dict | None = from_dataset("lhotse")
     lhotse_recipe: dict | None = from_dataset("lhotse_recipe")
     hf: dict | None = from_dataset("hf")
+    pilot_ids: str | None = from_dataset("pilot_ids")  # the plan's pilot: the source ids read (one a line)
     probe: bool = from_dataset("probe", "ingest.probe")
     shards: int | None = from_dataset("shards")
     shard_hours: float = from_dataset("shard_hours", "ingest.shard_hours")

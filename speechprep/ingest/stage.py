@@ -143,17 +143,35 @@ def source_id_to_id(source_id: str) -> str:
 
 class _SourceSink:
     """The :class:`~.sources.Sink` a source reader writes into: each line checked as a
-    manifest line is (:meth:`Ingest.source_line`), each reject kept with its source id."""
+    manifest line is (:meth:`Ingest.source_line`), each reject kept with its source id. With a
+    selection (``only``: the pilot's ``pilot_ids``), the lines and rejects of those ids alone,
+    and each id it names (``seen``) that the reader never gave is rejected ``not_in_source``
+    (:meth:`unseen`): every selected id ends in the manifest or the rejects."""
 
-    def __init__(self, ing: Ingest, key: str, audio_dir: str, check_files: bool):
+    def __init__(self, ing: Ingest, key: str, audio_dir: str, check_files: bool, only=None, write_audio=True):
         self.ing, self.key, self.audio_dir, self.check_files = ing, key, audio_dir, check_files
+        self.only, self.write_audio = only, write_audio
+        self.seen: set[str] = set()
+
+    def _taken(self, sid) -> bool:
+        if self.only is None:
+            return True
+        self.seen.add(sid)
+        return sid in self.only
 
     def line(self, rec: dict) -> None:
-        self.ing.source_line(self.key, rec)
+        if self._taken(rec.get("source_id") if isinstance(rec, dict) else None):
+            self.ing.source_line(self.key, rec)
 
     def reject(self, source_id: str, path: str | None, reason: str, detail: str) -> None:
         sid = str(source_id)
-        self.ing.add_reject(source_id_to_id(sid), path, reason, detail, source_id=sid)
+        if self._taken(sid):
+            self.ing.add_reject(source_id_to_id(sid), path, reason, detail, source_id=sid)
+
+    def unseen(self) -> None:
+        for sid in sorted((self.only or set()) - self.seen):
+            detail = f"the pilot's selection (pilot_ids) names {sid!r}; the {self.key} source has no such item"
+            self.ing.add_reject(source_id_to_id(sid), None, "not_in_source", detail, source_id=sid)
 
 
 class Ingest:
@@ -250,12 +268,24 @@ class Ingest:
             entry["text_filepath"] = _absolute(rec["text_filepath"], base)
         self.entries.append(entry)
 
-    def read_source(self, key: str, spec: str | dict, audio_dir: str, check_files: bool = True) -> None:
+    def read_source(
+        self,
+        key: str,
+        spec: str | dict,
+        audio_dir: str,
+        check_files: bool = True,
+        only: frozenset[str] | None = None,
+        write_audio: bool = True,
+    ) -> None:
         """A corpus in its own layout, read by its reader (:data:`.sources.READERS`); ``check_files``:
-        the reader checks that each audio file is there (``probe``)."""
+        the reader checks that each audio file is there (``probe``); ``only``: the source ids read
+        (the pilot's selection, :func:`read_selection`); ``write_audio`` false: a listing
+        (:func:`items`), no audio written."""
         from .sources import READERS
 
-        READERS[key](spec, _SourceSink(self, key, audio_dir, check_files))
+        sink = _SourceSink(self, key, audio_dir, check_files, only, write_audio)
+        READERS[key](spec, sink)
+        sink.unseen()
 
     def source_line(self, key: str, rec: dict) -> None:
         """One line a source reader gave: checked as a manifest line, its ``source_id`` kept."""
@@ -471,12 +501,26 @@ def write_shards(shards_dir: Path, shards: dict[str, list[str]]) -> None:
             stale.unlink()
 
 
-def run(p: IngestParams, manifest_out: str, rejects_out: str, shards_dir: str, threads: int = 1) -> dict:
-    """Ingest dataset ``p.name``; returns a summary."""
+def read_selection(path: str) -> frozenset[str]:
+    """A dataset's ``pilot_ids``: the source ids the plan's pilot drew, one a line (UTF-8)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return frozenset(x.rstrip("\n") for x in f if x.strip())
+    except (OSError, UnicodeDecodeError) as e:
+        raise UsageError(f"pilot_ids: cannot read {path!r}: {e}") from None
+
+
+def collect(p: IngestParams, audio_dir: str, threads: int, listing: bool = False) -> tuple[Ingest, int]:
+    """The dataset read and checked, its ids resolved, the excluded and textless left out and
+    probed (a ``listing``: only the lines without a duration, and no audio written out); with
+    the number of inputs read."""
     ing = Ingest(p.name)
     source = p.source()
+    if p.pilot_ids and not source:
+        raise UsageError(f"dataset {p.name!r}: pilot_ids selects a source's ids; an audio_dir or manifest has none")
     if source:
-        ing.read_source(*source, os.path.abspath(Path(manifest_out).parent / SOURCE_AUDIO), p.probe)
+        only = read_selection(p.pilot_ids) if p.pilot_ids else None
+        ing.read_source(*source, audio_dir, p.probe, only, write_audio=not listing)
     elif p.audio_dir:
         ing.scan_dir(p.audio_dir, p.extensions)
     else:
@@ -491,14 +535,37 @@ def run(p: IngestParams, manifest_out: str, rejects_out: str, shards_dir: str, t
         roots = [os.path.dirname(os.path.abspath(p.manifest))]
     ing.exclude(read_exclude(p.exclude, roots))
     ing.read_texts(p.text, threads)
-    if p.probe:
+    if p.probe and not listing:
         ing.probe(threads)
-    elif source:
+    elif source or listing:
         ing.probe(threads, only_unknown=True)  # the source's durations are trusted, the others read
     else:
         ing.drop_missing_unprobed()
-    entries = sorted(ing.entries, key=lambda e: e["id"])
+    return ing, n_inputs
+
+
+def items(p: IngestParams, out: str, threads: int = 1) -> int:
+    """``ingest items``: what the plan's pilot draws from (:mod:`speechprep.workflow.pilot`),
+    each item ingest would accept as one JSON line ``{"id": source id, "file": its audio file,
+    "seconds": its audio}``: the source's durations, a header where it has none. Nothing is
+    written but ``out``: no audio (a listing), no header read where the source gives a
+    duration (with ``probe: true``, each file checked to be there). Returns the items."""
+    if p.source() is None:
+        raise UsageError(f"dataset {p.name!r}: ingest items lists a corpus in its own layout (kaldi, lhotse, ...)")
+    ing, _ = collect(p, os.path.abspath(Path(out).parent / SOURCE_AUDIO), threads, listing=True)
+    rows = [
+        dumps({"id": e["source_id"], "file": e["audio_filepath"], "seconds": e.get("duration") or 0.0})
+        for e in sorted(ing.entries, key=lambda e: e["id"])
+    ]
+    write_text_if_changed(out, "".join(x + "\n" for x in rows))
+    return len(rows)
+
+
+def run(p: IngestParams, manifest_out: str, rejects_out: str, shards_dir: str, threads: int = 1) -> dict:
+    """Ingest dataset ``p.name``; returns a summary."""
     out_dir = Path(manifest_out).parent
+    ing, n_inputs = collect(p, os.path.abspath(out_dir / SOURCE_AUDIO), threads)
+    entries = sorted(ing.entries, key=lambda e: e["id"])
     planned = shard_plan(p, entries, out_dir, ing.rejects)
     n = planned.plan.count
     buckets: list[list[str]] = [[] for _ in range(n)]

@@ -57,6 +57,14 @@ The contract a reader keeps:
   another file or that no stage could decode (HF bytes, shorten SPHERE) as
   FLAC at the source's rate, each file once: written atomically, left alone
   when it is already there, so a resumed or grown ingest writes nothing twice.
+* **``out.only``** (a set of source ids, or ``None``): the plan's pilot's selection
+  (a dataset's ``pilot_ids``: :mod:`speechprep.workflow.pilot`). Ingest keeps only the
+  lines and rejects of these ids, so a reader may skip an item outside it; one whose
+  work costs (audio it writes out, a file it checks) must: :func:`wanted`.
+* **``out.write_audio``** (bool): ``False`` in a listing (``ingest items``: the pilot
+  learns each item's id, file and seconds): the reader writes no audio, and a line
+  names the file it would write (HF bytes: the path and the bytes' duration) or the
+  source's own file (a shorten SPHERE file, its duration from its header).
 * **Nothing from the source is executed**: a wav.scp command is parsed, never
   run; a pickle is never loaded.
 
@@ -78,6 +86,8 @@ class Sink(Protocol):
 
     audio_dir: str
     check_files: bool
+    only: frozenset[str] | None
+    write_audio: bool
 
     def line(self, rec: dict[str, Any]) -> None:
         """One usable item: a manifest-line dict with ``audio_filepath`` and ``source_id``."""
@@ -89,8 +99,14 @@ class Sink(Protocol):
 class Collect:
     """A :class:`Sink` that keeps everything in two lists (for tests and tools)."""
 
-    def __init__(self, audio_dir: str = "", check_files: bool = True) -> None:
-        self.audio_dir, self.check_files = audio_dir, check_files
+    def __init__(
+        self,
+        audio_dir: str = "",
+        check_files: bool = True,
+        only: frozenset[str] | None = None,
+        write_audio: bool = True,
+    ) -> None:
+        self.audio_dir, self.check_files, self.only, self.write_audio = audio_dir, check_files, only, write_audio
         self.lines: list[dict[str, Any]] = []
         self.rejects: list[dict[str, Any]] = []
 
@@ -108,8 +124,14 @@ class Collect:
 class Count:
     """A :class:`Sink` that only counts (a reader's own cost, in a benchmark)."""
 
-    def __init__(self, audio_dir: str = "", check_files: bool = True) -> None:
-        self.audio_dir, self.check_files = audio_dir, check_files
+    def __init__(
+        self,
+        audio_dir: str = "",
+        check_files: bool = True,
+        only: frozenset[str] | None = None,
+        write_audio: bool = True,
+    ) -> None:
+        self.audio_dir, self.check_files, self.only, self.write_audio = audio_dir, check_files, only, write_audio
         self.lines = self.rejects = 0
 
     def line(self, rec: dict[str, Any]) -> None:
@@ -117,6 +139,12 @@ class Count:
 
     def reject(self, source_id: str, path: str | None, reason: str, detail: str) -> None:
         self.rejects += 1
+
+
+def wanted(out: Sink, source_id: str) -> bool:
+    """Whether ``out`` takes the item ``source_id`` (every item, but outside a pilot's
+    selection: ``out.only``)."""
+    return out.only is None or source_id in out.only
 
 
 Reader = Callable[[Any, Sink], None]
@@ -152,12 +180,18 @@ KALDI_FILES = ("wav.scp", "segments", "text", "utt2spk", "spk2utt", "spk2gender"
 
 def source_files(dataset: Mapping[str, Any]) -> list[str]:
     """The files of a dataset's source that ingest reads and that are cheap to list (its
-    tables and manifests, not its audio): the ingest rule's inputs, so that a changed file
-    reruns it. A recipe's corpus directory is listed by nothing (its recipe reads it)."""
-    import os
-
+    tables and manifests, not its audio) and the pilot's selection of its ids (``pilot_ids``):
+    the ingest rule's inputs, so that a changed file reruns it. A recipe's corpus directory is
+    listed by nothing (its recipe reads it)."""
     key = source_key(dataset)
     spec = dataset.get(key) if key else None
+    selection = [dataset["pilot_ids"]] if key and isinstance(dataset.get("pilot_ids"), str) else []
+    return selection + _format_files(key, spec)
+
+
+def _format_files(key: str | None, spec: Any) -> list[str]:
+    import os
+
     if key == "kaldi":
         return [p for p in (os.path.join(spec, n) for n in KALDI_FILES) if os.path.isfile(p)]
     if key == "common_voice":

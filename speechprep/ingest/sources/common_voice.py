@@ -24,7 +24,7 @@ import os
 from pathlib import Path
 
 from ...errors import UsageError
-from . import Sink
+from . import Sink, wanted
 
 GENDERS = {"male_masculine": "male", "female_feminine": "female"}
 DURATIONS = "clip_durations.tsv"
@@ -105,6 +105,8 @@ def read(spec: str | dict, out: Sink) -> None:
             out.reject(path, str(tsv), "duplicate_id", f"{where}: {path!r} is also on line {seen[path]}")
             continue
         seen[path] = n
+        if not wanted(out, path):  # outside the pilot's selection: no file checked
+            continue
         audio = os.path.join(clips, path)
         if out.check_files and not os.path.isfile(audio):
             out.reject(path, audio, "missing", f"{where}: clips/{path} does not exist")

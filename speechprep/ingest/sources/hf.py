@@ -16,7 +16,8 @@ soundfile.
   own format. The file name holds a digest of the bytes, so a resumed or grown ingest finds
   a row's file there and writes nothing again, and a row whose audio changed gets a new
   file. A row with a ``path`` and no bytes takes that file where it is (relative paths from
-  ``path``'s directory).
+  ``path``'s directory). A row outside the sink's selection (``out.only``) writes nothing; in
+  a listing (``out.write_audio`` false) no row does, and its line names the file it would.
 * ``text_column``, ``speaker_column``, ``gender_column``, ``language_column`` (optional):
   kept as given (a speaker id that is a number is written as a string).
 * ``source_id``: the row's ``id_column`` (default: a column named ``id`` if there is one),
@@ -42,6 +43,7 @@ from ...core.names import file_stem, id_digest, utf8_encodable
 from ...errors import UsageError
 from ...io.jsonio import atomic_open
 from ..plan import shard_name
+from . import wanted
 
 KEYS = (
     "path",
@@ -168,9 +170,9 @@ def audio_path(audio_dir: str, source_id: str, data: bytes, ext: str) -> str:
     return os.path.join(os.path.abspath(audio_dir), "hf", folder, f"{file_stem(source_id)}-{digest}{ext}")
 
 
-def write_audio(audio_dir: str, source_id: str, data: bytes) -> tuple[str, float | None]:
+def write_audio(audio_dir: str, source_id: str, data: bytes, write: bool = True) -> tuple[str, float | None]:
     """The row's bytes as a file every stage reads (see the module's docstring), written
-    unless it is already there; ``(path, duration)``."""
+    unless it is already there (or ``write`` is false: a listing); ``(path, duration)``."""
     import soundfile as sf
 
     try:
@@ -183,7 +185,7 @@ def write_audio(audio_dir: str, source_id: str, data: bytes) -> tuple[str, float
     recode = info.format != "FLAC" and info.subtype in LOSSLESS_PCM
     ext = ".flac" if info.format == "FLAC" or recode else EXTENSIONS.get(info.format, "." + info.format.lower())
     path = audio_path(audio_dir, source_id, data, ext)
-    if os.path.isfile(path):
+    if not write or os.path.isfile(path):
         return path, duration
     with atomic_open(path, "wb") as f:
         if recode:
@@ -251,13 +253,15 @@ def read(spec: Any, out) -> None:
                 out.reject(sid, None, "duplicate_id", f"row {n - 1}: id {sid!r} given again: the first is kept")
                 continue
             seen.add(sid)
+            if not wanted(out, sid):  # outside the pilot's selection: no audio written for it
+                continue
             try:
-                out.line(_row(row, sid, spec, audio_column, base, out.audio_dir))
+                out.line(_row(row, sid, spec, audio_column, base, out))
             except Bad as e:
                 out.reject(sid, e.path, e.reason, e.detail)
 
 
-def _row(row: dict, sid: str, spec: dict, audio_column: str, base: str, audio_dir: str) -> dict:
+def _row(row: dict, sid: str, spec: dict, audio_column: str, base: str, out) -> dict:
     if not utf8_encodable(sid):
         raise Bad("bad_encoding", f"row id {sid!r} holds a character UTF-8 cannot encode")
     rec: dict[str, Any] = {"source_id": sid}
@@ -272,9 +276,9 @@ def _row(row: dict, sid: str, spec: dict, audio_column: str, base: str, audio_di
     if not isinstance(audio, dict):
         raise Bad("no_audio" if audio is None else "bad_line", f"row {sid!r}: no audio in {audio_column!r}")
     if audio.get("bytes"):
-        if not audio_dir:
+        if not out.audio_dir:
             raise UsageError("hf: the ingest sink has no audio_dir to write the dataset's audio to")
-        path, duration = write_audio(audio_dir, sid, audio["bytes"])
+        path, duration = write_audio(out.audio_dir, sid, audio["bytes"], out.write_audio)
         rec["audio_filepath"] = path
         if duration:
             rec["duration"] = round(duration, 6)

@@ -19,7 +19,9 @@ its reason.
 * NIST SPHERE: PCM (and mu-law) are read by libsndfile as they are; a shorten-compressed
   file (``sample_coding`` ``...shorten...``) is decoded once by the ``sph2pipe`` tool
   called on the file, where it is installed, into FLAC at its rate in ``out.audio_dir``
-  (else rejected ``no_decoder``).
+  (else rejected ``no_decoder``): only a recording an utterance of ``out.only`` is in, and
+  none in a listing (``out.write_audio`` false: the SPHERE file itself, its duration from
+  its header's ``sample_count`` and ``sample_rate``).
 * Durations from ``utt2dur`` (a whole recording) or the segments, checked against
   ``reco2dur`` where given (``segment_out_of_range``); absent otherwise, and ingest probes.
 * Speakers from ``utt2spk`` (``spk2utt`` must agree: ``speaker_mismatch``), genders from
@@ -47,7 +49,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ...errors import UsageError
-from . import Sink
+from . import Sink, wanted
 
 GENDERS = {"m": "male", "f": "female"}
 SEGMENT_END_SLACK = 0.01  # s a segment may pass reco2dur (rounding in the source's times)
@@ -268,6 +270,22 @@ def sphere_coding(path: str) -> str:
     return "pcm"
 
 
+def sphere_seconds(path: str) -> float | None:
+    """A NIST SPHERE file's seconds from its header (``sample_count`` over ``sample_rate``;
+    None where it lacks them): a shorten file's length without decoding it."""
+    with open(path, "rb") as f:
+        head = f.read(1024)
+    fields = {}
+    for raw in head.split(b"\n")[2:]:
+        parts = raw.split(None, 2)
+        if parts and parts[0] == b"end_head":
+            break
+        if len(parts) == 3 and parts[1].startswith(b"-i"):
+            fields[parts[0]] = _seconds(parts[2].decode("ascii", "replace"))
+    count, rate = fields.get(b"sample_count"), fields.get(b"sample_rate")
+    return count / rate if count and rate else None
+
+
 def decode_shorten(path: str, audio_dir: str, key: str) -> str:
     """A shorten-compressed SPHERE file decoded once by ``sph2pipe`` (called on the file, all its
     channels) into ``audio_dir/<key>.flac`` at its own rate; NotRead without sph2pipe."""
@@ -327,6 +345,7 @@ class _Reading:
         self.reco2dur = _optional(d, "reco2dur", columns=2)
         self.speakers = _speakers(self.side["utt2spk"], _optional(d, "spk2utt"))
         self.done: set[str] = set()
+        self.listed_sphere: dict[str, float | None] = {}  # a listing's undecoded shorten files: their seconds
 
     def reject(self, key: str, path: str | None, reason: str, detail: str) -> None:
         self.done.add(key)
@@ -341,14 +360,27 @@ class _Reading:
                 self.utterance(utt, audio.get(reco), reco, start, end, problems)
         self.leftovers(problems)
 
+    def wanted_recordings(self) -> set[str] | None:
+        """The recordings an utterance of the sink's selection is in (None: every one)."""
+        if self.out.only is None:
+            return None
+        if self.segments is None:
+            return set(self.out.only)
+        return {v.split(None, 1)[0] for utt, v in self.segments.values.items() if wanted(self.out, utt) and v.strip()}
+
     def recordings(self) -> dict[str, Audio | NotRead]:
-        """Each recording's audio, or why it is not read (the reject of each of its utterances)."""
+        """Each recording's audio, or why it is not read (the reject of each of its utterances).
+        A shorten SPHERE file is decoded for a recording the sink takes, outside a listing."""
         audio: dict[str, Audio | NotRead] = {}
+        take = self.wanted_recordings()
         for reco, value in self.wav.values.items():
             try:
                 a = wav_scp_audio(value, f"wav.scp line {self.wav.lines[reco]}", self.out.check_files)
-                if a.sphere and "shorten" in sphere_coding(a.path):
-                    a = Audio(decode_shorten(a.path, self.out.audio_dir, reco.replace("/", "__")), a.channel)
+                if a.sphere and "shorten" in sphere_coding(a.path) and (take is None or reco in take):
+                    if self.out.write_audio:
+                        a = Audio(decode_shorten(a.path, self.out.audio_dir, reco.replace("/", "__")), a.channel)
+                    else:
+                        self.listed_sphere[a.path] = sphere_seconds(a.path)
                 audio[reco] = a
             except NotRead as e:
                 audio[reco] = e
@@ -413,13 +445,14 @@ class _Reading:
         if start is None:
             dur = self.side["utt2dur"].values.get(utt) if self.side["utt2dur"] is not None else None
             dur = _seconds(dur) if dur is not None else total
+            dur = dur if dur is not None else self.listed_sphere.get(path)
             if dur is not None and dur > 0:
                 rec["duration"] = dur
             return True
         stop = end if end is not None else total
         if stop is None:
             try:
-                stop = _header_seconds(path)
+                stop = self.listed_sphere.get(path) or _header_seconds(path)
             except Exception as e:  # noqa: BLE001 (libsndfile's errors: the file's reject)
                 self.reject(utt, path, "unreadable", f"not a readable audio file ({type(e).__name__}: {e})")
                 return False
