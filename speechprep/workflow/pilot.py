@@ -4,8 +4,10 @@
 workflow env.
 
 It reads every input's length (each file's header, as ingest does, or a manifest line's
-``duration``) and draws a sample of every dataset of the run (a share of its audio, the same
-share of each of four strata of file length, a fixed seed), runs the real workflow on it with
+``duration``; a corpus in its own layout, ``kaldi``, ``lhotse``, ...: each item's seconds as its
+own reader gives them, :func:`source_items`, by audio file) and draws a sample of every dataset
+of the run (a share of its audio, the same share of each of four strata of file length, a fixed
+seed), runs the real workflow on it with
 the user's config (every enabled stage, the real models, the config's devices) in
 ``WORK/.plan/pilot`` (links to WORK's entries, so relative paths mean what they mean to the
 run), and reads what each job used: the line speechprep's CLI logs as a job ends (wall and
@@ -78,12 +80,14 @@ STAGE_DIRS = ("vad", "diarize", "music", "asr", "s2s", "curate", "tts", "export"
 
 @dataclass
 class Item:
-    """A dataset's input: an audio file below its ``audio_dir`` (``rel``) or a manifest line."""
+    """A dataset's input: an audio file below its ``audio_dir`` (``rel``), a manifest line, or
+    an audio file of a corpus in its own layout (``key`` its path) with the source ids in it."""
 
     key: str
     seconds: float  # its audio, from its header or its manifest line (0: unreadable, ingest rejects it)
     rel: str | None = None
     line: dict | None = None
+    ids: list[str] | None = None  # a source's file: the ids of its utterances (their seconds summed)
 
 
 def _seconds(path: str) -> float:
@@ -104,16 +108,52 @@ def _headers(paths: list[str]) -> list[float]:
         return list(pool.map(_seconds, paths, chunksize=64))
 
 
-def corpus(ds: dict, extensions: list[str]) -> list[Item]:
-    """A dataset's inputs with their seconds of audio: every file's header is read (as ingest
-    reads it), a manifest line's ``duration`` is taken as it is. A corpus in its own layout
-    (``kaldi``, ``lhotse``, ...: docs/sources.md) is not sampled yet: a usage error naming it."""
+def env_python(env: str) -> Path:
+    """The interpreter of stage environment ``env``: the sibling of this one's
+    (``.venvs/<env>/bin/python``, as a plain run's rules take it)."""
+    for python in (Path(sys.prefix).parent / env / "bin" / "python", REPO / ".venvs" / env / "bin" / "python"):
+        if python.is_file():
+            return python
+    raise UsageError(f"plan: the {env} environment is not built (no .venvs/{env}/bin/python): run scripts/setup.sh")
+
+
+def source_items(name: str, cfg: dict, scratch: Path) -> list[Item]:
+    """A corpus in its own layout as the pilot draws it: each audio file with the source ids of
+    its utterances and their seconds summed, from ``ingest items`` (the source's own reader in the
+    ingest environment, as ingest reads it: its checks, its durations; no audio written, the list
+    in ``scratch/<name>.jsonl``). A file, not an utterance, is drawn: what a job pays once per file
+    it reads (a header, a decode, a shorten file written out as FLAC, diarization's cost per file)
+    is then paid in the sample as often, for its share of the audio, as in the run; utterances
+    drawn one by one would have a 10 % sample read nearly every file of a corpus of long ones."""
+    from ..jobs import job_params
+
+    out = scratch / f"{name}.jsonl"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    cmd = [str(env_python("ingest")), "-m", "speechprep", "--env-file", str(REPO / "envs" / "ingest.yaml")]
+    cmd += ["ingest", "items", "--params", job_params("ingest items", cfg, name, name=name), "--out", str(out)]
+    cmd += ["--threads", str(cfg["ingest"].get("threads", 1))]
+    p = subprocess.run(cmd, capture_output=True, text=True, encoding="utf-8", check=False)
+    if p.returncode != 0:
+        raise UsageError(f"plan: dataset {name!r} could not be listed ({' '.join(cmd[:6])} ...):\n{p.stderr[-2000:]}")
+    by_file: dict[str, list[dict]] = defaultdict(list)
+    for rec in read_jsonl(out):
+        by_file[rec["file"]].append(rec)
+    return [
+        Item(path, sum(float(r["seconds"]) for r in recs), ids=[r["id"] for r in recs])
+        for path, recs in sorted(by_file.items())
+    ]
+
+
+def corpus(ds: dict, extensions: list[str], name: str = "", cfg: dict | None = None, scratch: Path | None = None):
+    """A dataset's inputs (:class:`Item`) with their seconds of audio: every file's header is
+    read (as ingest reads it), a manifest line's ``duration`` is taken as it is; a corpus in its
+    own layout (``kaldi``, ``lhotse``, ...: docs/sources.md) is listed by its reader, by file
+    (:func:`source_items`: ``name``, the run's ``cfg`` and a ``scratch`` folder)."""
     key = source_key(ds)
     if key is not None:
-        raise UsageError(
-            f"plan: a dataset given as `{key}` is not sampled by the pilot yet (the pilot draws the files of "
-            "an audio_dir or the lines of a manifest, and would lose a source's offsets, channels and ids)"
-        )
+        if cfg is None or scratch is None:
+            raise UsageError(f"plan: dataset {name!r} is given as `{key}`: its listing needs the run's config")
+        return source_items(name, cfg, scratch)
     if ds.get("audio_dir"):
         root = ds["audio_dir"]
         rels = [rel for rel, _ in walk_audio(root, extensions)]
@@ -158,7 +198,7 @@ def draw(items: list[Item], fraction: float, seed: int) -> tuple[list[Item], lis
 
 # the pilot's run directory's own entries (pilot_runs, pilot_dataset, run_longest)
 PILOT_OWN = ("results", ".snakemake", SCRATCH, "pilot.json", "longest.json", "sample.json", "step1.json", "step2.json")
-PILOT_OWN += ("pilot_audio", "pilot_manifests", "reuse-aside")
+PILOT_OWN += ("pilot_audio", "pilot_manifests", "pilot_ids", "reuse-aside")
 
 
 def link_tree(work: Path, pilot: Path) -> None:
@@ -180,10 +220,18 @@ def link_tree(work: Path, pilot: Path) -> None:
 
 def pilot_dataset(name: str, ds: dict, chosen: list[Item], pilot: Path, fraction: float) -> dict:
     """The dataset's pilot entry: its sampled files linked below ``pilot_audio/<name>`` (same
-    relative paths: same ids) or its sampled lines in ``pilot_manifests/<name>.jsonl``; a fixed
-    shard count scaled to the sample."""
+    relative paths: same ids), its sampled lines in ``pilot_manifests/<name>.jsonl``, or a
+    corpus in its own layout as it is (its key, read by its reader: offsets, channels, ids and
+    the audio ingest writes out as in the run) with ``pilot_ids``, the source ids of its sampled
+    files in ``pilot_ids/<name>.txt``, the only ones ingest reads; a fixed shard count scaled to
+    the sample."""
     out = {k: v for k, v in ds.items() if k not in ("audio_dir", "manifest")}
-    if ds.get("audio_dir"):
+    if source_key(ds) is not None:
+        path = pilot / "pilot_ids" / f"{name}.txt"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("".join(f"{i}\n" for i in sorted(i for x in chosen for i in x.ids or ())), encoding="utf-8")
+        out["pilot_ids"] = str(path)
+    elif ds.get("audio_dir"):
         root = pilot / "pilot_audio" / name
         for x in chosen:
             dest = root / x.rel
@@ -805,7 +853,10 @@ def main(argv: list[str] | None = None) -> int:
     cfg = effective(loaded, a.configfile, REPO / "config" / "config.yaml")
     if a.compare:
         return compare(json.loads(Path(a.compare).read_text(encoding="utf-8")), work, cfg, out)
-    items = {d: corpus(ds, ds.get("extensions", cfg["ingest"]["extensions"])) for d, ds in cfg["datasets"].items()}
+    items = {
+        d: corpus(ds, ds.get("extensions", cfg["ingest"]["extensions"]), d, cfg, work / SCRATCH / "items")
+        for d, ds in cfg["datasets"].items()
+    }
     fraction = sample_fraction(a, items)
     halves = {d: draw(its, fraction, a.seed) for d, its in items.items()}
     run = (
@@ -820,6 +871,8 @@ def main(argv: list[str] | None = None) -> int:
         "files": {d: [len(whole[d]), len(items[d])] for d in whole},
         "longest_s": longest_files(items, whole),
     }
+    ids = {d: [sum(len(x.ids or ()) for x in xs) for xs in (whole[d], items[d])] for d in whole}
+    plan["sample"]["source_ids"] = {d: n for d, n in ids.items() if source_key(cfg["datasets"][d]) is not None}
     _print(plan)
     for k, spec in enumerate(a.alternative, 1):
         change = setting(spec)
@@ -835,10 +888,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def file_seconds(items: list[Item]) -> list[float]:
-    """Each audio file's seconds: an input file's, or a manifest's lines of one file summed."""
+    """Each audio file's seconds: an input file's, or a manifest's lines (a source's utterances)
+    of one file summed."""
     by_file: dict[str, float] = defaultdict(float)
     for x in items:
-        by_file[x.rel if x.line is None else str(x.line.get("audio_filepath"))] += x.seconds
+        by_file[x.rel or (str(x.line.get("audio_filepath")) if x.line is not None else x.key)] += x.seconds
     return list(by_file.values())
 
 

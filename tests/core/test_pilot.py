@@ -49,14 +49,25 @@ def test_a_tiny_corpus_still_gives_a_file():
     assert len(first) == 1 and second == []
 
 
-@pytest.mark.parametrize("key", ["kaldi", "lhotse", "common_voice"])
-def test_a_corpus_in_its_own_layout_stops_the_plan_naming_its_key(key, tmp_path):
-    """The pilot draws files or manifest lines: a source's utterances (offsets, channels, ids)
-    are not sampled yet, and the plan says so rather than plan without them."""
-    from speechprep.errors import UsageError
+def test_a_corpus_in_its_own_layout_keeps_its_key_and_reads_the_sampled_files_ids(tmp_path):
+    """The pilot's entry of a source is the source itself (its offsets, channels, ids and the audio
+    ingest writes out, as in the run) with ``pilot_ids``: the ids of the files drawn, nothing else."""
+    ds = {"kaldi": "data/train", "text": "given", "shards": 10}
+    sph = Item("/c/a.sph", 30.0, ids=["a-2", "a-1"])  # a file: every utterance in it drawn with it
+    flac = Item("/c/b.flac", 2.0, ids=["b-1"])
+    entry = pilot.pilot_dataset("kal", ds, [sph, flac], tmp_path, 0.5)
+    assert {k: v for k, v in entry.items() if k != "pilot_ids"} == {"kaldi": "data/train", "text": "given", "shards": 5}
+    assert (tmp_path / "pilot_ids" / "kal.txt").read_text(encoding="utf-8") == "a-1\na-2\nb-1\n"
+    assert entry["pilot_ids"] == str(tmp_path / "pilot_ids" / "kal.txt")
+    assert sorted(pilot.file_seconds([sph, flac])) == [2.0, 30.0]  # a cost per file reads them by file
 
-    with pytest.raises(UsageError, match=f"given as `{key}` is not sampled by the pilot"):
-        pilot.corpus({key: str(tmp_path)}, ["wav"])
+
+def test_pilot_ids_are_a_sources_key():
+    from speechprep.core.config import ConfigError, check
+
+    check({"datasets": {"k": {"kaldi": "d", "pilot_ids": "ids.txt"}}})
+    with pytest.raises(ConfigError, match=r"`pilot_ids` .* and `audio_dir`"):
+        check({"datasets": {"a": {"audio_dir": "d", "pilot_ids": "ids.txt"}}})
 
 
 def test_shards_of_the_whole_corpus_follow_the_config():

@@ -5,7 +5,8 @@ import json
 import subprocess
 import sys
 
-from conftest import DEMO, REPO, snakemake, write_config
+import pytest
+from conftest import DEMO, REPO, read_jsonl, snakemake, write_config
 
 
 def plan(work, *args):
@@ -122,3 +123,53 @@ def test_the_vad_peak_counts_the_longest_file_the_sample_missed(tmp_path):
     jobs = [j for k, j in pilot.jobs_of_logs(run / ".snakemake" / "log").items() if k[:2] == ("vad", "tel")]
     assert jobs and peak > 1.2 * max(pilot.job_cost(run, j)["rss_mb"] for j in jobs)
     assert p["rules"]["vad"]["jobs"] == p["datasets"]["tel"]["shards"]  # the probe is no job of the corpus's
+
+
+def test_a_kaldi_directory_and_lhotse_manifests_are_sampled_in_their_own_format_by_file(tmp_path):
+    # real speech in each layout (tests/ingest): a Kaldi directory of a two-channel SPHERE file (ten
+    # segments behind `sph2pipe -c` lines) and eight FLAC files, and Lhotse's own manifests (three
+    # files and a two-channel call of two supervisions)
+    from test_sources_lhotse_hf_workflow import in_ingest_env
+
+    from speechprep.core.config import effective
+    from speechprep.workflow import pilot
+    from tests.ingest.source_layouts import kaldi_dir
+
+    kal = kaldi_dir(tmp_path / "kaldi", alsa=8).utterances
+    lh, m = in_ingest_env("lhotse", tmp_path / "lhotse"), tmp_path / "lhotse"
+    pair = {"recordings": str(m / "recordings.jsonl.gz"), "supervisions": str(m / "supervisions.jsonl.gz")}
+    datasets = {
+        "kal": {"kaldi": str(tmp_path / "kaldi"), "text": "given", "shard_hours": 0.005},
+        "lh": {"lhotse": pair, "text": "given", "shard_hours": 0.005},
+    }
+    work = tmp_path / "run"
+    write_config(work, datasets, stages=["vad"])
+    cfg = {"datasets": datasets, "ingest": {"threads": 1}}
+    files = pilot.source_items("kal", effective(cfg, [], REPO / "config" / "config.yaml"), tmp_path / "items")
+    sph = next(x for x in files if x.key.endswith(".sph"))
+    assert len(files) == 9 and len(sph.ids) == 10  # both channels' segments: one file, drawn whole
+    seed = next(s for s in range(50) if sph not in [x for h in pilot.draw(files, 0.03, s) for x in h])
+    out = plan(work, "--sample", "0.03", "--seed", str(seed), "--probe-max", "0", "--out", str(tmp_path / "plan.json"))
+    p = json.loads((tmp_path / "plan.json").read_text(encoding="utf-8"))
+    run = work / ".plan" / "pilot"
+    for ds, truth in (("kal", kal), ("lh", lh)):
+        manifest = {x["source_id"]: x for x in read_jsonl(run / "results" / ds / "manifest.jsonl")}
+        listed = list(read_jsonl(work / ".plan" / "items" / f"{ds}.jsonl"))
+        drawn = {x["audio_filepath"] for x in manifest.values()}
+        assert set(manifest) == {x["id"] for x in listed if x["file"] in drawn}  # every utterance of a drawn file
+        assert (run / "pilot_ids" / f"{ds}.txt").read_text(encoding="utf-8").split() == sorted(manifest)
+        assert read_jsonl(run / "results" / ds / "rejects" / "ingest.jsonl") == []
+        for sid, x in manifest.items():  # the source read as the run reads it: its offsets, channels
+            assert x.get("offset", 0.0) == pytest.approx(truth[sid].get("offset", 0.0), abs=1e-3)
+            assert x["duration"] == pytest.approx(truth[sid]["duration"], abs=1e-3)
+            assert x.get("channel") == truth[sid].get("channel")
+        # the sample scaled to the corpus: its hours are the source's
+        corpus_s = sum(u["duration"] for u in truth.values())
+        assert p["datasets"][ds]["hours"] * 3600 == pytest.approx(corpus_s, rel=1e-3)
+        assert p["sample"]["source_ids"][ds] == [len(manifest), len(truth)]
+        assert p["stages"]["vad"]["cpu_s"] > 0
+    assert 0 < p["sample"]["files"]["kal"][0] < 9 == p["sample"]["files"]["kal"][1]
+    # the longest file the sample missed: VAD on it alone, read as a source too (its ten segments)
+    assert "the sample missed the longest file" in out
+    alone = {x["source_id"] for x in read_jsonl(run / "results" / "kal_longest" / "manifest.jsonl")}
+    assert alone == set(sph.ids)
