@@ -2,7 +2,7 @@
 """Workflow scale: a 1,000,000-entry manifest through ingest and planning.
 
     .venvs/workflow/bin/python bench/workflow/scale.py [--entries 1000000] [--shard-hours 1.0]
-        [--text asr|given|verify] [--asr-model demo_asr.nemo] [--real-audio SECONDS]
+        [--text asr|given|verify] [--asr-model demo_asr.nemo] [--real-audio SECONDS] [--until 1|2]
 
 Generates a manifest (durations 2-12 s, files that need not exist: probing is
 off, so durations are trusted and unreadable files would be caught by VAD; or, with
@@ -30,6 +30,7 @@ the manifest and the same command given again:
   7. the run of those jobs
   8. a no-op dry run
 A ``--keep`` directory that already holds a finished run goes straight to step 5.
+``--until N``: stop after step N (1: ingest alone; 2: and the dry run after it).
 Prints each wall time and the job count.
 """
 
@@ -136,13 +137,18 @@ def first_run(work: Path, a: argparse.Namespace) -> None:
 
     t_ingest, _ = smk(work, "results/big/manifest.jsonl")
     log = (work / "results/big/logs/ingest.log").read_text(encoding="utf-8")
-    summary = log.strip().splitlines()[-1]
+    summary = next(x for x in reversed(log.splitlines()) if "'accepted':" in x)
+    used = next(x for x in reversed(log.splitlines()) if "job used" in x)  # its wall, CPU and peak memory
     print(f"1. ingest (snakemake wall, start-up included): {t_ingest:.1f} s   (target < 120 s)")
-    print(f"   {summary}")
+    print(f"   {summary}\n   {used}")
+    if a.until == 1:
+        return
 
     t_plan, out = smk(work, "--dry-run")
     jobs = planned(out)
     print(f"2. dry run after ingest: {t_plan:.1f} s, {jobs:,} jobs planned   (target <= 5,000)")
+    if a.until == 2:
+        return
 
     if a.plan:
         plan_step(work, a.plan, jobs)
@@ -237,6 +243,7 @@ def main() -> None:
     ap.add_argument("--real-audio", type=float, metavar="SECONDS", help="lines link to real recordings this short")
     ap.add_argument("--grow", type=int, metavar="N", help="then add N lines and plan and run again")
     ap.add_argument("--plan", type=float, metavar="FRACTION", help="after the dry run, `plan` on this sample; stop")
+    ap.add_argument("--until", type=int, choices=(1, 2), help="stop after this step (1: ingest, 2: its dry run)")
     a = ap.parse_args()
     if a.text == "verify" and not a.asr_model:
         ap.error("--text verify needs --asr-model")
