@@ -157,3 +157,15 @@ def test_the_ingest_items_job_lists_through_the_command_line(tmp_path, kaldi):
     p = subprocess.run(cmd, capture_output=True, text=True, check=False)
     assert p.returncode == 0, p.stderr[-2000:]
     assert {json.loads(x)["id"] for x in out.read_text(encoding="utf-8").splitlines()} == set(truth.utterances)
+
+
+def test_a_common_voice_selection_checks_its_own_clips_alone(tmp_path):
+    from tests.ingest.source_layouts import common_voice_dir
+
+    truth = common_voice_dir(tmp_path / "cv" / "en", bad=True)
+    ds = {"common_voice": str(tmp_path / "cv" / "en"), "text": "given", "probe": True}
+    chosen = sorted(truth.utterances)[:2]
+    got, rejects = run(tmp_path / "pilot", {**ds, "pilot_ids": select(tmp_path, chosen)})
+    assert sorted(got) == chosen and rejects == []  # the missing clip outside the selection: not looked for
+    got, rejects = run(tmp_path / "gone", {**ds, "pilot_ids": select(tmp_path, ["common_voice_en_gone.mp3"])})
+    assert got == {} and [(r["source_id"], r["reason"]) for r in rejects] == [("common_voice_en_gone.mp3", "missing")]
