@@ -4,13 +4,18 @@ source readers' tests and the workflow test: a Kaldi data directory and a Common
 Real recordings with their human transcripts, from two packages: pocketsphinx-testdata
 (BSD-2-Clause: the LibriVox reader's five sentences, the cards speaker's five) and alsa-utils
 (GPL-2: one voice naming loudspeaker positions, the text its file names say), plus klettres-data
-(GPL-2+: letters spoken in French, the text the letter) for Common Voice. Codecs are real: sox
-writes the NIST SPHERE files, ffmpeg (libmp3lame) the Common Voice clips, libsndfile the FLAC.
+(GPL-2+: letters spoken in French, the text the letter) for Common Voice; the AN4 utterance
+``goforward.raw`` (pocketsphinx-testdata, the text its grammar ``goforward.gram`` says) in a
+shorten file. Codecs are real: sox writes the PCM NIST SPHERE files, ffmpeg (libmp3lame) the
+Common Voice clips, libsndfile the FLAC; the shorten-compressed SPHERE files come from
+tests/ingest/shorten.py (Debian packages no shorten encoder), which ffmpeg decodes sample for
+sample (tests/ingest/test_sources_kaldi.py).
 """
 
 from __future__ import annotations
 
 import csv
+import re
 import shutil
 import subprocess
 from dataclasses import dataclass, field
@@ -20,6 +25,7 @@ import numpy as np
 import soundfile as sf
 
 from tests import real_speech as rs
+from tests.ingest import shorten as shn
 
 GAP = 0.5  # s of silence between the utterances of one Kaldi recording
 
@@ -33,6 +39,7 @@ class Truth:
     rejects: dict[str, str] = field(default_factory=dict)
     marker: Path | None = None  # a file a wav.scp command would create if it were ever run
     duplicate: str | None = None  # an id given twice: its first line is read, the later one rejected
+    samples: dict[str, np.ndarray] = field(default_factory=dict)  # each SPHERE file's int16 samples
 
 
 def _need(tool: str) -> str:
@@ -60,12 +67,19 @@ def alsa_text(u: rs.Utterance) -> str:
     return u.path.stem.replace("_", " ").lower()  # Front_Center.wav says "front center"
 
 
-def kaldi_dir(dest: Path, bad: bool = False, alsa: int = 3) -> Truth:
+def kaldi_dir(dest: Path, bad: bool = False, alsa: int = 3, shorten: bool = False) -> Truth:
     """``dest``: a Kaldi data directory. Recording ``read2ch``, a two-channel NIST SPHERE file (sox):
     the LibriVox sentences on channel 1, the cards on channel 2, each channel a wav.scp
     ``sph2pipe -f wav -p -c N`` line with its segments; the ALSA voice's clips as FLAC behind
     ``flac -c -d -s`` lines, each one segment to the file's end (``-1``). ``text``, ``utt2spk``,
-    ``spk2utt``, ``utt2lang``, ``reco2dur``. With ``bad``, one line of each bad kind too."""
+    ``spk2utt``, ``utt2lang``, ``reco2dur``. With ``bad``, one line of each bad kind too.
+
+    With ``shorten``, SPHERE files as LDC's corpora hold them (tests/ingest/shorten.py):
+    ``read2ch.sph`` shorten-compressed, the same samples, and recording ``an4-goforward``, the
+    AN4 utterance ``goforward.raw`` in a mono shorten SPHERE file behind a
+    ``sph2pipe -f wav -p X.sph |`` line, one segment to its end; with ``bad`` too, ``cut.sph``:
+    that file cut in the middle of its stream (``cut-1``, rejected ``bad_shorten``).
+    ``Truth.samples`` holds each SPHERE file's int16 samples (frames x channels)."""
     _need("sox")
     dest.mkdir(parents=True, exist_ok=True)
     audio = dest / "audio"
@@ -76,10 +90,14 @@ def kaldi_dir(dest: Path, bad: bool = False, alsa: int = 3) -> Truth:
     n = max(len(lib), len(cards))
     both = np.stack([np.pad(lib, (0, n - len(lib))), np.pad(cards, (0, n - len(cards)))], 1)
     sf.write(audio / "read2ch.wav", both, sr, subtype="PCM_16")
-    subprocess.run(["sox", str(audio / "read2ch.wav"), str(audio / "read2ch.sph")], check=True)
-    (audio / "read2ch.wav").unlink()
     sph = audio / "read2ch.sph"
     t = Truth()
+    t.samples[str(sph)], _ = sf.read(audio / "read2ch.wav", dtype="int16", always_2d=True)
+    if shorten:
+        sph.write_bytes(shn.sphere(t.samples[str(sph)], sr))
+    else:
+        subprocess.run(["sox", str(audio / "read2ch.wav"), str(sph)], check=True)
+    (audio / "read2ch.wav").unlink()
     wav = [f"read2ch_a sph2pipe -f wav -p -c 1 {sph} |", f"read2ch_b sph2pipe -f wav -p -c 2 {sph} |"]
     segments, text, utt2spk, reco2dur = [], [], [], [f"read2ch_a {n / sr:.4f}", f"read2ch_b {n / sr:.4f}"]
     for reco, channel, utts, bounds in (
@@ -105,6 +123,28 @@ def kaldi_dir(dest: Path, bad: bool = False, alsa: int = 3) -> Truth:
         reco2dur.append(f"{reco} {len(x) / rate:.4f}")
         t.utterances[utt] = {"text": alsa_text(u), "speaker": u.speaker, "offset": 0.0}
         t.utterances[utt].update(duration=round(len(x) / rate, 4), audio_filepath=str(flac))
+    if shorten:
+        raw_utt = next(p for p in rs.raw_utterances() if p.stem == "goforward")
+        said = re.search(r"=\s*(.*?);", (raw_utt.parent / "goforward.gram").read_text(encoding="utf-8")).group(1)
+        x = np.fromfile(raw_utt, dtype="<i2")[:, None]
+        mono = audio / "an4-goforward.sph"
+        mono.write_bytes(shn.sphere(x, sr))
+        t.samples[str(mono)] = x
+        reco = utt = "an4-goforward"
+        wav.append(f"{reco} sph2pipe -f wav -p {mono} |")
+        segments.append(f"{utt} {reco} 0 -1")
+        text.append(f"{utt} {said}")
+        utt2spk.append(f"{utt} an4_speaker")
+        t.utterances[utt] = {"text": said, "speaker": "an4_speaker", "offset": 0.0, "duration": len(x) / sr}
+        t.utterances[utt].update(audio_filepath=str(mono))
+        if bad:
+            whole = mono.read_bytes()
+            (audio / "cut.sph").write_bytes(whole[: 1024 + (len(whole) - 1024) // 2])  # the header says all
+            wav.append(f"cut sph2pipe -f wav -p {audio / 'cut.sph'} |")
+            segments.append("cut-1 cut 0 -1")
+            text.append(f"cut-1 {said}")
+            utt2spk.append("cut-1 an4_speaker")
+            t.rejects["cut-1"] = "bad_shorten"
     raw: dict[str, list[bytes]] = {}
     if bad:
         t.marker = dest / "PWNED"

@@ -2,7 +2,10 @@
 sph2pipe lines, FLAC behind flac lines, segments, and one line of each bad kind; nothing in
 wav.scp is ever run."""
 
+import os
 import shutil
+import subprocess
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,10 +15,11 @@ from speechprep.errors import UsageError
 from speechprep.ingest import stage as ingest
 from speechprep.ingest.params import IngestParams
 from speechprep.ingest.sources import READERS, Collect
-from speechprep.ingest.sources.kaldi import Audio, parse_command
+from speechprep.ingest.sources.kaldi import Audio, parse_command, sphere_seconds
 from speechprep.io.audio import read_segment
 from speechprep.io.jsonio import read_jsonl
 from tests import real_speech as rs
+from tests.ingest import shorten as shn
 from tests.ingest.source_layouts import kaldi_dir
 from tests.support import config
 
@@ -190,16 +194,103 @@ def test_text_given_rejects_an_utterance_without_text_and_exclude_takes_source_i
     assert sorted((r["id"], r["reason"]) for r in rejects) == [("r0", "excluded"), ("r1", "no_text")]
 
 
-def test_shorten_sphere_needs_sph2pipe(tmp_path):
+# -- shorten-compressed SPHERE (LDC's corpora), decoded by ffmpeg here -----------------------
+
+FFMPEG_PCM = ["ffmpeg", "-hide_banner", "-nostdin", "-v", "error", "-f", "shn", "-i", "pipe:0", "-f", "s16le", "-"]
+
+
+@pytest.fixture(scope="module")
+def shorten_dir(tmp_path_factory):
+    d = tmp_path_factory.mktemp("kaldi") / "data" / "train"
+    return d, kaldi_dir(d, bad=True, shorten=True)
+
+
+def test_the_test_shorten_encoder_is_what_ffmpeg_decodes(shorten_dir):
+    _, truth = shorten_dir
+    for x in truth.samples.values():  # the AN4 utterance (mono) and read2ch (two channels)
+        for order in ("01", "10"):
+            stream = shn.encode(x, order, verbatim=shn.wav_header(16000, x.shape[1], len(x)))
+            p = subprocess.run(FFMPEG_PCM, input=stream, capture_output=True, check=True)
+            assert np.array_equal(np.frombuffer(p.stdout, "<i2").reshape(-1, x.shape[1]), x)
+    # NIST's embedded stream carries no RIFF header, which ffmpeg's decoder needs: hence the splice
+    p = subprocess.run(FFMPEG_PCM, input=shn.encode(x), capture_output=True)
+    assert not p.stdout and b"missing verbatim section" in p.stderr
+
+
+def test_shorten_sphere_files_ingest_to_flac_sample_for_sample(shorten_dir, tmp_path):
+    d, truth = shorten_dir
+    assert shutil.which("sph2pipe") is None  # so ffmpeg decodes them (shutil.which: the reader's choice)
+    summary, manifest, rejects = run(tmp_path, {"kaldi": str(d), "text": "given", "probe": True})
+    by_sid = {m["source_id"]: m for m in manifest}
+    assert set(by_sid) == set(truth.utterances)  # the cut file costs only its own utterance
+    audio = tmp_path / "out" / "audio"
+    flacs = {}
+    for sid, want in truth.utterances.items():
+        m = by_sid[sid]
+        assert m["text"] == want["text"] and m.get("channel") == want.get("channel")
+        assert m["offset"] == pytest.approx(want["offset"]) and m["duration"] == pytest.approx(want["duration"])
+        if want["audio_filepath"].endswith(".sph"):  # decoded once per recording, every channel
+            reco = {None: "an4-goforward", 0: "read2ch_a", 1: "read2ch_b"}[want.get("channel")]
+            assert m["audio_filepath"] == str(audio / f"{reco}.flac") and m["sample_rate"] == 16000
+            flacs[m["audio_filepath"]] = want["audio_filepath"]
+            x = read_segment(m)  # the channel the line names, from its offset
+            orig = truth.samples[want["audio_filepath"]][:, want.get("channel", 0)]
+            at = round(want["offset"] * 16000)
+            assert np.array_equal(np.round(x * 32768).astype(np.int16), orig[at : at + len(x)])
+            assert len(x) == pytest.approx(want["duration"] * 16000, abs=2)
+    assert sorted(Path(f).name for f in flacs) == ["an4-goforward.flac", "read2ch_a.flac", "read2ch_b.flac"]
+    for flac, sph in flacs.items():
+        y, sr = sf.read(flac, dtype="int16", always_2d=True)
+        assert sr == 16000 and sf.info(flac).subtype == "PCM_16" and np.array_equal(y, truth.samples[sph])
+    cut = [r for r in rejects if r["source_id"] == "cut-1"]
+    assert [r["reason"] for r in cut] == ["bad_shorten"] and "the header says sample_count 44580" in cut[0]["detail"]
+    assert {r["source_id"]: r["reason"] for r in rejects if r["source_id"] != truth.duplicate} == truth.rejects
+    # a second run writes nothing again: each FLAC is left as it is
+    stamps = {f: os.stat(f).st_mtime_ns for f in flacs}
+    _, again, _ = run(tmp_path, {"kaldi": str(d), "text": "given", "probe": True})
+    assert again == manifest and stamps == {f: os.stat(f).st_mtime_ns for f in flacs}
+
+
+def test_a_listing_names_the_shorten_files_their_seconds_from_the_header(shorten_dir, tmp_path):
+    d, truth = shorten_dir
+    p = IngestParams.from_config({**config(), "datasets": {"k": {"kaldi": str(d), "text": "given"}}}, "k", name="k")
+    n = ingest.items(p, str(tmp_path / "items.jsonl"), threads=2)
+    items = {r["id"]: r for r in read_jsonl(tmp_path / "items.jsonl")}
+    assert n == len(items) and not (tmp_path / "audio").exists()  # nothing decoded
+    mono = truth.utterances["an4-goforward"]["audio_filepath"]
+    assert items["an4-goforward"] == {"id": "an4-goforward", "file": mono, "seconds": 44580 / 16000}
+    assert sphere_seconds(mono) == len(truth.samples[mono]) / 16000
+    for sid, want in truth.utterances.items():
+        assert items[sid]["file"] == want["audio_filepath"]
+        assert items[sid]["seconds"] == pytest.approx(want["duration"], abs=1e-4)
+    assert items["cut-1"]["seconds"] == 44580 / 16000  # listed by its header: only decoding finds it cut
+
+
+def test_a_shorten_file_that_fails_to_decode_or_has_no_decoder_is_rejected(tmp_path, monkeypatch):
     d = tmp_path / "d"
     d.mkdir()
-    head = b"NIST_1A\n   1024\nsample_rate -i 16000\nsample_coding -s26 pcm,embedded-shorten-v2.00\nend_head\n"
-    (d / "x.sph").write_bytes(head.ljust(1024, b" ") + b"ajkg\x02" + bytes(64))
-    (d / "wav.scp").write_text(f"x sph2pipe -f wav -p {d / 'x.sph'} |\n", encoding="utf-8")
+    x = np.fromfile(next(p for p in rs.raw_utterances() if p.stem == "goforward"), dtype="<i2")
+    good = shn.sphere(x, 16000)
+    files = {
+        "good": good,
+        "junk": good[:1024] + b"ajkg\x02" + bytes(64),  # the magic, then no parameters
+        "corrupt": good[:6024] + bytes(3000) + good[9024:],  # 3000 bytes of the blocks zeroed
+        "ulaw": good[:1024].replace(b"-s26 pcm,embedded-shorten-v2.00", b"-s27 ulaw,embedded-shorten-v2.00"),
+    }
+    for name, data in files.items():
+        (d / f"{name}.sph").write_bytes(data)
+    (d / "wav.scp").write_text("".join(f"{k} sph2pipe -f wav -p {d / k}.sph |\n" for k in files), encoding="utf-8")
     out = Collect(str(tmp_path / "audio"))
     READERS["kaldi"](str(d), out)
-    want = "no_decoder" if shutil.which("sph2pipe") is None else "unreadable"  # these bytes are no shorten
-    assert not out.lines and out.reasons() == {"x": want}
+    assert [x["source_id"] for x in out.lines] == ["good"]
+    assert out.reasons() == {"junk": "bad_shorten", "corrupt": "bad_shorten", "ulaw": "no_decoder"}
+    detail = {r["source_id"]: r["detail"] for r in out.rejects}
+    assert "the stream ends inside its parameters" in detail["junk"] and "ffmpeg" in detail["corrupt"]
+    assert "needs sph2pipe" in detail["ulaw"]  # ffmpeg's shorten decoder reads PCM alone
+    monkeypatch.setenv("PATH", str(tmp_path))  # neither sph2pipe nor ffmpeg
+    out = Collect(str(tmp_path / "audio2"))
+    READERS["kaldi"](str(d), out)
+    assert not out.lines and set(out.reasons().values()) == {"no_decoder"}
 
 
 def test_a_directory_without_wav_scp_is_a_usage_error(tmp_path):

@@ -17,11 +17,16 @@ its reason.
   ``ffmpeg -i X -f wav - |`` are recognised and their file ``X`` read directly (``-c N``:
   channel N-1); any other command is rejected ``command_not_allowed`` with the line's text.
 * NIST SPHERE: PCM (and mu-law) are read by libsndfile as they are; a shorten-compressed
-  file (``sample_coding`` ``...shorten...``) is decoded once by the ``sph2pipe`` tool
-  called on the file, where it is installed, into FLAC at its rate in ``out.audio_dir``
-  (else rejected ``no_decoder``): only a recording an utterance of ``out.only`` is in, and
-  none in a listing (``out.write_audio`` false: the SPHERE file itself, its duration from
-  its header's ``sample_count`` and ``sample_rate``).
+  file (``sample_coding`` ``...shorten...``, LDC's Switchboard, Fisher, WSJ) is decoded once,
+  every channel, into FLAC at its rate in ``out.audio_dir`` (:func:`decode_shorten`): by the
+  ``sph2pipe`` tool called on the file where it is installed, else by ffmpeg's shorten
+  decoder, fed the stream after the header through a pipe (16-bit PCM shorten; mu-law
+  shorten needs sph2pipe), the decoded samples checked against the header's
+  ``sample_count``. Neither tool: rejected ``no_decoder``; a stream that fails to decode or
+  decodes short: ``bad_shorten``, with the tool's message. Only a recording an utterance of
+  ``out.only`` is in is decoded, and none in a listing (``out.write_audio`` false: the SPHERE
+  file itself, its duration from its header's ``sample_count`` and ``sample_rate``).
+  tests/ingest/shorten.py writes such files from real speech for the tests.
 * Durations from ``utt2dur`` (a whole recording) or the segments, checked against
   ``reco2dur`` where given (``segment_out_of_range``); absent otherwise, and ingest probes.
 * Speakers from ``utt2spk`` (``spk2utt`` must agree: ``speaker_mismatch``), genders from
@@ -34,7 +39,7 @@ with a problem in any file is rejected with the first: ``bad_encoding``, ``bad_l
 ``utt2lang`` key, or a segment's recording, that ``wav.scp`` lacks), ``speaker_mismatch``,
 ``segment_out_of_range`` (one that ends before it starts, or past reco2dur), ``missing``,
 ``command_not_allowed``, ``no_segments`` (a recording no segment uses, when there is a
-``segments`` file).
+``segments`` file), ``no_decoder`` and ``bad_shorten`` (a shorten SPHERE file).
 """
 
 from __future__ import annotations
@@ -47,9 +52,13 @@ import subprocess
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ...errors import UsageError
 from . import Sink, wanted
+
+if TYPE_CHECKING:
+    import numpy as np
 
 GENDERS = {"m": "male", "f": "female"}
 SEGMENT_END_SLACK = 0.01  # s a segment may pass reco2dur (rounding in the source's times)
@@ -251,65 +260,184 @@ def wav_scp_audio(value: str, where: str, check_file: bool = True) -> Audio:
     return Audio(path, audio.channel, sphere)
 
 
-def sphere_coding(path: str) -> str:
-    """The ``sample_coding`` field of a NIST SPHERE header (``pcm`` when absent); NotRead if the
-    file has no SPHERE header."""
+def sphere_header(path: str) -> tuple[int, dict[str, str]]:
+    """A NIST SPHERE file's header: its size in bytes (the header's second line) and its fields
+    (``name -type value``: each name's value as text); NotRead if the file has none."""
     try:
         with open(path, "rb") as f:
             head = f.read(1024)
+            lines = head.split(b"\n", 2)
+            size = int(lines[1]) if len(lines) > 2 and lines[1].strip().isdigit() else 0
+            if size > len(head):
+                head += f.read(size - len(head))
     except OSError as e:
         raise NotRead("missing", f"{path}: {e.strerror or e}") from None
-    if not head.startswith(b"NIST_1A"):
-        raise NotRead("unreadable", f"{path}: no NIST SPHERE header (NIST_1A)")
-    for raw in head.split(b"\n")[2:]:
+    if not head.startswith(b"NIST_1A") or size < 16:
+        raise NotRead("unreadable", f"{path}: no NIST SPHERE header (NIST_1A and its size)")
+    fields = {}
+    for raw in head[:size].split(b"\n")[2:]:
         parts = raw.split(None, 2)
         if parts and parts[0] == b"end_head":
             break
-        if len(parts) == 3 and parts[0] == b"sample_coding":
-            return parts[2].decode("ascii", "replace").strip()
-    return "pcm"
+        if len(parts) == 3 and parts[1].startswith(b"-"):
+            fields[parts[0].decode("ascii", "replace")] = parts[2].decode("ascii", "replace").strip()
+    return size, fields
+
+
+def sphere_coding(path: str) -> str:
+    """The ``sample_coding`` field of a NIST SPHERE header (``pcm`` when absent); NotRead if the
+    file has no SPHERE header."""
+    return sphere_header(path)[1].get("sample_coding", "pcm")
 
 
 def sphere_seconds(path: str) -> float | None:
     """A NIST SPHERE file's seconds from its header (``sample_count`` over ``sample_rate``;
     None where it lacks them): a shorten file's length without decoding it."""
-    with open(path, "rb") as f:
-        head = f.read(1024)
-    fields = {}
-    for raw in head.split(b"\n")[2:]:
-        parts = raw.split(None, 2)
-        if parts and parts[0] == b"end_head":
-            break
-        if len(parts) == 3 and parts[1].startswith(b"-i"):
-            fields[parts[0]] = _seconds(parts[2].decode("ascii", "replace"))
-    count, rate = fields.get(b"sample_count"), fields.get(b"sample_rate")
+    fields = sphere_header(path)[1]
+    count, rate = _seconds(fields.get("sample_count", "")), _seconds(fields.get("sample_rate", ""))
     return count / rate if count and rate else None
 
 
 def decode_shorten(path: str, audio_dir: str, key: str) -> str:
-    """A shorten-compressed SPHERE file decoded once by ``sph2pipe`` (called on the file, all its
-    channels) into ``audio_dir/<key>.flac`` at its own rate; NotRead without sph2pipe."""
+    """A shorten-compressed SPHERE file decoded once, all its channels, into
+    ``audio_dir/<key>.flac`` at its own rate (written atomically; left alone when there): by
+    ``sph2pipe`` called on the file where it is installed, else by ffmpeg's shorten decoder
+    (:func:`shorten_samples`). NotRead ``no_decoder`` without either, ``bad_shorten`` (with the
+    tool's message) for a stream that does not decode to the header's ``sample_count``."""
     import soundfile as sf
 
-    tool = shutil.which("sph2pipe")
-    if tool is None:
-        raise NotRead(
-            "no_decoder", f"{path}: shorten-compressed NIST SPHERE needs the sph2pipe tool, which is not installed"
-        )
     out = Path(audio_dir) / f"{key}.flac"
     if out.is_file():
         return str(out)
+    _, fields = sphere_header(path)
+    sph2pipe, ffmpeg = shutil.which("sph2pipe"), shutil.which("ffmpeg")
+    if sph2pipe is None and ffmpeg is None:
+        raise NotRead(
+            "no_decoder", f"{path}: shorten-compressed NIST SPHERE needs sph2pipe or ffmpeg, neither installed"
+        )
     out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
-        wav = Path(tmp) / "x.wav"
-        p = subprocess.run([tool, "-f", "wav", "-p", path, str(wav)], capture_output=True)
-        if p.returncode != 0 or not wav.is_file():
-            raise NotRead("unreadable", f"{path}: sph2pipe failed: {p.stderr.decode('utf-8', 'replace')[-300:]}")
-        x, sr = sf.read(str(wav), dtype="int16", always_2d=True)
+        if sph2pipe is not None:
+            wav = Path(tmp) / "x.wav"
+            p = subprocess.run([sph2pipe, "-f", "wav", "-p", path, str(wav)], capture_output=True)
+            if p.returncode != 0 or not wav.is_file():
+                raise NotRead("bad_shorten", f"{path}: sph2pipe failed: {p.stderr.decode('utf-8', 'replace')[-300:]}")
+            x, rate = sf.read(str(wav), dtype="int16", always_2d=True)
+        else:
+            x, rate = shorten_samples(ffmpeg, path)
+        count = fields.get("sample_count", "")
+        if count.isdigit() and len(x) != int(count):
+            tool = "sph2pipe" if sph2pipe is not None else "ffmpeg"
+            why = f"{path}: {tool} decoded {len(x)} samples per channel, the header says sample_count {count}"
+            raise NotRead("bad_shorten", why)
         part = Path(tmp) / "x.flac"
-        sf.write(str(part), x, sr, format="FLAC", subtype="PCM_16")
+        sf.write(str(part), x, rate, format="FLAC", subtype="PCM_16")
         os.replace(part, out)
     return str(out)
+
+
+# -- shorten through ffmpeg ------------------------------------------------------------------
+# ffmpeg's shorten decoder (libavcodec/shorten.c) takes its sample rate from a RIFF (or AIFF)
+# header that the stream must carry in a verbatim chunk right after its parameters, as the
+# shorten tool writes it for a WAV file; NIST's embedded streams (the ``ajkg`` magic straight
+# after the SPHERE header, then the parameters and the blocks) have none, and sph2pipe knows no
+# verbatim command. So the stream goes to ffmpeg with a canonical 44-byte RIFF header spliced in
+# after its parameters: 5 + 7 + 44 x 9 = 408 bits, whole bytes, so the blocks after it are the
+# file's own bytes. The stream's bit codes: ``uvar(k)``, ``v >> k`` zeros, a one, then ``k`` low
+# bits; ``ulong``, ``uvar(uvar(2))``.
+
+SHORTEN_PCM16 = (3, 5)  # the stream's sample types ffmpeg decodes to int16: signed 16-bit, big-/little-endian
+
+
+class _Bits:
+    """A most-significant-bit-first reader of a shorten stream's parameters."""
+
+    def __init__(self, data: bytes) -> None:
+        self.value, self.size, self.at = int.from_bytes(data, "big"), len(data) * 8, 0
+
+    def uvar(self, k: int) -> int:
+        zeros = 0
+        while not self._bit():
+            zeros += 1
+        low = 0
+        for _ in range(k):
+            low = low << 1 | self._bit()
+        return zeros << k | low
+
+    def ulong(self) -> int:
+        k = self.uvar(2)
+        if k > 31:
+            raise ValueError(f"a parameter of {k} bits")
+        return self.uvar(k)
+
+    def _bit(self) -> int:
+        if self.at >= self.size:
+            raise ValueError("the stream ends inside its parameters")
+        self.at += 1
+        return self.value >> (self.size - self.at) & 1
+
+
+def _uvar_bits(v: int, k: int) -> str:
+    return "0" * (v >> k) + "1" + (format(v & ((1 << k) - 1), f"0{k}b") if k else "")
+
+
+def shorten_for_ffmpeg(data: bytes, rate: int) -> tuple[bytes, int]:
+    """An embedded shorten stream (``data``: the bytes after the SPHERE header) as ffmpeg's
+    decoder reads it, and its channels; ValueError for one that is not 16-bit PCM shorten."""
+    if data[:4] != b"ajkg" or len(data) < 5 or data[4] not in (1, 2):
+        raise ValueError(f"no shorten stream (the magic ajkg and version 1 or 2) after the header: {data[:5]!r}")
+    params = data[5:69]
+    bits = _Bits(params)
+    ftype, channels, _blocksize, _maxnlpc, _nmean, nskip = (bits.ulong() for _ in range(6))
+    if ftype not in SHORTEN_PCM16:
+        raise ValueError(f"shorten sample type {ftype}, not signed 16-bit PCM")
+    if not 1 <= channels <= 8 or nskip:
+        raise ValueError(f"a stream of {channels} channels that keeps {nskip} header bytes")
+    riff = b"RIFF" + (36).to_bytes(4, "little") + b"WAVEfmt " + (16).to_bytes(4, "little")
+    riff += b"\x01\x00" + channels.to_bytes(2, "little") + rate.to_bytes(4, "little")
+    riff += (rate * channels * 2).to_bytes(4, "little") + (channels * 2).to_bytes(2, "little") + b"\x10\x00"
+    riff += b"data" + bytes(4)
+    chunk = _uvar_bits(9, 2) + _uvar_bits(len(riff), 5) + "".join(_uvar_bits(b, 8) for b in riff)
+    whole = min(bits.at // 8 + 1, len(params))  # the bytes holding the parameters
+    head = format(int.from_bytes(params[:whole], "big"), f"0{whole * 8}b")
+    spliced = head[: bits.at] + chunk + head[bits.at :]
+    return data[:5] + int(spliced, 2).to_bytes(len(spliced) // 8, "big") + data[5 + whole :], channels
+
+
+def shorten_samples(ffmpeg: str, path: str) -> tuple[np.ndarray, int]:
+    """A shorten-compressed SPHERE file's samples (int16, frames x channels) and rate, decoded by
+    ``ffmpeg`` (a fixed argv; the stream through a pipe); NotRead ``bad_shorten`` with ffmpeg's
+    message where it fails, ``no_decoder`` for a coding ffmpeg's decoder lacks (mu-law)."""
+    import numpy as np
+
+    size, fields = sphere_header(path)
+    coding = fields.get("sample_coding", "pcm")
+    if not coding.startswith("pcm") or fields.get("sample_n_bytes", "2") != "2":
+        n = fields.get("sample_n_bytes", "2")
+        why = f"{path}: {coding} ({n}-byte samples) needs sph2pipe; ffmpeg decodes 16-bit PCM shorten alone"
+        raise NotRead("no_decoder", why)
+    rate = fields.get("sample_rate", "")
+    if not rate.isdigit() or int(rate) == 0:
+        raise NotRead("bad_shorten", f"{path}: the header gives no sample_rate ({rate!r})")
+    with open(path, "rb") as f:
+        f.seek(size)
+        data = f.read()
+    try:
+        stream, channels = shorten_for_ffmpeg(data, int(rate))
+    except ValueError as e:
+        raise NotRead("bad_shorten", f"{path}: {e}") from None
+    if fields.get("channel_count", str(channels)) != str(channels):
+        why = f"{path}: the header says channel_count {fields['channel_count']}, its shorten stream {channels}"
+        raise NotRead("bad_shorten", why)
+    argv = [ffmpeg, "-hide_banner", "-nostdin", "-v", "error", "-f", "shn", "-i", "pipe:0"]
+    p = subprocess.run(
+        [*argv, "-map", "0:a:0", "-f", "s16le", "-c:a", "pcm_s16le", "pipe:1"], input=stream, capture_output=True
+    )
+    if p.returncode != 0 or p.stderr.strip():
+        said = dict.fromkeys(x.strip() for x in p.stderr.decode("utf-8", "replace").splitlines() if x.strip())
+        raise NotRead("bad_shorten", f"{path}: ffmpeg failed: {'; '.join(said)[:400]}")
+    x = np.frombuffer(p.stdout, "<i2")
+    return x[: len(x) // channels * channels].reshape(-1, channels), int(rate)
 
 
 # -- the directory ----------------------------------------------------------------------------
