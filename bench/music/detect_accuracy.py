@@ -10,8 +10,9 @@ hyperrogue's and Frozen-Bubble's game music. Held apart: five professional telep
 (8 kHz), five other KLettres speakers; ASC's game music and the music-on-hold tracks. Each
 speech segment clean, with music under it at 20, 10, 5 and 0 dB (speech power over music
 power), and a piece of music alone at the speech's level, each with the file's non-speech
-either side (1 s: the same music, or the recording's own quiet) and without it (a file with
-no pause).
+either side (1 s: the same music, or the recording's own quiet), without it (a file with
+no pause), and, reported only (never fitted on), with 1 s of digital silence either side
+(music that stops where the speech does, as in an edited file).
 
 ``--fit`` fits the two logistics of ``speechprep.encoders.music`` on the calibration part
 (music: clean speech against 10 dB and louder music and music alone; speech: music alone
@@ -36,7 +37,7 @@ from speechprep.encoders import music as D
 from tests.music import mixes as M
 from tests.support import REPO
 
-MUSIC_FEATURES = ("floor_x_pause_held", "floor_x_quiet_held", "ctx_music")
+MUSIC_FEATURES = ("open_pause_held", "open_quiet_held", "ctx_music")
 SPEECH_FEATURES = ("ctx_rise", "level_range", "rest_range")
 LOUD = (10.0, 5.0, 0.0, "music")  # the levels the detector must catch (20 dB is reported)
 LOUD_KEPT = 0.05  # the share of their seconds the threshold may keep on the calibration part
@@ -68,23 +69,30 @@ def balanced(y: np.ndarray, seconds: np.ndarray) -> np.ndarray:
     return w * len(y) / 2
 
 
+CONTEXTS = {True: "the file's pauses", False: "none", "silence": "digital silence"}
+
+
 def measured(split: str, per_source: int) -> list[dict]:
     rows = []
     for context in (True, False):
         for m in M.mixes(split, per_source=per_source, context=context):
-            f = D.all_features(m.audio, m.sr, m.noise)
-            if f is not None:
-                rows.append({"snr": m.snr, "seconds": m.seconds, "context": context, "speech": m.speech, **f})
+            noises = {context: m.noise}
+            if context:
+                noises["silence"] = (np.zeros(m.sr, np.float32),) * 2
+            for c, noise in noises.items():
+                f = D.all_features(m.audio, m.sr, noise)
+                if f is not None:
+                    rows.append({"snr": m.snr, "seconds": m.seconds, "context": c, "speech": m.speech, **f})
     return rows
 
 
 def fit(rows: list[dict]) -> tuple[tuple, tuple]:
-    r = [x for x in rows if x["snr"] != 20.0]
+    r = [x for x in rows if x["snr"] != 20.0 and x["context"] in (True, False)]
     X = np.array([[x[k] for k in MUSIC_FEATURES] for x in r])
     y = np.array([0 if x["snr"] is None else 1 for x in r])
     b, c = fit_logistic(X, y, balanced(y, np.array([x["seconds"] for x in r])), l2=1.0)
     music = (round(b, 3), {k: round(float(v), 4) for k, v in zip(MUSIC_FEATURES, c, strict=True)})
-    r = [x for x in rows if x["context"]]
+    r = [x for x in rows if x["context"] is True]
     X = np.array([[x[k] for k in SPEECH_FEATURES] for x in r])
     y = np.array([0 if x["snr"] == "music" else 1 for x in r])
     b, c = fit_logistic(X, y, balanced(y, np.array([x["seconds"] for x in r])), l2=1.0)
@@ -104,7 +112,7 @@ def threshold(rows: list[dict]) -> float:
     :data:`LOUD_KEPT` of the seconds with music at 10 dB and louder (with the file's
     pauses): half the share allowed, the other half left to voices and music it never
     heard; as high as that allows, so that it keeps the most clean speech."""
-    r = [x for x in rows if x["context"]]
+    r = [x for x in rows if x["context"] is True]
     loud = [x for x in r if x["snr"] in LOUD]
     grid = np.round(np.arange(0.01, 1.0, 0.01), 2)
     ok = [t for t in grid if kept_share(loud, t) <= LOUD_KEPT]
@@ -120,12 +128,12 @@ def table(name: str, rows: list[dict], limit: float, drop: float) -> None:
     print(f"\n{name}: share of seconds kept (music_prob <= {limit}); music alone: share dropped by the stage")
     print("| context | clean | 20 dB | 10 dB | 5 dB | 0 dB | music alone kept | music alone dropped |")
     print("|---|---|---|---|---|---|---|---|")
-    for context in (True, False):
-        r = [x for x in rows if x["context"] is context]
+    for context, name in CONTEXTS.items():
+        r = [x for x in rows if x["context"] == context]
         cells = [f"{kept_share([x for x in r if x['snr'] == snr], limit):.3f}" for snr in M.SNRS]
         alone = [x for x in r if x["snr"] == "music"]
         dropped = sum(x["seconds"] for x in alone if x["music_only_prob"] >= drop) / sum(x["seconds"] for x in alone)
-        print(f"| {'the file' + chr(39) + 's pauses' if context else 'none'} | {' | '.join(cells)} | {dropped:.3f} |")
+        print(f"| {name} | {' | '.join(cells)} | {dropped:.3f} |")
 
 
 def main() -> None:
@@ -149,7 +157,8 @@ def main() -> None:
         limit = threshold(cal)
         print(f"curate.max_music_prob: {limit} (the calibration keeps at most {LOUD_KEPT} of 10 dB and louder)")
     n_cal, n_held = (len({x["speech"] for x in r if x["speech"]}) for r in (cal, held))
-    print(f"segments: calibration {len(cal) // 2} ({n_cal} speech sources), held apart {len(held) // 2} ({n_held})")
+    n = {k: sum(1 for x in r if x["context"] is True) for k, r in (("cal", cal), ("held", held))}
+    print(f"segments: calibration {n['cal']} ({n_cal} speech sources), held apart {n['held']} ({n_held})")
     table("calibration", cal, limit, drop)
     table("held apart", held, limit, drop)
 

@@ -195,18 +195,25 @@ def features(audio: np.ndarray, sr: int) -> dict[str, float] | None:
     }
 
 
-NO_CONTEXT = {"ctx_music": 0.0, "ctx_rise": 30.0}
+NO_CONTEXT = {"ctx_music": 0.0, "ctx_rise": 30.0, "ctx_noted": None}
+NOTED = 0.2  # the share of the non-speech's frames holding a note at which it is music for ctx_open
 
 
 def context_features(pieces: Iterable[np.ndarray] | None, sr: int, segment_level_db: float | None) -> dict[str, float]:
-    """The file's non-speech next to a segment (``pieces``, each on its own, at ``sr``):
+    """The file's non-speech next to a segment (``pieces``, each on its own but those shorter
+    than twice :data:`HOLD_S`, which are read end to end, at ``sr``):
 
     * ``ctx_music``: the share of its frames holding a note, times how loud it is (0 at 40 dB
       or more under the segment, 1 at 20 dB or less): music in the pauses;
     * ``ctx_rise``: how far the segment stands above it (dB, 0..30; 30 without any): a voice
-      stands above the music around it, a note VAD took for speech does not.
+      stands above the music around it, a note VAD took for speech does not;
+    * ``ctx_noted``: the share of its frames holding a note, over :data:`NOTED` (0..1; None
+      without any).
     """
     xs = [_resampled(p, sr, RATE) for p in (pieces or ())]
+    # a note shows only over HOLD_S: pauses too short to hold one on their own are read together
+    short = [x for x in xs if len(x) < 2 * HOLD_S * RATE]
+    xs = [x for x in xs if len(x) >= 2 * HOLD_S * RATE] + ([np.concatenate(short)] if short else [])
     xs = [x for x in xs if len(x) >= N_FFT]
     if not xs or segment_level_db is None:
         return dict(NO_CONTEXT)
@@ -214,7 +221,11 @@ def context_features(pieces: Iterable[np.ndarray] | None, sr: int, segment_level
     held = np.concatenate([_held_peaks(10 * np.log10(s + 1e-12)).any(axis=1) for s in specs])
     level = 10 * np.log10(np.mean(np.concatenate([s.sum(axis=1) for s in specs])) + 1e-12) - segment_level_db
     loud = float(np.clip((level + 40.0) / 20.0, 0.0, 1.0))
-    return {"ctx_music": float(held.mean()) * loud, "ctx_rise": float(np.clip(-level, 0.0, 30.0))}
+    return {
+        "ctx_music": float(held.mean()) * loud,
+        "ctx_rise": float(np.clip(-level, 0.0, 30.0)),
+        "ctx_noted": float(min(1.0, held.mean() / NOTED)),
+    }
 
 
 def _level_db(audio: np.ndarray, sr: int) -> float | None:
@@ -224,12 +235,43 @@ def _level_db(audio: np.ndarray, sr: int) -> float | None:
     return float(10 * np.log10(np.mean(power_spectrogram(x).sum(axis=1)) + 1e-12))
 
 
+CONTINUOUS_DB = (-22.0, -14.0)  # a floor_db this high is sound that never stops (0 to 1 across)
+CONTINUOUS_S = (1.0, 2.0)  # ... in a segment this long (0 to 1 across): a held vowel is shorter
+
+
+def opening(f: dict[str, float]) -> float:
+    """How far a segment's own held notes count as music (0..1), from its surroundings and
+    its floor: where the non-speech beside it is loud (``ctx_rise`` under 20 dB; 0 at 30)
+    its notes count as far as that non-speech holds notes too (``ctx_noted``); where it is
+    quiet, as far as the segment's own floor is high (``floor_db`` across
+    :data:`CONTINUOUS_DB`) over a segment long enough to tell (:data:`CONTINUOUS_S`): music
+    alone, or loud under a voice, sounds on between the notes, while a synthetic voice, which
+    holds its harmonics as a note does, falls between its syllables (the demo's espeak-ng
+    voices, cut as tightly as VAD cuts them: floors of -21 dB and lower), and a voice saying
+    a letter holds one vowel for under a second (KLettres' speakers, each letter a segment of
+    its own: floors up to -1 dB). Without any non-speech (None), 1."""
+    if f.get("ctx_noted") is None:
+        return 1.0
+    room = float(np.clip((30.0 - f["ctx_rise"]) / 10.0, 0.0, 1.0))
+    lo, hi = CONTINUOUS_DB
+    continuous = float(np.clip((f["floor_db"] - lo) / (hi - lo), 0.0, 1.0))
+    lo, hi = CONTINUOUS_S
+    continuous *= float(np.clip((f["seconds"] - lo) / (hi - lo), 0.0, 1.0))
+    return room * f["ctx_noted"] + (1.0 - room) * continuous
+
+
 def all_features(audio: np.ndarray, sr: int, noise: Sequence[np.ndarray] | None = None) -> dict[str, float] | None:
-    """:func:`features` and :func:`context_features` of one segment, or None when it is too short."""
+    """:func:`features` and :func:`context_features` of one segment, its ``seconds``, and ``open_pause_held``,
+    ``open_quiet_held``: ``floor_x_pause_held`` and ``floor_x_quiet_held`` times
+    :func:`opening`; or None when it is too short."""
     f = features(audio, sr)
     if f is None:
         return None
-    return {**f, **context_features(noise, sr, _level_db(audio, sr))}
+    f = {**f, **context_features(noise, sr, _level_db(audio, sr)), "seconds": len(audio) / sr}
+    f["ctx_open"] = opening(f)
+    f["open_pause_held"] = f["floor_x_pause_held"] * f["ctx_open"]
+    f["open_quiet_held"] = f["floor_x_quiet_held"] * f["ctx_open"]
+    return f
 
 
 def _logistic(z: float) -> float:
@@ -239,7 +281,7 @@ def _logistic(z: float) -> float:
 # The logistics' weights, (intercept, {feature: weight}) on the values :func:`all_features`
 # gives: bench/music/detect_accuracy.py --fit prints them, fitted on the calibration sources
 # only (tests/music/mixes.py; docs/stages/music.md).
-MUSIC_WEIGHTS = (-3.928, {"floor_x_pause_held": 4.9293, "floor_x_quiet_held": 6.5503, "ctx_music": 4.4718})
+MUSIC_WEIGHTS = (-3.84, {"open_pause_held": 4.7113, "open_quiet_held": 6.4244, "ctx_music": 4.3958})
 SPEECH_WEIGHTS = (-2.149, {"ctx_rise": 0.6943, "level_range": -0.0309, "rest_range": 0.0335})
 
 

@@ -24,13 +24,14 @@ def test_the_defaults_route_the_demo_through_diarization_and_the_read_speech_pas
     assert p.diarized("demo") and not p.diarized("read")  # an audio_dir; a manifest of given text
     assert p.music_input("demo", "shard-0001") == "results/demo/diarize/shard-0001.segments.jsonl"
     assert p.music_input("read", "shard-0000") == "results/read/vad/shard-0000.segments.jsonl"
-    assert p.asr_segments("demo", "shard-0001") == "results/demo/diarize/shard-0001.segments.jsonl"
-    assert p.asr_segments("read", "shard-0000") == "results/read/vad/shard-0000.segments.jsonl"
+    # the music stage judges the segments before ASR reads them
+    assert p.asr_segments("demo", "shard-0001") == "results/demo/music/shard-0001.segments.jsonl"
+    assert p.asr_segments("read", "shard-0000") == "results/read/music/shard-0000.segments.jsonl"
     assert (p.asr_job("demo"), p.asr_job("read")) == ("run", "given")
     assert p.asr_job_model("read") == [] and p.asr_job_model("demo") == p.asr_model_files()
     # units cover the audio of the text: the ASR lines of a transcribed dataset, else the segments
     assert p.s2s_segments("read", "shard-0000") == "results/read/asr/shard-0000.jsonl"
-    assert p.s2s_segments("demo", "shard-0000") == "results/demo/diarize/shard-0000.segments.jsonl"
+    assert p.s2s_segments("demo", "shard-0000") == "results/demo/music/shard-0000.segments.jsonl"
     assert p.tts_segments("demo", "shard-0000") == "results/demo/curate/shard-0000.measures.jsonl"
     assert p.curate_kept("demo") == ["results/demo/curate/shard-0000.jsonl", "results/demo/curate/shard-0001.jsonl"]
 

@@ -5,15 +5,18 @@ AudioSet-class tagger through the ONNX seam (a small model built here from code)
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
 from speechprep.curate.nonspeech import NonSpeech
 from speechprep.encoders import music as D
 from speechprep.errors import UsageError
-from speechprep.io.audio import stream_mono
+from speechprep.io.audio import read_segment, stream_mono
+from speechprep.music.stage import _pauses, pause_spans
 from tests.music import mixes as M
-from tests.support import config
+from tests.support import REPO, config
 
 CFG = config()
 LIMIT = CFG["curate"]["max_music_prob"]
@@ -76,6 +79,36 @@ def test_music_ten_vad_takes_for_speech_never_reaches_asr(tmp_path):
     assert taken > 1.0  # TEN-VAD does take some of this music for speech
     assert reached == 0.0
     assert alone <= 0.3 * taken  # music with no voice, told apart from speech over music
+
+
+def test_a_voice_that_holds_its_harmonics_between_quiet_pauses_is_not_music():
+    """The demo's espeak-ng voices hold their harmonics as notes do; between their words they
+    fall between their syllables, where music under a voice (or alone) sounds on. Each spoken
+    stretch of the demo (resources/demo/truth.json, cut as tightly as the voice), read with
+    its file's pauses as the music stage reads them, stays under curate.max_music_prob, while
+    the same stretches with real music under them at 10 dB, pauses and all, go over it."""
+    det = D.load(CFG["music"])
+    root = REPO / "resources" / "demo" / "audio"
+    truth = json.loads((root.parent / "truth.json").read_text(encoding="utf-8"))["files"]
+    music, _ = M.R.read(M.R.music("hyperrogue")[1], 16000)
+    voice, mixed = [], []
+    for rel, f in truth.items():
+        path = str(root / rel)
+        spans = [(round(s["start"], 2), round(s["end"] - s["start"], 2)) for s in f.get("speech") or []]
+        segs = [
+            {"id": f"{rel}#{i}", "audio_filepath": path, "offset": a, "duration": d} for i, (a, d) in enumerate(spans)
+        ]
+        around = pause_spans(segs)
+        for s in segs:
+            x, pauses = read_segment(s, 16000), _pauses(s["audio_filepath"], around[s["id"]])
+            voice.append(det.music_prob(x, 16000, pauses))
+            if len(mixed) < 8 and pauses:
+                m = music[16000 * (10 + len(mixed)) :]
+                level = np.sqrt(np.mean(x**2)) / 10 ** (10 / 20) / (np.sqrt(np.mean(m[: 16000 * 8] ** 2)) + 1e-12)
+                under = [m[: len(p)] * level for p in pauses]
+                mixed.append(det.music_prob(x + m[: len(x)] * level, 16000, [p + u for p, u in zip(pauses, under)]))
+    assert len(voice) >= 40 and max(voice) <= LIMIT, sorted(voice)[-5:]
+    assert len(mixed) == 8 and min(mixed) > LIMIT, mixed
 
 
 def test_short_silent_and_damaged_audio(held_out):

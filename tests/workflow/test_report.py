@@ -34,7 +34,7 @@ def check_report(work, out_name="report.html"):
     assert len(html) > 100_000  # the plots are embedded, not linked
     with open(work / "results" / "demo" / "report" / "stages.csv", encoding="utf-8") as f:
         rows = {r["stage"]: r for r in csv.DictReader(f)}
-    assert set(rows) == {"vad", "diarize", "asr", "s2s", "curate", "tts"}  # the demo is diarized
+    assert set(rows) == {"vad", "diarize", "music", "asr", "s2s", "curate", "tts"}  # the demo is diarized
     assert all(int(r["shard_jobs"]) == DEMO_SHARDS and float(r["job_seconds"]) > 0 for r in rows.values())
     assert int(rows["vad"]["rejected"]) == 4
     # curation's count is every segment it dropped, as its rejects files list them

@@ -50,8 +50,9 @@ DECISIONS_ON = {"curate_decide", "curate_summary", "report_curation", "report_pl
 # the demo is diarized (an audio_dir): the RTTM names the run's speakers, so it follows curate_speakers
 DOWNSTREAM_OF_ASR |= {"diarize_rttm"}
 MEASURES_ON |= {"diarize_rttm"}
-# diarize's own keys and those it shares (speakers.threshold joins local speakers; model_failure)
-DIARIZE_ON = {"diarize", "asr", "s2s"} | DOWNSTREAM_OF_ASR
+# diarize's own keys and those it shares (speakers.threshold joins local speakers; model_failure);
+# the music stage reads the diarization's segments, ASR and S2S the music stage's
+DIARIZE_ON = {"diarize", "music", "asr", "s2s"} | DOWNSTREAM_OF_ASR
 CHANGES = {
     "vad.threshold": ({"vad": {"threshold": 0.45}}, {"vad", "vad_merge"} | DIARIZE_ON),
     "vad.threads": ({"vad": {"threads": 1}}, set()),
@@ -61,8 +62,14 @@ CHANGES = {
     "model_failure": ({"model_failure": {"first_errors": 11}}, DIARIZE_ON),
     "speakers.diarize.threshold": ({"speakers": {"diarize": {"threshold": 0.25}}}, DIARIZE_ON),
     "diarize.threads": ({"diarize": {"threads": 1}}, set()),
-    # off: ASR and S2S read VAD's segments again; no RTTM is asked for
-    "diarize.enabled": ({"diarize": {"enabled": False}}, {"asr", "s2s"} | DOWNSTREAM_OF_ASR - {"diarize_rttm"}),
+    # off: the music stage reads VAD's segments again; no RTTM is asked for
+    "diarize.enabled": (
+        {"diarize": {"enabled": False}},
+        {"music", "asr", "s2s"} | DOWNSTREAM_OF_ASR - {"diarize_rttm"},
+    ),
+    "music.drop_prob": ({"music": {"drop_prob": 0.6}}, {"music", "asr", "s2s"} | DOWNSTREAM_OF_ASR),
+    "music.threads": ({"music": {"threads": 1}}, set()),
+    "curate.max_music_prob": ({"curate": {"max_music_prob": 0.6}}, DECISIONS_ON),
     "s2s.layer": ({"s2s": {"layer": 1}}, {"s2s_export", "s2s"} | MEASURES_ON),
     "tts.layout": ({"tts": {"layout": "packed"}}, {"s2s"} | MEASURES_ON),
     "tts.vocab_size": ({"tts": {"vocab_size": 200}}, {"tts_tokenizer", "tts_text"} | MANIFESTS_ON),
@@ -93,7 +100,7 @@ CHANGES = {
 # the run-wide checkpoints and what runs before them: while one of them is to run, the dry run
 # knows the jobs up to it alone (those after it are named once it has run)
 RUN_WIDE = {"curate_speakers", "curate_duplicates", "tts_tokenizer"}
-BEFORE_RUN_WIDE = RUN_WIDE | {"vad", "diarize", "asr", "asr_align", "s2s", "s2s_export", "curate_measure"}
+BEFORE_RUN_WIDE = RUN_WIDE | {"vad", "diarize", "music", "asr", "asr_align", "s2s", "s2s_export", "curate_measure"}
 BEFORE_RUN_WIDE |= {"tts_grammars", "tts_normalize"}
 
 
