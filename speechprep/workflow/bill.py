@@ -215,11 +215,16 @@ def fit_files(points: list[tuple[float, float]]) -> FileCost:
 
 
 # -- sizing a run for a cluster (docs/cluster_scale.md, "Sizing a run for a cluster") -------------
-# Snakemake's own cost per job of the project's DAG (Snakemake 9.27, the project's pins), measured
-# by bench/workflow/scheduler.py: update them here from its figures.
+# Snakemake's own cost per job (Snakemake 9.27, the project's pins): the DAG's, of the project's
+# Snakefile (issue 65); the scheduler's, measured by bench/workflow/scheduler.py with the profiles'
+# settings at 5x10^4 ready jobs (docs/cluster_scale.md, "Snakemake's own cost"): update them here
+# from its figures.
 SNAKEMAKE_DAG_S_PER_JOB = 1.55e-3  # CPU seconds to build the DAG, per job
 SNAKEMAKE_DAG_KB_PER_JOB = 27.0  # the DAG's memory per job
-SNAKEMAKE_SCHEDULER_S_PER_JOB = 9e-3  # CPU seconds to start a job, --scheduler-subsample 1000
+SNAKEMAKE_SCHEDULER_S_PER_JOB = 5.1e-3  # CPU seconds to start a job and see it finish
+# the final local ``all`` job checks each of its inputs against its producers one by one before
+# it runs: CPU seconds per input squared (318 s at 5x10^4 inputs)
+SNAKEMAKE_FINAL_S_PER_INPUT2 = 1.27e-7
 SUBMIT_S_PER_JOB = 1.0  # wall seconds the SLURM executor plugin takes per submission
 FIXED_SHARE = 0.05  # the most of a model job's wall time its fixed part may take
 # the largest shard whose jobs' peak memory was measured (bench/workflow/shard_memory.py):
@@ -328,14 +333,18 @@ def recommend(
     }
 
 
-def snakemake_cost(dag_jobs: int) -> dict:
+def snakemake_cost(dag_jobs: int, final_inputs: int | None = None) -> dict:
     """Snakemake's own cost for a run of ``dag_jobs`` jobs (the constants above): its DAG's
-    build (CPU s) and memory (MB), its scheduler's CPU to start them all, and the wall time of
-    submitting them one by one."""
+    build (CPU s) and memory (MB), its scheduler's CPU to start them all and to run the final
+    ``all`` job of ``final_inputs`` inputs (``final_job_cpu_s``, counted in ``scheduler_cpu_s``;
+    unknown: as many as the jobs, an upper bound), and the wall time of submitting them one by
+    one."""
+    final = SNAKEMAKE_FINAL_S_PER_INPUT2 * (dag_jobs if final_inputs is None else final_inputs) ** 2
     return {
         "dag_jobs": dag_jobs,
         "dag_s": round(dag_jobs * SNAKEMAKE_DAG_S_PER_JOB, 3),
         "dag_mb": round(dag_jobs * SNAKEMAKE_DAG_KB_PER_JOB / 1000, 3),
-        "scheduler_cpu_s": round(dag_jobs * SNAKEMAKE_SCHEDULER_S_PER_JOB, 3),
+        "scheduler_cpu_s": round(dag_jobs * SNAKEMAKE_SCHEDULER_S_PER_JOB + final, 3),
+        "final_job_cpu_s": round(final, 3),
         "submit_s": round(dag_jobs * SUBMIT_S_PER_JOB, 1),
     }

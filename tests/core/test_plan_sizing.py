@@ -64,7 +64,14 @@ def test_snakemake_s_own_cost_scales_with_the_dag():
     s = snakemake_cost(400_000)
     assert s["dag_jobs"] == 400_000
     assert s["dag_mb"] == pytest.approx(400_000 * 27 / 1000)  # about 11 GB
-    assert s["dag_s"] == pytest.approx(620.0) and s["scheduler_cpu_s"] == pytest.approx(3600.0)
+    assert s["dag_s"] == pytest.approx(620.0)
+    # 5.1 ms a job started, and the final all job's check of each input against its producers: with
+    # its inputs unknown, as many as the jobs (an upper bound): 1.27e-7 s x (4x10^5)^2 = 5.6 h
+    assert s["final_job_cpu_s"] == pytest.approx(20_320.0)
+    assert s["scheduler_cpu_s"] == pytest.approx(2040.0 + 20_320.0)
+    # the run's all job taking one VAD segments file per shard of 50,000: 318 s, as measured
+    few = snakemake_cost(400_000, final_inputs=50_000)
+    assert few["final_job_cpu_s"] == pytest.approx(317.5) and few["scheduler_cpu_s"] == pytest.approx(2357.5)
 
 
 def _plan():
@@ -116,3 +123,40 @@ def test_the_plan_sizes_its_shard_rules_from_their_ready_lines():
     assert got["snakemake"]["dag_jobs"] == dag_jobs(plan, cfg, 0.32) == 2 * math.ceil(100 / 0.32) + 3
     assert got["snakemake_configured"]["dag_jobs"] == dag_jobs(plan, cfg) == 203  # the config's 1-h shards
     assert set(got["snakemake"]) >= {"dag_jobs", "scheduler_cpu_s", "dag_mb"}
+
+
+def _scheduler_bench():
+    import importlib.util
+
+    from tests.support import REPO
+
+    spec = importlib.util.spec_from_file_location("scheduler_bench", REPO / "bench" / "workflow" / "scheduler.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_both_profiles_schedule_as_the_scheduler_bench_measures():
+    # the bench reads profiles/slurm's scheduling settings; profiles/local must schedule the same way
+    import yaml
+
+    from tests.support import REPO
+
+    cfg = {p: yaml.safe_load((REPO / "profiles" / p / "config.yaml").read_text()) for p in ("local", "slurm")}
+    for key in ("scheduler", "scheduler-subsample"):
+        assert cfg["local"][key] == cfg["slurm"][key], key
+    assert cfg["slurm"]["scheduler"] == "greedy" and cfg["slurm"]["scheduler-subsample"] <= 1000
+    flags = _scheduler_bench().profile_settings("profile", {"scheduler-subsample": "7"})
+    assert flags[flags.index("--scheduler-subsample") + 1] == "7"  # --set over the profile's value
+    assert "--max-jobs-per-timespan" in flags
+
+
+def test_the_scheduler_bench_fails_a_profile_case_that_misses_the_targets():
+    bench = _scheduler_bench()
+    row = {"settings": "profile", "jobs": 50_000, "cpu_ms_per_job_after_dag": 9.5, "first_job_after_dag_s": 0.2}
+    assert bench.missed(row) == []
+    slow = bench.missed({**row, "cpu_ms_per_job_after_dag": 12.0, "first_job_after_dag_s": 41.0})
+    assert len(slow) == 2 and "12.0 ms" in slow[0] and "41.0 s" in slow[1]
+    assert len(bench.missed({**row, "first_job_after_dag_s": None})) == 1  # no job started: missed
+    # the greedy baseline is what the profiles improve on, not what they run: never a miss
+    assert bench.missed({**row, "settings": "default", "cpu_ms_per_job_after_dag": 99.0}) == []
