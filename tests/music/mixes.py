@@ -263,3 +263,123 @@ def ten_vad_segments(paths: list[Path]) -> dict[str, list[dict]]:
         raise RuntimeError(f"TEN-VAD in .venvs/vad failed: {p.stderr[-800:]}")
     lines = [json.loads(x) for x in p.stdout.splitlines() if x.startswith("{")]
     return {x["audio_filepath"]: [{**s, "audio_filepath": x["audio_filepath"]} for s in x["segments"]] for x in lines}
+
+
+@dataclass(frozen=True)
+class Span:
+    """A stretch of a long recording (:func:`long_recordings`) and what it holds."""
+
+    path: str
+    start: float
+    end: float
+    snr: object  # as :attr:`Mix.snr`: None (clean), dB, or "music" (music alone)
+    speech: str  # speech source ("" for music alone)
+
+
+BLOCK_GAP_S = 2.0  # the room's quiet between two blocks of a long recording
+QUIET_DB = -60.0  # that quiet's level under the speech's
+
+
+def long_recordings(split: str, dest: Path, speakers: int = 5, per_block: int = 2, seed: int = 0):
+    """Long recordings as a lab holds them, one per speaker of ``split``'s 16 kHz sources (the
+    KLettres speakers: the telephone voices would be dropped for their band, not their music):
+    a block of ``per_block`` of the speaker's segments (1 s apart; taken again from the first
+    where the speaker has too few) at each level of
+    :data:`SNRS`, the music under a block running from 1 s before its first word to 1 s
+    after its last (its pauses hold it, as in a recording with music underneath), music alone
+    for 4 s, and the room's quiet between blocks. Returns the WAVs (16-bit, 16 kHz) and every
+    speech or music-alone :class:`Span` with its level."""
+    import soundfile as sf
+
+    rng = random.Random(seed)
+    sr, level = 16000, 0.05
+    by_source: dict[str, list[Speech]] = {}
+    for s in speech_sources(split, per_source=per_block * (len(SNRS) - 1)):
+        if s.sr == sr and s.source.startswith("klettres_"):
+            by_source.setdefault(s.source, []).append(s)
+    music = music_tracks(split)
+    names = sorted(music)
+    noise = np.random.default_rng(seed)
+    paths, spans = [], []
+    dest.mkdir(parents=True, exist_ok=True)
+    for k, (source, segs) in enumerate(sorted(by_source.items())[:speakers]):
+        path = dest / f"{source}.wav"
+        parts, t, used = [], 0.0, 0
+
+        def quiet(seconds: float) -> np.ndarray:
+            n = int(round(seconds * sr))
+            return (noise.standard_normal(n) * level * 10 ** (QUIET_DB / 20)).astype(np.float32)
+
+        for snr in SNRS:
+            parts.append(quiet(BLOCK_GAP_S))
+            t += BLOCK_GAP_S
+            if snr == "music":
+                block, words = np.zeros(4 * sr, np.float32), [(0.0, 4.0)]
+            else:
+                block, words, at = [quiet(1.0)], [], 1.0
+                for s in (segs[(used + i) % len(segs)] for i in range(per_block)):  # again where too few
+                    x = s.audio * (level / (active_rms(s.audio, sr) + 1e-12))
+                    block += [x.astype(np.float32), quiet(1.0)]
+                    words.append((at, at + len(x) / sr))
+                    at += len(x) / sr + 1.0
+                used += per_block
+                block = np.concatenate(block)
+            if snr is not None:
+                name = names[(k + len(spans)) % len(names)]
+                piece = _excerpt(rng, music[name], len(block), sr)
+                m_level = level * 10 ** (-(0.0 if snr == "music" else float(snr)) / 20)
+                block = block + piece * (m_level / _rms(piece))
+            parts.append(block.astype(np.float32))
+            for a, b in words:
+                spans.append(Span(str(path), round(t + a, 3), round(t + b, 3), snr, "" if snr == "music" else source))
+            t += len(block) / sr
+        parts.append(quiet(BLOCK_GAP_S))
+        if not path.exists():  # the same recording each time: a run's inputs keep their mtime
+            sf.write(path, np.clip(np.concatenate(parts), -1, 1), sr, subtype="PCM_16")
+        paths.append(path)
+    return paths, spans
+
+
+def kept_shares(spans: list[Span], lines: list[dict]) -> dict[object, float]:
+    """Per level, the share of its spans' seconds that ``lines`` (a manifest's lines: kept
+    segments, ``audio_filepath``/``offset``/``duration`` or their ``unseparated_*`` where
+    separated) cover."""
+    by_file: dict[str, list[tuple[float, float]]] = {}
+    for x in lines:
+        path = x.get("unseparated_audio_filepath") or x["audio_filepath"]
+        a = float(x.get("unseparated_offset", x.get("offset")) or 0.0)
+        d = float(x.get("unseparated_duration", x["duration"]))
+        by_file.setdefault(path, []).append((a, a + d))
+    total: dict[object, float] = {}
+    covered: dict[object, float] = {}
+    for s in spans:
+        total[s.snr] = total.get(s.snr, 0.0) + (s.end - s.start)
+        got = sum(max(0.0, min(b, s.end) - max(a, s.start)) for a, b in by_file.get(s.path, []))
+        covered[s.snr] = covered.get(s.snr, 0.0) + min(got, s.end - s.start)
+    return {k: covered[k] / total[k] for k in total}
+
+
+def fates(spans: list[Span], results: Path, dataset: str) -> dict[object, dict[str, float]]:
+    """Per level, the seconds of VAD's segments over its spans by what became of them in a
+    run's ``results/<dataset>``: ``kept`` (in the TTS manifests), ``<stage>:<reason>`` (in
+    that stage's rejects); a segment counts for the level of the span it overlaps most."""
+    import json
+
+    res = Path(results) / dataset
+
+    def lines(pattern: str) -> list[dict]:
+        return [json.loads(x) for p in sorted(res.glob(pattern)) for x in p.read_text(encoding="utf-8").splitlines()]
+
+    fate = {x["id"]: "kept" for x in lines("tts/*_manifest.jsonl")}
+    for stage in ("vad", "music", "asr", "curate", "tts"):
+        for r in lines(f"{stage}/*rejects.jsonl"):
+            fate.setdefault(r["id"], f"{stage}:{r['reason']}")
+    out: dict[object, dict[str, float]] = {}
+    for seg in lines("vad/*.segments.jsonl"):
+        a, b = float(seg["offset"]), float(seg["offset"]) + float(seg["duration"])
+        over = [(min(b, s.end) - max(a, s.start), s) for s in spans if s.path == seg["audio_filepath"]]
+        best = max(over, key=lambda x: x[0], default=(0.0, None))
+        level = best[1].snr if best[0] > 0 else "outside"
+        row = out.setdefault(level, {})
+        row[fate.get(seg["id"], "lost")] = row.get(fate.get(seg["id"], "lost"), 0.0) + b - a
+    return out
