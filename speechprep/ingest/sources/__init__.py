@@ -96,8 +96,8 @@ class Sink(Protocol):
         """One item that cannot be used, with a reason code and a sentence saying why."""
 
 
-class Collect:
-    """A :class:`Sink` that keeps everything in two lists (for tests and tools)."""
+class _Settings:
+    """A sink's settings (:class:`Sink`'s attributes), for the sinks below."""
 
     def __init__(
         self,
@@ -107,6 +107,13 @@ class Collect:
         write_audio: bool = True,
     ) -> None:
         self.audio_dir, self.check_files, self.only, self.write_audio = audio_dir, check_files, only, write_audio
+
+
+class Collect(_Settings):
+    """A :class:`Sink` that keeps everything in two lists (for tests and tools)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
         self.lines: list[dict[str, Any]] = []
         self.rejects: list[dict[str, Any]] = []
 
@@ -121,17 +128,11 @@ class Collect:
         return {r["source_id"]: r["reason"] for r in self.rejects}
 
 
-class Count:
+class Count(_Settings):
     """A :class:`Sink` that only counts (a reader's own cost, in a benchmark)."""
 
-    def __init__(
-        self,
-        audio_dir: str = "",
-        check_files: bool = True,
-        only: frozenset[str] | None = None,
-        write_audio: bool = True,
-    ) -> None:
-        self.audio_dir, self.check_files, self.only, self.write_audio = audio_dir, check_files, only, write_audio
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
         self.lines = self.rejects = 0
 
     def line(self, rec: dict[str, Any]) -> None:
