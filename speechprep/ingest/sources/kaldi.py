@@ -298,6 +298,16 @@ def sphere_seconds(path: str) -> float | None:
     return count / rate if count and rate else None
 
 
+def decoded_name(path: str) -> str:
+    """The name of a shorten SPHERE file's FLAC: the file's (its stem and a digest of its absolute
+    path), so that the recordings of one file (``-c 1`` and ``-c 2`` of a telephone call) share
+    one decode."""
+    import hashlib
+
+    full = os.path.abspath(path)
+    return f"{Path(full).stem}-{hashlib.sha1(full.encode('utf-8')).hexdigest()[:10]}"
+
+
 def decode_shorten(path: str, audio_dir: str, key: str) -> str:
     """A shorten-compressed SPHERE file decoded once, all its channels, into
     ``audio_dir/<key>.flac`` at its own rate (written atomically; left alone when there): by
@@ -506,7 +516,7 @@ class _Reading:
                 a = wav_scp_audio(value, f"wav.scp line {self.wav.lines[reco]}", self.out.check_files)
                 if a.sphere and "shorten" in sphere_coding(a.path) and (take is None or reco in take):
                     if self.out.write_audio:
-                        a = Audio(decode_shorten(a.path, self.out.audio_dir, reco.replace("/", "__")), a.channel)
+                        a = Audio(decode_shorten(a.path, self.out.audio_dir, decoded_name(a.path)), a.channel)
                     else:
                         self.listed_sphere[a.path] = sphere_seconds(a.path)
                 audio[reco] = a
