@@ -40,3 +40,14 @@ rule all:
     input:
         all_targets,
     localrule: True
+
+
+# a part of rule all's targets (config targets_per_part: speechprep.workflow.plan.Plan.parts)
+rule all_part:
+    input:
+        all_part,
+    output:
+        touch(f"{RESULTS}/_all/all/part-{{part}}.done"),
+    wildcard_constraints:
+        part=r"\d{5}",
+    localrule: True

@@ -201,7 +201,22 @@ def all_targets(wildcards):
                 waiting.append(e.targetfile)
         if waiting:
             return waiting
-    return PLAN.all_targets()
+    ALL_PARTS[:] = PLAN.parts(PLAN.all_targets())
+    if len(ALL_PARTS) == 1:
+        return ALL_PARTS[0]
+    return [PLAN.part_marker(i) for i in range(len(ALL_PARTS))]
+
+
+ALL_PARTS = (
+    []
+)  # rule all's targets in parts, as all_targets last made them (rule all_part's inputs)
+
+
+def all_part(wildcards):
+    """A part of rule all's targets (``Plan.parts``)."""
+    if not ALL_PARTS:  # the marker asked for on its own
+        ALL_PARTS[:] = PLAN.parts(PLAN.all_targets())
+    return ALL_PARTS[int(wildcards.part)]
 
 
 def report_plot(name):

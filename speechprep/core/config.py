@@ -231,14 +231,14 @@ def _without_resources(cfg: Any) -> Any:
     return cfg
 
 
-# sections that shape nothing the TTS stage writes (its stats.json records the digest): a
-# change to them must not rerun tts_manifest
-AFTER_TTS = ("export",)
+# keys that shape nothing the TTS stage writes (its stats.json records the digest): a change
+# to them must not rerun tts_manifest (the stages after TTS; how rule all reads its targets)
+AFTER_TTS = ("export", "targets_per_part")
 
 
 def digest(cfg: dict[str, Any]) -> str:
     """sha256 of the config (as JSON, keys sorted), without the resource-only ``threads`` keys
-    and the sections of the stages after TTS (:data:`AFTER_TTS`)."""
+    and the keys that shape nothing TTS writes (:data:`AFTER_TTS`)."""
     cfg = {k: v for k, v in cfg.items() if k not in AFTER_TTS}
     return hashlib.sha256(json.dumps(_without_resources(cfg), sort_keys=True).encode("utf-8")).hexdigest()
 

@@ -333,13 +333,17 @@ def recommend(
     }
 
 
-def snakemake_cost(dag_jobs: int, final_inputs: int | None = None) -> dict:
+def snakemake_cost(dag_jobs: int, final_inputs: int | None = None, per_part: int | None = None) -> dict:
     """Snakemake's own cost for a run of ``dag_jobs`` jobs (the constants above): its DAG's
     build (CPU s) and memory (MB), its scheduler's CPU to start them all and to run the final
     ``all`` job of ``final_inputs`` inputs (``final_job_cpu_s``, counted in ``scheduler_cpu_s``;
-    unknown: as many as the jobs, an upper bound), and the wall time of submitting them one by
-    one."""
-    final = SNAKEMAKE_FINAL_S_PER_INPUT2 * (dag_jobs if final_inputs is None else final_inputs) ** 2
+    unknown: as many as the jobs, an upper bound) read in parts of ``per_part`` (the config's
+    ``targets_per_part``: ``all`` over a marker a part, each part a local job of its own), and
+    the wall time of submitting them one by one."""
+    n = dag_jobs if final_inputs is None else final_inputs
+    parts = -(-n // per_part) if per_part and n > per_part else 1
+    lookups = n**2 if parts == 1 else parts**2 + parts * per_part**2
+    final = SNAKEMAKE_FINAL_S_PER_INPUT2 * lookups
     return {
         "dag_jobs": dag_jobs,
         "dag_s": round(dag_jobs * SNAKEMAKE_DAG_S_PER_JOB, 3),

@@ -1034,10 +1034,13 @@ def sized(
     configured = float(cfg["ingest"]["shard_hours"])
     rec = recommend(rule_sizes(plan, m, cfg, cluster, rtfx), hours, configured, max_queued, jobs)
     rec["limits"] = {"max_queued": max_queued, "jobs": jobs}
+    part = cfg.get("targets_per_part")  # rule all's targets in parts (Plan.parts)
     return {
         "recommended": rec,
-        "snakemake": snakemake_cost(dag_jobs(plan, cfg, rec["shard_hours"])) if rec["shard_hours"] else {},
-        "snakemake_configured": snakemake_cost(dag_jobs(plan, cfg)),
+        "snakemake": snakemake_cost(dag_jobs(plan, cfg, rec["shard_hours"]), per_part=part)
+        if rec["shard_hours"]
+        else {},
+        "snakemake_configured": snakemake_cost(dag_jobs(plan, cfg), per_part=part),
     }
 
 

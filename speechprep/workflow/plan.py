@@ -314,6 +314,20 @@ class Plan:
             return [self._at(ds, "export", f"{fmt}/{n}") for fmt in formats for n in ("index.jsonl", "stats.json")]
         raise ValueError(f"unknown stage {stage!r}")
 
+    def parts(self, targets: list[str]) -> list[list[str]]:
+        """Rule ``all``'s targets in parts of ``targets_per_part`` (one part where there are no
+        more, or it is null): rule ``all`` takes a marker a part where there are several (rule
+        ``all_part``, :meth:`part_marker`), so that no job has every shard's file as input:
+        Snakemake's preparation of a job walks its dependencies once per input, the square of
+        its inputs (docs/cluster_scale.md)."""
+        k = self.config.get("targets_per_part")
+        if not k or len(targets) <= k:
+            return [targets]
+        return [targets[i : i + k] for i in range(0, len(targets), k)]
+
+    def part_marker(self, i: int) -> str:
+        return f"{self.results}/{ALL}/all/part-{i:05d}.done"
+
     def all_targets(self) -> list[str]:
         """Every target of the run, each once (the cross-dataset TTS targets once)."""
         targets = []

@@ -212,3 +212,18 @@ def test_the_model_files_each_embedding_job_holds():
     assert p.diarize_model_files("demo") == ["/models/sortformer.nemo", "/models/titanet-l.nemo"]
     assert p.diarize_model_files("read") == ["/models/titanet-l.nemo"]
     assert p.curate_model_files() == ["/models/titanet-l.nemo", "/models/ambernet.nemo"]
+
+
+def test_rule_all_reads_a_run_of_many_targets_in_parts():
+    """Where the run has more targets than targets_per_part, rule all takes one marker a part
+    (rule all_part) and the parts hold every target once, in order; at or under it, one part
+    (the demo's run: rule all reads the targets themselves)."""
+    p = plan()
+    targets = p.all_targets()
+    assert p.parts(targets) == [targets] and len(targets) <= p.config["targets_per_part"]
+    p.config["targets_per_part"] = 7
+    parts = p.parts(targets)
+    assert [t for part in parts for t in part] == targets and {len(x) for x in parts[:-1]} == {7}
+    assert p.part_marker(3) == "results/_all/all/part-00003.done"
+    p.config["targets_per_part"] = None
+    assert p.parts(targets) == [targets]

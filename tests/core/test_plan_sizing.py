@@ -72,6 +72,12 @@ def test_snakemake_s_own_cost_scales_with_the_dag():
     # the run's all job taking one VAD segments file per shard of 50,000: 318 s, as measured
     few = snakemake_cost(400_000, final_inputs=50_000)
     assert few["final_job_cpu_s"] == pytest.approx(317.5) and few["scheduler_cpu_s"] == pytest.approx(2357.5)
+    # all over a marker a part of 100 (targets_per_part): 500 markers, and 500 parts of 100 inputs each
+    parts = snakemake_cost(400_000, final_inputs=50_000, per_part=100)
+    assert parts["final_job_cpu_s"] == pytest.approx(1.27e-7 * (500**2 + 500 * 100**2), abs=1e-3)
+    assert snakemake_cost(400_000, final_inputs=80, per_part=100)["final_job_cpu_s"] == pytest.approx(
+        1.27e-7 * 6400, abs=1e-3
+    )
 
 
 def _plan():

@@ -94,6 +94,7 @@ CHANGES = {
         {"curate_summary", "report_curation"} | MANIFESTS_ON,
     ),
     "export.lufs": ({"export": {"lufs": -23.0}}, set()),  # export is not among the demo's stages
+    "targets_per_part": ({"targets_per_part": 10000}, set()),  # the demo's targets: one part either way
 }
 
 
@@ -128,3 +129,15 @@ def test_a_change_reruns_exactly_its_jobs(demo, tmp_path, key):
     _, out = snakemake(work, "--dry-run", "--quiet", "rules", "--configfile", str(changed))
     shown = expected & BEFORE_RUN_WIDE if expected & RUN_WIDE else expected
     assert rules_to_run(out) == shown, out[-3000:]
+
+
+def test_a_run_of_many_targets_reaches_rule_all_in_parts(demo):
+    """With more targets than targets_per_part, rule all reads one marker a part (a local
+    all_part job each, which only touches its marker) instead of every target: on the demo's
+    finished run, parts of 7 are all that is left to run, and nothing else is asked for."""
+    work, _ = demo
+    _, out = snakemake(work, "--dry-run", "--quiet", "rules", "--config", "targets_per_part=7")
+    assert rules_to_run(out) == {"all_part"}, out[-3000:]
+    parts = int(re.search(r"^all_part\s+(\d+)$", out, re.M).group(1))
+    _, whole = snakemake(work, "--dry-run", "--quiet", "rules", "--config", "targets_per_part=100000")
+    assert parts > 1 and rules_to_run(whole) == set(), whole[-3000:]  # one part: the targets themselves
