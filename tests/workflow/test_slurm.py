@@ -22,6 +22,7 @@ RULES = (  # every rule of the run but `all` (the grammars come from the session
     "vad_merge",
     "diarize",
     "diarize_rttm",
+    "music",
     "asr",
     "asr_merge",
     "s2s_export",
