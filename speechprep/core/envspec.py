@@ -101,6 +101,16 @@ def _public_version(v: str) -> str:
     return v.split("+", 1)[0]
 
 
+def env_python(env: str) -> Path | None:
+    """The interpreter of stage environment ``env``: the sibling of the running one
+    (``<venvs>/<env>/bin/python``), else the checkout's ``.venvs/<env>``; None where neither is built."""
+    repo = Path(__file__).resolve().parents[2]
+    for python in (Path(sys.prefix).parent / env / "bin" / "python", repo / ".venvs" / env / "bin" / "python"):
+        if python.is_file():
+            return python
+    return None
+
+
 def check_stage_env(env_file: str | os.PathLike) -> list[str]:
     """Problems that make this interpreter the wrong one for the env file's pins (empty if none)."""
     problems = []

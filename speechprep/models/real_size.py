@@ -15,7 +15,6 @@ import importlib.util
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 from ..errors import UsageError
@@ -67,10 +66,12 @@ def _build_here(name: str, out: Path) -> Path:
 
 def _elsewhere(names: list[str], out_dir: Path) -> dict[str, dict]:
     """:func:`build` of ``names`` (one environment's) by that environment's interpreter."""
+    from ..core.envspec import env_python
+
     env = MODELS[names[0]][1]
-    python = Path(sys.prefix).parent / env / "bin" / "python"
-    if not python.is_file():
-        raise UsageError(f"{', '.join(names)} need the {env} environment: no {python}; run this job there")
+    python = env_python(env)
+    if python is None:
+        raise UsageError(f"{', '.join(names)} need the {env} environment: no .venvs/{env}; run this job there")
     cmd = [str(python), "-m", "speechprep", "models", "build-real-size", "--out", str(out_dir), "--only", *names]
     out = subprocess.run(cmd, check=True, cwd=Path(__file__).resolve().parents[2], stdout=subprocess.PIPE, text=True)
     return json.loads(out.stdout[out.stdout.index("\n{") :])

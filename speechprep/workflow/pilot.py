@@ -108,15 +108,6 @@ def _headers(paths: list[str]) -> list[float]:
         return list(pool.map(_seconds, paths, chunksize=64))
 
 
-def env_python(env: str) -> Path:
-    """The interpreter of stage environment ``env``: the sibling of this one's
-    (``.venvs/<env>/bin/python``, as a plain run's rules take it)."""
-    for python in (Path(sys.prefix).parent / env / "bin" / "python", REPO / ".venvs" / env / "bin" / "python"):
-        if python.is_file():
-            return python
-    raise UsageError(f"plan: the {env} environment is not built (no .venvs/{env}/bin/python): run scripts/setup.sh")
-
-
 def source_items(name: str, cfg: dict, scratch: Path) -> list[Item]:
     """A corpus in its own layout as the pilot draws it: each audio file with the source ids of
     its utterances and their seconds summed, from ``ingest items`` (the source's own reader in the
@@ -125,11 +116,15 @@ def source_items(name: str, cfg: dict, scratch: Path) -> list[Item]:
     it reads (a header, a decode, a shorten file written out as FLAC, diarization's cost per file)
     is then paid in the sample as often, for its share of the audio, as in the run; utterances
     drawn one by one would have a 10 % sample read nearly every file of a corpus of long ones."""
+    from ..core.envspec import env_python
     from ..jobs import job_params
 
+    python = env_python("ingest")
+    if python is None:
+        raise UsageError("plan: the ingest environment is not built (no .venvs/ingest): run scripts/setup.sh")
     out = scratch / f"{name}.jsonl"
     out.parent.mkdir(parents=True, exist_ok=True)
-    cmd = [str(env_python("ingest")), "-m", "speechprep", "--env-file", str(REPO / "envs" / "ingest.yaml")]
+    cmd = [str(python), "-m", "speechprep", "--env-file", str(REPO / "envs" / "ingest.yaml")]
     cmd += ["ingest", "items", "--params", job_params("ingest items", cfg, name, name=name), "--out", str(out)]
     cmd += ["--threads", str(cfg["ingest"].get("threads", 1))]
     p = subprocess.run(cmd, capture_output=True, text=True, encoding="utf-8", check=False)

@@ -45,3 +45,11 @@ def test_require_refuses_outside_its_env_with_exit_3():
     with pytest.raises(EnvironmentMismatch, match="running outside its environment") as e:
         envspec.require_stage_env("vad", ENVS / "vad.yaml")
     assert e.value.exit_code == 3 and "ten-vad==1.0.6.9 is not installed" in str(e.value)
+
+
+def test_another_stage_s_interpreter_is_found_beside_this_one():
+    from speechprep.core.envspec import env_python
+
+    ingest = env_python("ingest")  # setup builds every env side by side in .venvs/
+    assert ingest is not None and ingest.is_file() and ingest.parent.parent.name == "ingest"
+    assert env_python("no-such-env") is None
