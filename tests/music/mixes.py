@@ -340,25 +340,6 @@ def long_recordings(split: str, dest: Path, speakers: int = 5, per_block: int = 
     return paths, spans
 
 
-def kept_shares(spans: list[Span], lines: list[dict]) -> dict[object, float]:
-    """Per level, the share of its spans' seconds that ``lines`` (a manifest's lines: kept
-    segments, ``audio_filepath``/``offset``/``duration`` or their ``unseparated_*`` where
-    separated) cover."""
-    by_file: dict[str, list[tuple[float, float]]] = {}
-    for x in lines:
-        path = x.get("unseparated_audio_filepath") or x["audio_filepath"]
-        a = float(x.get("unseparated_offset", x.get("offset")) or 0.0)
-        d = float(x.get("unseparated_duration", x["duration"]))
-        by_file.setdefault(path, []).append((a, a + d))
-    total: dict[object, float] = {}
-    covered: dict[object, float] = {}
-    for s in spans:
-        total[s.snr] = total.get(s.snr, 0.0) + (s.end - s.start)
-        got = sum(max(0.0, min(b, s.end) - max(a, s.start)) for a, b in by_file.get(s.path, []))
-        covered[s.snr] = covered.get(s.snr, 0.0) + min(got, s.end - s.start)
-    return {k: covered[k] / total[k] for k in total}
-
-
 def fates(spans: list[Span], results: Path, dataset: str) -> dict[object, dict[str, float]]:
     """Per level, the seconds of VAD's segments over its spans by what became of them in a
     run's ``results/<dataset>``: ``kept`` (in the TTS manifests), ``<stage>:<reason>`` (in
