@@ -41,6 +41,7 @@ from .plan import Planned, shard_name
 from .plan import load as load_plan
 from .plan import plan as plan_shards
 from .plan import save as save_plan
+from .sources import SinkSettings
 from .texts import read_texts, text_file_problem, without_text
 
 log = logging.getLogger("speechprep.ingest")
@@ -141,7 +142,7 @@ def source_id_to_id(source_id: str) -> str:
     return source_id.replace("/", "__").replace("\\", "__")
 
 
-class _SourceSink:
+class _SourceSink(SinkSettings):
     """The :class:`~.sources.Sink` a source reader writes into: each line checked as a
     manifest line is (:meth:`Ingest.source_line`), each reject kept with its source id. With a
     selection (``only``: the pilot's ``pilot_ids``), the lines and rejects of those ids alone,
@@ -149,8 +150,8 @@ class _SourceSink:
     (:meth:`unseen`): every selected id ends in the manifest or the rejects."""
 
     def __init__(self, ing: Ingest, key: str, audio_dir: str, check_files: bool, only=None, write_audio=True):
-        self.ing, self.key, self.audio_dir, self.check_files = ing, key, audio_dir, check_files
-        self.only, self.write_audio = only, write_audio
+        super().__init__(audio_dir, check_files, only, write_audio)
+        self.ing, self.key = ing, key
         self.seen: set[str] = set()
 
     def _taken(self, sid) -> bool:

@@ -96,7 +96,7 @@ class Sink(Protocol):
         """One item that cannot be used, with a reason code and a sentence saying why."""
 
 
-class _Settings:
+class SinkSettings:
     """A sink's settings (:class:`Sink`'s attributes), for the sinks below."""
 
     def __init__(
@@ -109,7 +109,7 @@ class _Settings:
         self.audio_dir, self.check_files, self.only, self.write_audio = audio_dir, check_files, only, write_audio
 
 
-class Collect(_Settings):
+class Collect(SinkSettings):
     """A :class:`Sink` that keeps everything in two lists (for tests and tools)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -128,7 +128,7 @@ class Collect(_Settings):
         return {r["source_id"]: r["reason"] for r in self.rejects}
 
 
-class Count(_Settings):
+class Count(SinkSettings):
     """A :class:`Sink` that only counts (a reader's own cost, in a benchmark)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
